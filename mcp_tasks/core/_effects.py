@@ -1,0 +1,135 @@
+"""Effects: what the core asks its shell to do, and the `Step` that carries them.
+
+Every core entry point returns a `Step`. The shell performs `step.effects` in order, then
+sends `step.reply` (if any). That order is a promise the core relies on: a task's record is
+saved before the `CreateTaskResult` that names it goes out.
+"""
+
+from __future__ import annotations
+
+
+from msgspec import Raw, Struct
+
+from ._records import TaskRecord
+from ._wire import ClientCapabilities, RequestId, RequestMeta
+
+
+class Reply(Struct, frozen=True, kw_only=True):
+    """One encoded JSON-RPC response, and the HTTP status that should carry it."""
+
+    body: bytes
+    http_status: int = 200
+    request_id: RequestId | None = None
+    error_code: int | None = None
+
+
+class ToolCall(Struct, frozen=True, kw_only=True):
+    """A `tools/call` the shell must run the tool handler for."""
+
+    request_id: RequestId
+    tool_name: str
+    arguments: Raw | None
+    meta: RequestMeta
+    input_responses: dict[str, Raw]
+    """Answers to the input requests of earlier rounds (MRTR), checked and by key."""
+    handler_state: str | None = None
+    """What the handler asked to carry to its next round, returned untouched."""
+    in_task: bool = False
+    """True when the handler should do the work: inside task `task_id`, or in place when
+    the client cannot hold a task (task_id is then None)."""
+    task_id: str | None = None
+
+    @property
+    def client_capabilities(self) -> ClientCapabilities:
+        return self.meta.client_capabilities
+
+
+class TaskRequest(Struct, frozen=True, kw_only=True):
+    """A `tasks/get`, `tasks/update` or `tasks/cancel` that passed every check but the
+    task lookup. The shell loads `task_id` and calls `handle_task_request`."""
+
+    request_id: RequestId
+    method: str
+    task_id: str
+    meta: RequestMeta
+    input_responses: dict[str, Raw] | None = None
+
+
+# --- effects -----------------------------------------------------------------------------
+
+
+class RunTool(Struct, frozen=True, kw_only=True):
+    """Run the tool handler for `call` now, then hand its outcome to `tool_returned`."""
+
+    call: ToolCall
+
+
+class FetchTask(Struct, frozen=True, kw_only=True):
+    """Load the record of `request.task_id` (None if absent) and call `handle_task_request`."""
+
+    request: TaskRequest
+
+
+class SaveTask(Struct, frozen=True, kw_only=True):
+    """Write `record` if the stored version is `expected_version` (None: must not exist)."""
+
+    record: TaskRecord
+    expected_version: int | None
+
+
+class DeleteTask(Struct, frozen=True, kw_only=True):
+    task_id: str
+    expected_version: int
+
+
+class StartTask(Struct, frozen=True, kw_only=True):
+    """Run the handler inside the task; its outcome goes to `task_returned`."""
+
+    task_id: str
+    call: ToolCall
+
+
+class ResumeTask(Struct, frozen=True, kw_only=True):
+    """Every outstanding input request is answered: run the handler again (or wake the
+    `elicit` it awaits) with these answers; its outcome goes to `task_returned`."""
+
+    task_id: str
+    input_responses: dict[str, Raw]
+
+
+class CancelTask(Struct, frozen=True, kw_only=True):
+    """Cancel the running handler of the task, if this process runs it."""
+
+    task_id: str
+
+
+class CancelRequest(Struct, frozen=True, kw_only=True):
+    """Cancel the in-flight request with this id (stdio `notifications/cancelled`)."""
+
+    request_id: RequestId
+    reason: str | None = None
+
+
+class WakeAt(Struct, frozen=True, kw_only=True):
+    """Call `expire_task` for `task_id` at `deadline` (seconds since the epoch)."""
+
+    task_id: str
+    deadline: float
+
+
+Effect = (
+    RunTool
+    | FetchTask
+    | SaveTask
+    | DeleteTask
+    | StartTask
+    | ResumeTask
+    | CancelTask
+    | CancelRequest
+    | WakeAt
+)
+
+
+class Step(Struct, frozen=True, kw_only=True):
+    reply: Reply | None = None
+    effects: tuple[Effect, ...] = ()

@@ -1,0 +1,35 @@
+"""What a tool handler can hand back to the core.
+
+* a `CallToolResult`: the answer (with `is_error=True` for a tool-level failure);
+* an `ErrorObject`: a JSON-RPC error; inside a task the task ends `failed`;
+* `InputRequired(...)`: questions for the client. Before a task exists this becomes an
+  `InputRequiredResult` round (MRTR); inside a task the task waits in `input_required`;
+* `START_TASK`: turn this call into a task and run the handler again inside it.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+from msgspec import Struct
+
+from ._wire import CallToolResult, ErrorObject, InputRequest
+
+
+class StartTaskOutcome(enum.Enum):
+    START_TASK = "start_task"
+
+
+START_TASK: Final = StartTaskOutcome.START_TASK
+
+
+class InputRequired(Struct, frozen=True, kw_only=True):
+    requests: dict[str, InputRequest]
+    state: str | None = None
+    """Before a task: carried (sealed) to the next round and handed back to the handler."""
+    status_message: str | None = None
+    """Inside a task: the status message while it waits."""
+
+
+ToolOutcome = CallToolResult | ErrorObject | InputRequired | StartTaskOutcome

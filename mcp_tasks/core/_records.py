@@ -1,0 +1,78 @@
+"""The task record: everything the server knows about one task, immutable.
+
+A record changes only by the core returning a new one with `version + 1`; stores write it
+with compare-and-set on `version`, so two processes never overwrite each other's changes.
+Records encode to JSON with msgspec (`encode_record` / `decode_record`), which is what the
+durable stores keep.
+
+When a task ends, the core drops what only a running task needs (arguments, answers,
+capabilities), so a finished task costs little more than its result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import Raw, Struct
+
+from ._state import TaskStatus
+from ._wire import ClientCapabilities, ErrorObject, InputRequest
+
+
+class TaskRecord(Struct, kw_only=True, frozen=True):
+    task_id: str
+    version: int
+    tool_name: str
+    status: TaskStatus
+    created_at: float
+    """Seconds since the Unix epoch (UTC), as the shell's wall clock gave it."""
+    last_updated_at: float
+    ttl_ms: int | None
+    poll_interval_ms: int | None
+    status_message: str | None = None
+    arguments: Raw | None = None
+    """The tool arguments as the client sent them (a JSON object); dropped once terminal."""
+    client_capabilities: ClientCapabilities | None = None
+    """The capabilities of the `tools/call` that created the task; dropped once terminal."""
+    prior_responses: dict[str, Raw] | None = None
+    """Answers gathered by input rounds before the task existed (their own key space)."""
+    handler_state: str | None = None
+    """Opaque state the handler carried through those rounds."""
+    input_requests: dict[str, InputRequest] | None = None
+    """Outstanding input requests, by key."""
+    input_responses: dict[str, Raw] | None = None
+    """Answers to the task's own input requests, by key."""
+    issued_keys: frozenset[str] = frozenset()
+    """Every input key the task ever used: keys are unique over a task's whole life."""
+    result: Raw | None = None
+    """The encoded CallToolResult of a completed task."""
+    error: ErrorObject | None = None
+    """The JSON-RPC error of a failed task."""
+
+    @property
+    def expires_at(self) -> float | None:
+        """When the record may be removed: `created_at + ttl_ms`, or never."""
+        if self.ttl_ms is None:
+            return None
+        return self.created_at + self.ttl_ms / 1000
+
+    def is_expired(self, now: float) -> bool:
+        expires_at = self.expires_at
+        return expires_at is not None and now >= expires_at
+
+    def replace(self, **changes: Any) -> TaskRecord:
+        """A copy with `changes` applied and the version bumped."""
+        return msgspec.structs.replace(self, version=self.version + 1, **changes)
+
+
+_record_encoder = msgspec.json.Encoder()
+_record_decoder = msgspec.json.Decoder(TaskRecord)
+
+
+def encode_record(record: TaskRecord) -> bytes:
+    return _record_encoder.encode(record)
+
+
+def decode_record(data: bytes) -> TaskRecord:
+    return _record_decoder.decode(data)

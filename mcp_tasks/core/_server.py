@@ -1,0 +1,729 @@
+"""The server side of the protocol, without I/O.
+
+Theory of operation
+-------------------
+`ServerCore` holds configuration only (tools, options, the injected id factory and sealing
+key); it keeps no per-request or per-task state between calls. Each entry point takes what
+happened, the time `now` (seconds since the epoch) and, where a task is involved, its
+record, and returns a `Step`: the effects for the shell to perform in order, then the reply.
+
+    receive(bytes, now, headers)          -> reply, or RunTool / FetchTask / CancelRequest
+    tool_returned(call, outcome, now)     -> reply (+ SaveTask, StartTask, WakeAt for a task)
+    handle_task_request(req, record, now) -> reply (+ SaveTask, ResumeTask, CancelTask)
+    task_returned(record, outcome, now)   -> SaveTask of the new status
+    expire_task(record, now)              -> CancelTask / DeleteTask, or a later WakeAt
+
+Incoming requests are checked in the order the conformance suite expects: JSON and
+JSON-RPC shape, `_meta`, HTTP headers against the body, protocol version, method, the
+capability gate, then params. Any `ProtocolError` raised on the way becomes the error reply
+in `receive`, the single place where peer input is converted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET, Raw, Struct
+
+from . import _wire as w
+from ._effects import (
+    CancelRequest,
+    CancelTask,
+    DeleteTask,
+    Effect,
+    FetchTask,
+    Reply,
+    ResumeTask,
+    RunTool,
+    SaveTask,
+    StartTask,
+    Step,
+    TaskRequest,
+    ToolCall,
+    WakeAt,
+)
+from ._errors import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    ProtocolError,
+    RemoteProtocolError,
+    http_status_for_code,
+)
+from ._options import ServerOptions, TaskOptions, ToolSpec
+from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome
+from ._records import TaskRecord
+from ._sealing import RoundState, open_sealed, params_digest, seal
+from ._state import INITIAL_STATUS, TaskEvent, TaskStatus, can_happen, next_status
+
+RELATED_TASK_META: Final = "io.modelcontextprotocol/related-task"
+TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+_NAMED_BY: Final = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "task_id",
+    "tasks/update": "task_id",
+    "tasks/cancel": "task_id",
+}
+_KNOWN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"} | TASK_METHODS)
+_BASE64_SENTINEL: Final = ("=?base64?", "?=")
+
+
+class HttpHeaders(Struct, frozen=True, kw_only=True):
+    """The MCP request headers of a Streamable HTTP POST, as received (None: absent)."""
+
+    protocol_version: str | None = None
+    method: str | None = None
+    name: str | None = None
+
+
+def iso_utc(when: float) -> str:
+    """ISO 8601 in UTC with milliseconds, e.g. `2026-08-01T12:00:00.000Z`."""
+    stamp = datetime.datetime.fromtimestamp(when, datetime.UTC)
+    return stamp.isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def _decode_header_value(value: str) -> str:
+    value = value.strip()
+    start, end = _BASE64_SENTINEL
+    if value.startswith(start) and value.endswith(end) and len(value) >= len(start) + len(end):
+        try:
+            return base64.b64decode(value[len(start) : -len(end)], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise RemoteProtocolError(
+                HEADER_MISMATCH, "Mcp-Name header holds invalid =?base64?...?= text"
+            ) from None
+    return value
+
+
+def _path(error: msgspec.ValidationError, root: str) -> str:
+    """msgspec's message with its `$` root renamed to what the reader knows, e.g. params."""
+    return str(error).replace("`$", f"`{root}")
+
+
+def _invalid_params(message: str, data: Any = UNSET) -> RemoteProtocolError:
+    return RemoteProtocolError(INVALID_PARAMS, message, data)
+
+
+def _decode_params(raw: Raw, kind: type[Any]) -> Any:
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except msgspec.ValidationError as error:
+        raise _invalid_params(f"Invalid params: {_path(error, 'params')}") from None
+
+
+class ServerCore:
+    def __init__(
+        self,
+        *,
+        info: w.Implementation,
+        tools: Iterable[ToolSpec] = (),
+        new_task_id: Callable[[], str],
+        state_key: bytes,
+        tasks: TaskOptions | None = None,
+        options: ServerOptions | None = None,
+    ) -> None:
+        if len(state_key) < 16:
+            raise ValueError("state_key must hold at least 16 random bytes")
+        self.info = info
+        self.task_options = tasks or TaskOptions()
+        self.options = options or ServerOptions()
+        self._new_task_id = new_task_id
+        self._state_key = state_key
+        self._result_meta = w.ResultMeta(server_info=info)
+        self._tools: dict[str, ToolSpec] = {}
+        self._tools_result: w.ListToolsResult | None = None
+        for tool in tools:
+            self.add_tool(tool)
+
+    # --- configuration ---------------------------------------------------------------
+
+    def add_tool(self, tool: ToolSpec) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        self._tools_result = None
+
+    @property
+    def tools(self) -> dict[str, ToolSpec]:
+        return dict(self._tools)
+
+    # --- receiving ---------------------------------------------------------------------
+
+    def receive(self, data: bytes, now: float, headers: HttpHeaders | None = None) -> Step:
+        """Check one incoming JSON-RPC message and say what happens next."""
+        try:
+            message = msgspec.json.decode(data, type=w.IncomingMessage)
+        except msgspec.ValidationError:
+            return self._error_step(None, RemoteProtocolError(
+                INVALID_REQUEST, "Invalid request: a JSON-RPC message must be a JSON object"))
+        except msgspec.DecodeError as error:
+            return self._error_step(None, RemoteProtocolError(
+                PARSE_ERROR, f"Parse error: the body is not valid JSON ({error})"))
+        request_id = message.id
+        if request_id is not UNSET and not _is_request_id(request_id):
+            return self._error_step(None, RemoteProtocolError(
+                INVALID_REQUEST, "Invalid request: id must be a string or an integer"))
+        reply_id = None if request_id is UNSET else request_id
+        try:
+            if message.jsonrpc != "2.0":
+                raise RemoteProtocolError(INVALID_REQUEST, 'Invalid request: jsonrpc must be "2.0"')
+            if message.method is UNSET:
+                if request_id is not UNSET and (
+                    message.result is not UNSET or message.error is not UNSET
+                ):
+                    return Step()  # a response: this server sends no requests, nothing to do
+                raise RemoteProtocolError(INVALID_REQUEST, "Invalid request: method is missing")
+            if not isinstance(message.method, str):
+                raise RemoteProtocolError(INVALID_REQUEST, "Invalid request: method must be a string")
+            if request_id is UNSET:
+                return self._receive_notification(message.method, message.params)
+            return self._receive_request(request_id, message.method, message.params, now, headers)
+        except ProtocolError as error:
+            if request_id is UNSET and message.method is not UNSET:
+                return Step()  # a notification never gets a reply, not even an error
+            return self._error_step(reply_id, error)
+
+    def _receive_notification(self, method: str, params: Raw | Any) -> Step:
+        if method != "notifications/cancelled" or params is UNSET:
+            return Step()  # nothing else a client may notify this server of needs action
+        try:
+            cancelled = msgspec.json.decode(params, type=w.CancelledNotificationParams)
+        except msgspec.ValidationError:
+            return Step()
+        reason = None if cancelled.reason is UNSET else cancelled.reason
+        return Step(effects=(CancelRequest(request_id=cancelled.request_id, reason=reason),))
+
+    def _receive_request(
+        self,
+        request_id: w.RequestId,
+        method: str,
+        params: Raw | Any,
+        now: float,
+        headers: HttpHeaders | None,
+    ) -> Step:
+        raw_params = Raw(b"{}") if params is UNSET else params
+        try:
+            head = msgspec.json.decode(raw_params, type=w.ParamsHead)
+        except msgspec.ValidationError as error:
+            raise _invalid_params(f"Invalid params: {_path(error, 'params')}") from None
+        if head.meta is UNSET:
+            raise _invalid_params(
+                "Invalid params: params._meta is required (protocol version and client "
+                "capabilities travel in every request)"
+            )
+        meta = head.meta
+        if headers is not None:
+            self._check_headers(headers, method, head, meta)
+        if meta.protocol_version not in w.SUPPORTED_VERSIONS:
+            raise RemoteProtocolError(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                f"Unsupported protocol version {meta.protocol_version!r}",
+                {"supported": list(w.SUPPORTED_VERSIONS), "requested": meta.protocol_version},
+            )
+        if method not in _KNOWN_METHODS:
+            raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        if method in TASK_METHODS:
+            return self._receive_task_request(request_id, method, raw_params, meta)
+        if method == "tools/call":
+            return self._receive_call(request_id, raw_params, meta, now)
+        if method == "tools/list":
+            _decode_params(raw_params, w.ListToolsParams)
+            return self._result_step(request_id, self._list_tools_result())
+        return self._result_step(request_id, self._discover_result())
+
+    def _check_headers(
+        self, headers: HttpHeaders, method: str, head: w.ParamsHead, meta: w.RequestMeta
+    ) -> None:
+        if headers.protocol_version is None:
+            raise RemoteProtocolError(HEADER_MISMATCH, "MCP-Protocol-Version header is missing")
+        if headers.protocol_version.strip() != meta.protocol_version:
+            raise RemoteProtocolError(
+                HEADER_MISMATCH,
+                "MCP-Protocol-Version header does not match "
+                "params._meta[io.modelcontextprotocol/protocolVersion]",
+            )
+        if headers.method is None:
+            raise RemoteProtocolError(HEADER_MISMATCH, "Mcp-Method header is missing")
+        if headers.method.strip() != method:
+            raise RemoteProtocolError(HEADER_MISMATCH, "Mcp-Method header does not match method")
+        field_name = _NAMED_BY.get(method)
+        if field_name is None:
+            return
+        body_value = getattr(head, field_name)
+        if not isinstance(body_value, str):
+            return  # absent or mistyped: the params check reports it
+        wire_name = "taskId" if field_name == "task_id" else field_name
+        if headers.name is None:
+            if method in TASK_METHODS and self.options.accept_missing_task_name_header:
+                return
+            raise RemoteProtocolError(
+                HEADER_MISMATCH, f"Mcp-Name header is missing (it must carry params.{wire_name})"
+            )
+        if _decode_header_value(headers.name) != body_value:
+            raise RemoteProtocolError(
+                HEADER_MISMATCH, f"Mcp-Name header does not match params.{wire_name}"
+            )
+
+    def _receive_task_request(
+        self, request_id: w.RequestId, method: str, raw_params: Raw, meta: w.RequestMeta
+    ) -> Step:
+        if not meta.client_capabilities.has_tasks:
+            raise _needs_tasks_extension(f"{method} needs")
+        if method == "tasks/update":
+            update = _decode_params(raw_params, w.UpdateTaskParams)
+            task_id, responses = update.task_id, update.input_responses
+        else:
+            kind = w.GetTaskParams if method == "tasks/get" else w.CancelTaskParams
+            task_id, responses = _decode_params(raw_params, kind).task_id, None
+        request = TaskRequest(
+            request_id=request_id,
+            method=method,
+            task_id=task_id,
+            meta=meta,
+            input_responses=responses,
+        )
+        return Step(effects=(FetchTask(request=request),))
+
+    def _receive_call(
+        self, request_id: w.RequestId, raw_params: Raw, meta: w.RequestMeta, now: float
+    ) -> Step:
+        params = _decode_params(raw_params, w.CallToolParams)
+        tool = self._tools.get(params.name)
+        if tool is None:
+            raise _invalid_params(f"Unknown tool: {params.name!r}")
+        if tool.task_support == "required" and not meta.client_capabilities.has_tasks:
+            raise _needs_tasks_extension(f"Tool {tool.name!r} runs only as a task; it needs")
+        arguments = None if params.arguments is UNSET else params.arguments
+        if arguments is not None and not bytes(arguments).lstrip().startswith(b"{"):
+            raise _invalid_params("Invalid params: params.arguments must be an object")
+        responses: dict[str, Raw] = {}
+        handler_state = None
+        if params.request_state is not UNSET:
+            digest = params_digest("tools/call", tool.name, _raw_bytes(arguments))
+            round_state = open_sealed(
+                self._state_key, params.request_state, method="tools/call", digest=digest, now=now
+            )
+            handler_state = round_state.handler_state
+            given = {} if params.input_responses is UNSET else params.input_responses
+            responses = _checked_responses(given, round_state.asked)
+        call = ToolCall(
+            request_id=request_id,
+            tool_name=tool.name,
+            arguments=None if arguments is None else arguments.copy(),
+            meta=meta,
+            input_responses=responses,
+            handler_state=handler_state,
+        )
+        return Step(effects=(RunTool(call=call),))
+
+    # --- a tool handler's outcome, outside a task -----------------------------------------
+
+    def tool_returned(
+        self, call: ToolCall, outcome: ToolOutcome, now: float, *, stored_tasks: int = 0
+    ) -> Step:
+        """The handler of `call` (run for `RunTool`) returned `outcome`.
+
+        `stored_tasks` is how many tasks the store holds now, for the `max_tasks` limit.
+        """
+        request_id = call.request_id
+        try:
+            if isinstance(outcome, w.CallToolResult):
+                return self._result_step(request_id, outcome)
+            if isinstance(outcome, w.ErrorObject):
+                return self._reply_error_object(request_id, outcome)
+            if isinstance(outcome, InputRequired):
+                return self._input_round(call, outcome, now)
+            if isinstance(outcome, StartTaskOutcome):
+                return self._start_task(call, now, stored_tasks)
+            raise ProtocolError(
+                INTERNAL_ERROR, f"Tool {call.tool_name!r} returned an unknown outcome"
+            )
+        except ProtocolError as error:
+            return self._error_step(request_id, error)
+
+    def _input_round(self, call: ToolCall, outcome: InputRequired, now: float) -> Step:
+        _check_input_requests(call.tool_name, outcome.requests, call.client_capabilities)
+        state = RoundState(
+            method="tools/call",
+            params_digest=params_digest("tools/call", call.tool_name, _raw_bytes(call.arguments)),
+            expires_at=now + self.options.request_state_ttl_ms / 1000,
+            asked={key: _method_of(request) for key, request in outcome.requests.items()},
+            handler_state=outcome.state,
+        )
+        result = w.InputRequiredResult(
+            input_requests=outcome.requests,
+            request_state=seal(self._state_key, state),
+            meta=self._result_meta,
+        )
+        return self._result_step(call.request_id, result)
+
+    def _start_task(self, call: ToolCall, now: float, stored_tasks: int) -> Step:
+        tool = self._tools[call.tool_name]
+        if call.in_task:
+            raise ProtocolError(
+                INTERNAL_ERROR, f"Tool {tool.name!r} asked to start a task while already running"
+            )
+        if tool.task_support == "none":
+            raise ProtocolError(
+                INTERNAL_ERROR,
+                f"Tool {tool.name!r} asked to start a task but is registered with "
+                "task_support='none'",
+            )
+        if not call.client_capabilities.has_tasks:
+            # An optional task tool, and this client cannot hold a task: work in place.
+            in_place = msgspec.structs.replace(call, in_task=True)
+            return Step(effects=(RunTool(call=in_place),))
+        options = self.task_options
+        if stored_tasks >= options.max_tasks:
+            raise ProtocolError(
+                INTERNAL_ERROR,
+                f"Too many tasks: the server holds its limit of {options.max_tasks}; "
+                "try again when some have finished or expired",
+            )
+        task_id = self._new_task_id()
+        record = TaskRecord(
+            task_id=task_id,
+            version=1,
+            tool_name=tool.name,
+            status=INITIAL_STATUS,
+            created_at=now,
+            last_updated_at=now,
+            ttl_ms=options.ttl_ms,
+            poll_interval_ms=options.poll_interval_ms,
+            arguments=call.arguments,
+            client_capabilities=call.client_capabilities,
+            prior_responses=call.input_responses or None,
+            handler_state=call.handler_state,
+        )
+        inside = msgspec.structs.replace(call, in_task=True, task_id=task_id)
+        effects: list[Effect] = [
+            SaveTask(record=record, expected_version=None),
+            StartTask(task_id=task_id, call=inside),
+        ]
+        if record.expires_at is not None:
+            effects.append(WakeAt(task_id=task_id, deadline=record.expires_at))
+        handle = w.CreateTaskResult(
+            task_id=task_id,
+            status=record.status.value,
+            created_at=iso_utc(now),
+            last_updated_at=iso_utc(now),
+            ttl_ms=record.ttl_ms,
+            poll_interval_ms=_unset_if_none(record.poll_interval_ms),
+            meta=self._result_meta,
+        )
+        return self._result_step(call.request_id, handle, effects)
+
+    # --- tasks/get, tasks/update, tasks/cancel ------------------------------------------
+
+    def handle_task_request(
+        self, request: TaskRequest, record: TaskRecord | None, now: float
+    ) -> Step:
+        """Answer a `FetchTask`: `record` is what the store holds for the id, or None."""
+        if record is None or record.task_id != request.task_id:
+            return self._error_step(
+                request.request_id, _invalid_params(f"Unknown task: {request.task_id!r}")
+            )
+        if record.is_expired(now):
+            expiry = self.expire_task(record, now)
+            error = _invalid_params(f"Task {request.task_id!r} has expired")
+            return Step(reply=self._error_reply(request.request_id, error), effects=expiry.effects)
+        if request.method == "tasks/get":
+            return self._result_step(request.request_id, self._detailed_task(record))
+        ack = w.EmptyResult(meta=self._result_meta)
+        if request.method == "tasks/cancel":
+            if not can_happen(record.status, TaskEvent.CANCEL):
+                return self._result_step(request.request_id, ack)  # already over: still an ack
+            cancelled = _finish(record, TaskEvent.CANCEL, now)
+            effects: list[Effect] = [
+                SaveTask(record=cancelled, expected_version=record.version),
+                CancelTask(task_id=record.task_id),
+            ]
+            return self._result_step(request.request_id, ack, effects)
+        try:
+            effects = self._merge_answers(record, request.input_responses or {}, now)
+        except ProtocolError as error:
+            return self._error_step(request.request_id, error)
+        return self._result_step(request.request_id, ack, effects)
+
+    def _merge_answers(
+        self, record: TaskRecord, given: dict[str, Raw], now: float
+    ) -> list[Effect]:
+        outstanding = record.input_requests or {}
+        asked = {key: _method_of(outstanding[key]) for key in given if key in outstanding}
+        if record.status is not TaskStatus.INPUT_REQUIRED or not asked:
+            return []  # nothing outstanding was answered: ignored, still an ack
+        answers = _checked_responses(given, asked)
+        responses = {**(record.input_responses or {}), **answers}
+        still_open = {k: v for k, v in outstanding.items() if k not in answers}
+        if still_open:
+            updated = record.replace(
+                input_requests=still_open, input_responses=responses, last_updated_at=now
+            )
+            return [SaveTask(record=updated, expected_version=record.version)]
+        resumed = record.replace(
+            status=next_status(record.status, TaskEvent.INPUT_ANSWERED),
+            input_requests=None,
+            input_responses=responses,
+            status_message=None,
+            last_updated_at=now,
+        )
+        return [
+            SaveTask(record=resumed, expected_version=record.version),
+            ResumeTask(task_id=record.task_id, input_responses=responses),
+        ]
+
+    def _detailed_task(self, record: TaskRecord) -> w.DetailedTask:
+        common: dict[str, Any] = {
+            "task_id": record.task_id,
+            "created_at": iso_utc(record.created_at),
+            "last_updated_at": iso_utc(record.last_updated_at),
+            "ttl_ms": record.ttl_ms,
+            "poll_interval_ms": _unset_if_none(record.poll_interval_ms),
+            "status_message": _unset_if_none(record.status_message),
+            "meta": self._result_meta,
+        }
+        status = record.status
+        if status is TaskStatus.WORKING:
+            return w.WorkingTask(**common)
+        if status is TaskStatus.INPUT_REQUIRED:
+            return w.InputRequiredTask(**common, input_requests=record.input_requests or {})
+        if status is TaskStatus.COMPLETED:
+            assert record.result is not None
+            return w.CompletedTask(**common, result=record.result)
+        if status is TaskStatus.FAILED:
+            assert record.error is not None
+            return w.FailedTask(**common, error=record.error)
+        return w.CancelledTask(**common)
+
+    # --- a tool handler's outcome, inside a task ------------------------------------------
+
+    def task_returned(self, record: TaskRecord, outcome: ToolOutcome, now: float) -> Step:
+        """The handler running task `record` returned `outcome` (`record` as stored now)."""
+        if record.status.is_terminal:
+            return Step()  # cancelled (or otherwise ended) meanwhile: the outcome is moot
+        if record.is_expired(now):
+            return self.expire_task(record, now)
+        try:
+            updated = self._apply_outcome(record, outcome, now)
+        except ProtocolError as error:
+            failure = w.ErrorObject(code=error.code, message=error.message, data=error.data
+                                    if error.data is not None else UNSET)
+            updated = _finish(record, TaskEvent.FAIL, now, error=failure,
+                              status_message=error.message)
+        return Step(effects=(SaveTask(record=updated, expected_version=record.version),))
+
+    def _apply_outcome(self, record: TaskRecord, outcome: ToolOutcome, now: float) -> TaskRecord:
+        if isinstance(outcome, w.CallToolResult):
+            result = msgspec.json.encode(_without_related_task_meta(outcome))
+            return _finish(record, TaskEvent.COMPLETE, now, result=Raw(result))
+        if isinstance(outcome, w.ErrorObject):
+            return _finish(record, TaskEvent.FAIL, now, error=outcome,
+                           status_message=outcome.message)
+        if isinstance(outcome, InputRequired):
+            return self._ask(record, outcome, now)
+        if isinstance(outcome, StartTaskOutcome):
+            raise ProtocolError(
+                INTERNAL_ERROR,
+                f"Tool {record.tool_name!r} asked to start a task while already inside one",
+            )
+        raise ProtocolError(INTERNAL_ERROR, f"Tool {record.tool_name!r} returned an unknown outcome")
+
+    def _ask(self, record: TaskRecord, outcome: InputRequired, now: float) -> TaskRecord:
+        capabilities = record.client_capabilities or w.ClientCapabilities()
+        _check_input_requests(record.tool_name, outcome.requests, capabilities)
+        reused = sorted(key for key in outcome.requests if key in record.issued_keys)
+        if reused:
+            raise ProtocolError(
+                INTERNAL_ERROR,
+                f"Tool {record.tool_name!r} reused input key(s) {', '.join(reused)}; "
+                "keys must be unique over a task's life",
+            )
+        return record.replace(
+            status=next_status(record.status, TaskEvent.NEED_INPUT),
+            input_requests={**(record.input_requests or {}), **outcome.requests},
+            issued_keys=record.issued_keys.union(outcome.requests),
+            status_message=outcome.status_message,
+            last_updated_at=now,
+        )
+
+    def set_status_message(self, record: TaskRecord, message: str | None, now: float) -> Step:
+        """Show `message` as the task's `statusMessage` (progress); no status change."""
+        if record.status.is_terminal or record.status_message == message:
+            return Step()
+        updated = record.replace(status_message=message, last_updated_at=now)
+        return Step(effects=(SaveTask(record=updated, expected_version=record.version),))
+
+    def expire_task(self, record: TaskRecord, now: float) -> Step:
+        """A `WakeAt` came due: remove the record if its TTL has run out."""
+        expires_at = record.expires_at
+        if expires_at is None:
+            return Step()
+        if now < expires_at:
+            return Step(effects=(WakeAt(task_id=record.task_id, deadline=expires_at),))
+        delete = DeleteTask(task_id=record.task_id, expected_version=record.version)
+        if can_happen(record.status, TaskEvent.EXPIRE):
+            return Step(effects=(CancelTask(task_id=record.task_id), delete))
+        return Step(effects=(delete,))
+
+    # --- results, errors ------------------------------------------------------------------
+
+    def _discover_result(self) -> w.DiscoverResult:
+        return w.DiscoverResult(
+            supported_versions=list(w.SUPPORTED_VERSIONS),
+            capabilities={"tools": {}, "extensions": {w.TASKS_EXTENSION: {}}},
+            ttl_ms=self.options.discover_ttl_ms,
+            cache_scope=self.options.cache_scope,
+            instructions=_unset_if_none(self.options.instructions),
+            meta=self._result_meta,
+        )
+
+    def _list_tools_result(self) -> w.ListToolsResult:
+        if self._tools_result is None:
+            self._tools_result = w.ListToolsResult(
+                tools=[tool.to_wire() for tool in self._tools.values()],
+                ttl_ms=self.options.discover_ttl_ms,
+                cache_scope=self.options.cache_scope,
+                meta=self._result_meta,
+            )
+        return self._tools_result
+
+    def _result_step(
+        self, request_id: w.RequestId, result: Any, effects: Iterable[Effect] = ()
+    ) -> Step:
+        body = w.json_encoder.encode(w.ResultResponse(id=request_id, result=result))
+        return Step(reply=Reply(body=body, request_id=request_id), effects=tuple(effects))
+
+    def _reply_error_object(self, request_id: w.RequestId, error: w.ErrorObject) -> Step:
+        body = w.json_encoder.encode(w.ErrorResponse(id=request_id, error=error))
+        reply = Reply(
+            body=body,
+            http_status=http_status_for_code(error.code),
+            request_id=request_id,
+            error_code=error.code,
+        )
+        return Step(reply=reply)
+
+    def _error_reply(self, request_id: w.RequestId | None, error: ProtocolError) -> Reply:
+        data = UNSET if error.data is None else error.data
+        response = w.ErrorResponse(
+            id=UNSET if request_id is None else request_id,
+            error=w.ErrorObject(code=error.code, message=error.message, data=data),
+        )
+        return Reply(
+            body=w.json_encoder.encode(response),
+            http_status=error.http_status,
+            request_id=request_id,
+            error_code=error.code,
+        )
+
+    def _error_step(self, request_id: w.RequestId | None, error: ProtocolError) -> Step:
+        return Step(reply=self._error_reply(request_id, error))
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _is_request_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _raw_bytes(raw: Raw | None) -> bytes | None:
+    return None if raw is None else bytes(raw)
+
+
+def _unset_if_none(value: Any) -> Any:
+    return UNSET if value is None else value
+
+
+def _method_of(request: w.InputRequest) -> str:
+    return type(request).__struct_config__.tag  # type: ignore[return-value]
+
+
+def _needs_tasks_extension(what: str) -> RemoteProtocolError:
+    return RemoteProtocolError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"{what} the {w.TASKS_EXTENSION} extension in this request's client capabilities",
+        {"requiredCapabilities": {"extensions": {w.TASKS_EXTENSION: {}}}},
+    )
+
+
+def _check_input_requests(
+    tool_name: str, requests: dict[str, w.InputRequest], capabilities: w.ClientCapabilities
+) -> None:
+    """A server may only ask what this request's client declared it can answer."""
+    if not requests:
+        raise ProtocolError(INTERNAL_ERROR, f"Tool {tool_name!r} asked for input with no request")
+    for request in requests.values():
+        if isinstance(request, w.ElicitRequest):
+            mode = request.params.effective_mode
+            if not capabilities.has_elicitation(mode):
+                needed: dict[str, Any] = {"elicitation": {} if mode == "form" else {mode: {}}}
+                raise _missing_capability(tool_name, f"elicitation ({mode} mode)", needed)
+        elif isinstance(request, w.CreateMessageRequest):
+            if not capabilities.has_sampling:
+                raise _missing_capability(tool_name, "sampling", {"sampling": {}})
+        elif not capabilities.has_roots:
+            raise _missing_capability(tool_name, "roots", {"roots": {}})
+
+
+def _missing_capability(tool_name: str, what: str, needed: dict[str, Any]) -> ProtocolError:
+    return ProtocolError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"Tool {tool_name!r} needs the client capability {what}, which this request lacks",
+        {"requiredCapabilities": needed},
+    )
+
+
+def _checked_responses(given: dict[str, Raw], asked: dict[str, str]) -> dict[str, Raw]:
+    """The answers to the keys in `asked`, each checked against its request's answer type.
+
+    Keys not asked are ignored without a look at their values. A malformed answer to an
+    asked key refuses the whole set (-32602), so nothing is half-applied.
+    """
+    checked: dict[str, Raw] = {}
+    for key, method in asked.items():
+        answer = given.get(key)
+        if answer is None:
+            continue
+        try:
+            msgspec.json.decode(answer, type=w.RESPONSE_TYPE_FOR_METHOD[method])
+        except msgspec.ValidationError as error:
+            raise _invalid_params(
+                f"Invalid params: {_path(error, f'params.inputResponses[{key!r}]')}"
+            ) from None
+        checked[key] = answer.copy()
+    return checked
+
+
+def _without_related_task_meta(result: w.CallToolResult) -> w.CallToolResult:
+    if result.meta is UNSET or RELATED_TASK_META not in result.meta:
+        return result
+    meta = {k: v for k, v in result.meta.items() if k != RELATED_TASK_META}
+    return msgspec.structs.replace(result, meta=meta or UNSET)
+
+
+def _finish(record: TaskRecord, event: TaskEvent, now: float, **changes: Any) -> TaskRecord:
+    """The record after a terminal event, without what only a running task needs."""
+    return record.replace(
+        status=next_status(record.status, event),
+        last_updated_at=now,
+        arguments=None,
+        client_capabilities=None,
+        prior_responses=None,
+        handler_state=None,
+        input_requests=None,
+        input_responses=None,
+        **changes,
+    )

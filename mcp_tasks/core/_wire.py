@@ -1,0 +1,435 @@
+"""Wire types of MCP 2026-07-28 and the Tasks extension, as msgspec Structs.
+
+Rules every type here follows:
+
+* Decoding tolerates unknown fields (msgspec ignores them), so newer peers still parse.
+* A field the wire requires has no default that could make it vanish: `resultType` is
+  always encoded, and `ttlMs` is encoded as `null` when a task lives forever.
+* An optional field defaults to `UNSET` and is then left out of the JSON entirely.
+* A result from a peer that lacks `resultType` reads as `"complete"` (pre-2026 servers).
+* Field names are the wire's own words in snake_case; `rename="camel"` maps them back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType, field
+
+PROTOCOL_VERSION: Final = "2026-07-28"
+SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION,)
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+
+META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+
+RequestId = str | int
+TaskStatusName = Literal["working", "input_required", "completed", "failed", "cancelled"]
+
+
+class _Wire(Struct, rename="camel", kw_only=True):
+    """Base for wire objects: camelCase on the wire, keyword-only in Python."""
+
+
+class _Frozen(Struct, rename="camel", kw_only=True, frozen=True):
+    """Base for wire objects that are also stored in task records."""
+
+
+# --- identity and capabilities -------------------------------------------------------
+
+
+class Implementation(_Frozen):
+    name: str
+    version: str
+    title: str | UnsetType = UNSET
+
+
+class ClientCapabilities(_Frozen):
+    """What the client declared on *this* request. `{}` declares nothing optional."""
+
+    experimental: dict[str, dict[str, Any]] | UnsetType = UNSET
+    roots: dict[str, Any] | UnsetType = UNSET
+    sampling: dict[str, Any] | UnsetType = UNSET
+    elicitation: dict[str, Any] | UnsetType = UNSET
+    extensions: dict[str, dict[str, Any]] | UnsetType = UNSET
+
+    def has_extension(self, extension_id: str) -> bool:
+        return self.extensions is not UNSET and extension_id in self.extensions
+
+    @property
+    def has_tasks(self) -> bool:
+        return self.has_extension(TASKS_EXTENSION)
+
+    @property
+    def has_sampling(self) -> bool:
+        return self.sampling is not UNSET
+
+    @property
+    def has_roots(self) -> bool:
+        return self.roots is not UNSET
+
+    def has_elicitation(self, mode: str) -> bool:
+        """Form mode is implied by `elicitation: {}`; URL mode must be named."""
+        if self.elicitation is UNSET:
+            return False
+        if "form" not in self.elicitation and "url" not in self.elicitation:
+            return mode == "form"
+        return mode in self.elicitation
+
+
+class RequestMeta(_Wire):
+    """`params._meta` of a client request. The two required keys have no default."""
+
+    protocol_version: str = field(name=META_PROTOCOL_VERSION)
+    client_capabilities: ClientCapabilities = field(name=META_CLIENT_CAPABILITIES)
+    client_info: Implementation | UnsetType = field(default=UNSET, name=META_CLIENT_INFO)
+    log_level: str | UnsetType = field(default=UNSET, name=META_LOG_LEVEL)
+    progress_token: str | int | UnsetType = field(default=UNSET, name="progressToken")
+
+
+# --- JSON-RPC envelopes ---------------------------------------------------------------
+
+
+class IncomingMessage(Struct):
+    """Any JSON-RPC message, with `params` kept raw until its method is known."""
+
+    jsonrpc: Any = UNSET
+    id: Any = UNSET
+    method: Any = UNSET
+    params: Raw | UnsetType = UNSET
+    result: Any = UNSET
+    error: Any = UNSET
+
+
+class ErrorObject(_Frozen):
+    code: int
+    message: str
+    data: Any = UNSET
+
+
+class ResultResponse(Struct):
+    id: RequestId
+    result: Any
+    jsonrpc: str = "2.0"
+
+
+class ErrorResponse(Struct):
+    error: ErrorObject
+    id: RequestId | UnsetType = UNSET
+    jsonrpc: str = "2.0"
+
+
+class Notification(Struct):
+    method: str
+    params: Any = UNSET
+    jsonrpc: str = "2.0"
+
+
+# --- content ----------------------------------------------------------------------------
+
+
+class TextContent(_Frozen, tag_field="type", tag="text"):
+    text: str
+    annotations: dict[str, Any] | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+class ImageContent(_Frozen, tag_field="type", tag="image"):
+    data: str
+    mime_type: str
+    annotations: dict[str, Any] | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+class AudioContent(_Frozen, tag_field="type", tag="audio"):
+    data: str
+    mime_type: str
+    annotations: dict[str, Any] | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+class ResourceContents(_Frozen):
+    """Text contents carry `text`, binary contents carry base64 `blob`: exactly one of them."""
+
+    uri: str
+    mime_type: str | UnsetType = UNSET
+    text: str | UnsetType = UNSET
+    blob: str | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+class EmbeddedResource(_Frozen, tag_field="type", tag="resource"):
+    resource: ResourceContents
+    annotations: dict[str, Any] | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+class ResourceLink(_Frozen, tag_field="type", tag="resource_link"):
+    uri: str
+    name: str
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    mime_type: str | UnsetType = UNSET
+    size: int | UnsetType = UNSET
+    annotations: dict[str, Any] | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+ContentBlock = TextContent | ImageContent | AudioContent | EmbeddedResource | ResourceLink
+
+
+# --- input requests (server asks) and input responses (client answers) -------------------
+
+
+class ElicitParams(_Frozen):
+    """`elicitation/create` params. Form mode has `requested_schema`; URL mode has `url`."""
+
+    message: str
+    mode: Literal["form", "url"] | UnsetType = UNSET
+    requested_schema: dict[str, Any] | UnsetType = UNSET
+    url: str | UnsetType = UNSET
+
+    @property
+    def effective_mode(self) -> str:
+        return "form" if self.mode is UNSET else self.mode
+
+
+class SamplingMessage(_Frozen):
+    role: Literal["user", "assistant"]
+    content: Any
+
+
+class CreateMessageParams(_Frozen):
+    messages: list[SamplingMessage]
+    max_tokens: int
+    system_prompt: str | UnsetType = UNSET
+    temperature: float | UnsetType = UNSET
+    stop_sequences: list[str] | UnsetType = UNSET
+    model_preferences: dict[str, Any] | UnsetType = UNSET
+    include_context: str | UnsetType = UNSET
+    metadata: dict[str, Any] | UnsetType = UNSET
+
+
+class ElicitRequest(_Frozen, tag_field="method", tag="elicitation/create"):
+    params: ElicitParams
+
+
+class CreateMessageRequest(_Frozen, tag_field="method", tag="sampling/createMessage"):
+    params: CreateMessageParams
+
+
+class ListRootsRequest(_Frozen, tag_field="method", tag="roots/list"):
+    params: dict[str, Any] | UnsetType = UNSET
+
+
+InputRequest = ElicitRequest | CreateMessageRequest | ListRootsRequest
+
+
+class ElicitResult(_Frozen):
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, str | int | float | bool | list[str]] | UnsetType = UNSET
+
+
+class CreateMessageResult(_Frozen):
+    role: Literal["user", "assistant"]
+    content: Any
+    model: str
+    stop_reason: str | UnsetType = UNSET
+
+
+class Root(_Frozen):
+    uri: str
+    name: str | UnsetType = UNSET
+
+
+class ListRootsResult(_Frozen):
+    roots: list[Root]
+
+
+InputResponse = ElicitResult | CreateMessageResult | ListRootsResult
+
+# The answer type a client must send for each kind of input request.
+RESPONSE_TYPE_FOR_METHOD: Final[dict[str, type[InputResponse]]] = {
+    "elicitation/create": ElicitResult,
+    "sampling/createMessage": CreateMessageResult,
+    "roots/list": ListRootsResult,
+}
+
+
+# --- request params ----------------------------------------------------------------------
+
+
+class ParamsHead(_Wire):
+    """First look at any request's params: `_meta` and the value `Mcp-Name` mirrors.
+
+    The name/uri/taskId fields are untyped here on purpose: a wrong type there is a params
+    error (-32602), which the validation order checks later than `_meta` and headers.
+    """
+
+    meta: RequestMeta | UnsetType = field(default=UNSET, name="_meta")
+    name: Any = UNSET
+    uri: Any = UNSET
+    task_id: Any = UNSET
+
+
+class DiscoverParams(_Wire):
+    meta: RequestMeta = field(name="_meta")
+
+
+class ListToolsParams(_Wire):
+    meta: RequestMeta = field(name="_meta")
+    cursor: str | UnsetType = UNSET
+
+
+class CallToolParams(_Wire):
+    name: str
+    meta: RequestMeta = field(name="_meta")
+    arguments: Raw | UnsetType = UNSET
+    input_responses: dict[str, Raw] | UnsetType = UNSET
+    request_state: str | UnsetType = UNSET
+
+
+class GetTaskParams(_Wire):
+    task_id: str
+    meta: RequestMeta = field(name="_meta")
+
+
+class UpdateTaskParams(_Wire):
+    task_id: str
+    input_responses: dict[str, Raw]
+    meta: RequestMeta = field(name="_meta")
+
+
+class CancelTaskParams(_Wire):
+    task_id: str
+    meta: RequestMeta = field(name="_meta")
+
+
+class CancelledNotificationParams(_Wire):
+    request_id: RequestId
+    reason: str | UnsetType = UNSET
+
+
+# --- results -------------------------------------------------------------------------------
+
+
+class ResultMeta(_Frozen):
+    server_info: Implementation | UnsetType = field(default=UNSET, name=META_SERVER_INFO)
+
+
+class Tool(_Frozen):
+    name: str
+    input_schema: dict[str, Any]
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    output_schema: dict[str, Any] | UnsetType = UNSET
+    annotations: dict[str, Any] | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+class DiscoverResult(_Wire):
+    supported_versions: list[str]
+    capabilities: dict[str, Any]
+    ttl_ms: int
+    cache_scope: Literal["public", "private"]
+    instructions: str | UnsetType = UNSET
+    result_type: str = "complete"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
+class ListToolsResult(_Wire):
+    tools: list[Tool]
+    ttl_ms: int
+    cache_scope: Literal["public", "private"]
+    next_cursor: str | UnsetType = UNSET
+    result_type: str = "complete"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
+class CallToolResult(_Frozen):
+    """A tool's answer. `is_error=True` is a tool-level failure: its task still `completed`."""
+
+    content: list[ContentBlock]
+    structured_content: Any = UNSET
+    is_error: bool | UnsetType = UNSET
+    result_type: str = "complete"
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+    @classmethod
+    def text(cls, text: str, *, is_error: bool = False) -> CallToolResult:
+        return cls(content=[TextContent(text=text)], is_error=True if is_error else UNSET)
+
+
+class InputRequiredResult(_Wire):
+    input_requests: dict[str, InputRequest] | UnsetType = UNSET
+    request_state: str | UnsetType = UNSET
+    result_type: str = "input_required"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
+class EmptyResult(_Wire):
+    """The ack of `tasks/update` and `tasks/cancel`."""
+
+    result_type: str = "complete"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
+class CreateTaskResult(_Wire):
+    """The flat task handle answering `tools/call`: `resultType` is `"task"`."""
+
+    task_id: str
+    status: TaskStatusName
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int | UnsetType = UNSET
+    status_message: str | UnsetType = UNSET
+    result_type: str = "task"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
+class _DetailedTaskBase(_Wire, tag_field="status"):
+    task_id: str
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int | UnsetType = UNSET
+    status_message: str | UnsetType = UNSET
+    result_type: str = "complete"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
+class WorkingTask(_DetailedTaskBase, tag="working", kw_only=True):
+    pass
+
+
+class InputRequiredTask(_DetailedTaskBase, tag="input_required", kw_only=True):
+    input_requests: dict[str, InputRequest]
+
+
+class CompletedTask(_DetailedTaskBase, tag="completed", kw_only=True):
+    result: Raw
+
+
+class FailedTask(_DetailedTaskBase, tag="failed", kw_only=True):
+    error: ErrorObject
+
+
+class CancelledTask(_DetailedTaskBase, tag="cancelled", kw_only=True):
+    pass
+
+
+DetailedTask = WorkingTask | InputRequiredTask | CompletedTask | FailedTask | CancelledTask
+
+
+def decode_result_type(result: dict[str, Any]) -> str:
+    """The `resultType` of a peer's result; an absent one means `"complete"`."""
+    value = result.get("resultType", "complete")
+    return value if isinstance(value, str) else ""
+
+
+json_encoder: Final = msgspec.json.Encoder()
