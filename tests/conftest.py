@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from core.harness import Harness  # noqa: E402
+from schema_check import check_reply  # noqa: E402
+
+
+@pytest.fixture
+def make_harness() -> Iterator[type[Harness]]:
+    """Build harnesses; every reply they produced is schema-checked when the test ends."""
+    made: list[Harness] = []
+
+    class Checked(Harness):
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            made.append(self)
+
+    yield Checked
+    for harness in made:
+        for exchange in harness.exchanges:
+            if exchange.reply is not None:
+                check_reply(exchange.method, exchange.reply)

@@ -1,0 +1,78 @@
+"""Validate what the library sends against the official 2026-07-28 JSON Schemas (2020-12)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+_HERE = Path(__file__).parent / "schema"
+CORE = "core-2026-07-28.schema.json"
+TASKS = "tasks-ext-2026-07-28.schema.json"
+
+_ERROR_DEF_FOR_CODE = {
+    -32020: "HeaderMismatchError",
+    -32021: "MissingRequiredClientCapabilityError",
+    -32022: "UnsupportedProtocolVersionError",
+}
+_RESPONSE_DEF_FOR_METHOD = {
+    "server/discover": "DiscoverResultResponse",
+    "tools/list": "ListToolsResultResponse",
+}
+_TASK_RESULT_DEF_FOR_METHOD = {
+    "tasks/get": "GetTaskResult",
+    "tasks/update": "UpdateTaskResult",
+    "tasks/cancel": "CancelTaskResult",
+}
+
+
+@functools.cache
+def _defs(filename: str) -> dict[str, Any]:
+    defs: dict[str, Any] = json.loads((_HERE / filename).read_text())["$defs"]
+    return defs
+
+
+@functools.cache
+def validator(filename: str, definition: str) -> Draft202012Validator:
+    defs = _defs(filename)
+    assert definition in defs, f"{definition} is not in {filename}"
+    return Draft202012Validator({"$ref": f"#/$defs/{definition}", "$defs": defs})
+
+
+def check(filename: str, definition: str, instance: Any) -> None:
+    errors = sorted(validator(filename, definition).iter_errors(instance), key=str)
+    assert not errors, f"{definition} rejects {json.dumps(instance)[:400]}: {errors[0].message}"
+
+
+def check_reply(method: str | None, body: bytes) -> None:
+    """Validate one reply the server sent to a request with this method."""
+    message = json.loads(body)
+    if "error" in message:
+        check(CORE, "JSONRPCErrorResponse", message)
+        definition = _ERROR_DEF_FOR_CODE.get(message["error"]["code"])
+        if definition:
+            check(CORE, definition, message)
+        return
+    check(CORE, "JSONRPCResultResponse", message)
+    result = message["result"]
+    if method in _RESPONSE_DEF_FOR_METHOD:
+        check(CORE, _RESPONSE_DEF_FOR_METHOD[method], message)
+    elif method in _TASK_RESULT_DEF_FOR_METHOD:
+        check(TASKS, _TASK_RESULT_DEF_FOR_METHOD[method], result)
+        if result.get("status") == "completed":
+            check(CORE, "CallToolResult", result["result"])
+    elif method == "tools/call":
+        kind = result.get("resultType")
+        if kind == "task":
+            check(TASKS, "CreateTaskResult", result)
+        elif kind == "input_required":
+            check(CORE, "InputRequiredResult", result)
+            for request in result.get("inputRequests", {}).values():
+                check(CORE, "InputRequest", request)
+        else:
+            check(CORE, "CallToolResultResponse", message)
+    else:
+        raise AssertionError(f"no schema known for a result to {method!r}")
