@@ -7,7 +7,6 @@ saved before the `CreateTaskResult` that names it goes out.
 
 from __future__ import annotations
 
-
 from msgspec import Raw, Struct
 
 from ._records import TaskRecord

@@ -69,9 +69,7 @@ def _refuse(why: str) -> RemoteProtocolError:
     return RemoteProtocolError(INVALID_PARAMS, f"requestState {why}")
 
 
-def open_sealed(
-    key: bytes, token: str, *, method: str, digest: str, now: float
-) -> RoundState:
+def open_sealed(key: bytes, token: str, *, method: str, digest: str, now: float) -> RoundState:
     """The round state inside `token`, or -32602 if it is forged, stale or not for this call."""
     signed, _, mac_text = token.rpartition(".")
     if not signed.startswith(_PREFIX) or not mac_text:

@@ -166,15 +166,27 @@ class ServerCore:
         try:
             message = msgspec.json.decode(data, type=w.IncomingMessage)
         except msgspec.ValidationError:
-            return self._error_step(None, RemoteProtocolError(
-                INVALID_REQUEST, "Invalid request: a JSON-RPC message must be a JSON object"))
+            return self._error_step(
+                None,
+                RemoteProtocolError(
+                    INVALID_REQUEST, "Invalid request: a JSON-RPC message must be a JSON object"
+                ),
+            )
         except msgspec.DecodeError as error:
-            return self._error_step(None, RemoteProtocolError(
-                PARSE_ERROR, f"Parse error: the body is not valid JSON ({error})"))
+            return self._error_step(
+                None,
+                RemoteProtocolError(
+                    PARSE_ERROR, f"Parse error: the body is not valid JSON ({error})"
+                ),
+            )
         request_id = message.id
         if request_id is not UNSET and not _is_request_id(request_id):
-            return self._error_step(None, RemoteProtocolError(
-                INVALID_REQUEST, "Invalid request: id must be a string or an integer"))
+            return self._error_step(
+                None,
+                RemoteProtocolError(
+                    INVALID_REQUEST, "Invalid request: id must be a string or an integer"
+                ),
+            )
         reply_id = None if request_id is UNSET else request_id
         try:
             if message.jsonrpc != "2.0":
@@ -186,7 +198,9 @@ class ServerCore:
                     return Step()  # a response: this server sends no requests, nothing to do
                 raise RemoteProtocolError(INVALID_REQUEST, "Invalid request: method is missing")
             if not isinstance(message.method, str):
-                raise RemoteProtocolError(INVALID_REQUEST, "Invalid request: method must be a string")
+                raise RemoteProtocolError(
+                    INVALID_REQUEST, "Invalid request: method must be a string"
+                )
             if request_id is UNSET:
                 return self._receive_notification(message.method, message.params)
             return self._receive_request(request_id, message.method, message.params, now, headers)
@@ -457,9 +471,7 @@ class ServerCore:
             return self._error_step(request.request_id, error)
         return self._result_step(request.request_id, ack, effects)
 
-    def _merge_answers(
-        self, record: TaskRecord, given: dict[str, Raw], now: float
-    ) -> list[Effect]:
+    def _merge_answers(self, record: TaskRecord, given: dict[str, Raw], now: float) -> list[Effect]:
         outstanding = record.input_requests or {}
         asked = {key: _method_of(outstanding[key]) for key in given if key in outstanding}
         if record.status is not TaskStatus.INPUT_REQUIRED or not asked:
@@ -518,10 +530,14 @@ class ServerCore:
         try:
             updated = self._apply_outcome(record, outcome, now)
         except ProtocolError as error:
-            failure = w.ErrorObject(code=error.code, message=error.message, data=error.data
-                                    if error.data is not None else UNSET)
-            updated = _finish(record, TaskEvent.FAIL, now, error=failure,
-                              status_message=error.message)
+            failure = w.ErrorObject(
+                code=error.code,
+                message=error.message,
+                data=error.data if error.data is not None else UNSET,
+            )
+            updated = _finish(
+                record, TaskEvent.FAIL, now, error=failure, status_message=error.message
+            )
         return Step(effects=(SaveTask(record=updated, expected_version=record.version),))
 
     def _apply_outcome(self, record: TaskRecord, outcome: ToolOutcome, now: float) -> TaskRecord:
@@ -529,8 +545,9 @@ class ServerCore:
             result = msgspec.json.encode(_without_related_task_meta(outcome))
             return _finish(record, TaskEvent.COMPLETE, now, result=Raw(result))
         if isinstance(outcome, w.ErrorObject):
-            return _finish(record, TaskEvent.FAIL, now, error=outcome,
-                           status_message=outcome.message)
+            return _finish(
+                record, TaskEvent.FAIL, now, error=outcome, status_message=outcome.message
+            )
         if isinstance(outcome, InputRequired):
             return self._ask(record, outcome, now)
         if isinstance(outcome, StartTaskOutcome):
@@ -538,7 +555,9 @@ class ServerCore:
                 INTERNAL_ERROR,
                 f"Tool {record.tool_name!r} asked to start a task while already inside one",
             )
-        raise ProtocolError(INTERNAL_ERROR, f"Tool {record.tool_name!r} returned an unknown outcome")
+        raise ProtocolError(
+            INTERNAL_ERROR, f"Tool {record.tool_name!r} returned an unknown outcome"
+        )
 
     def _ask(self, record: TaskRecord, outcome: InputRequired, now: float) -> TaskRecord:
         capabilities = record.client_capabilities or w.ClientCapabilities()

@@ -80,6 +80,7 @@ def _table_from_machine(machine: Machine) -> dict[tuple[TaskStatus, TaskEvent], 
     for event_name, event in machine.events.items():
         for source, transitions in event.transitions.items():
             (only,) = transitions  # one destination per (status, event): no guards
+            assert only.dest is not None  # no internal (destination-less) transitions
             table[TaskStatus(source), TaskEvent(event_name)] = TaskStatus(only.dest)
     return table
 

@@ -42,13 +42,13 @@ class _Frozen(Struct, rename="camel", kw_only=True, frozen=True):
 # --- identity and capabilities -------------------------------------------------------
 
 
-class Implementation(_Frozen):
+class Implementation(_Frozen, frozen=True):
     name: str
     version: str
     title: str | UnsetType = UNSET
 
 
-class ClientCapabilities(_Frozen):
+class ClientCapabilities(_Frozen, frozen=True):
     """What the client declared on *this* request. `{}` declares nothing optional."""
 
     experimental: dict[str, dict[str, Any]] | UnsetType = UNSET
@@ -105,7 +105,7 @@ class IncomingMessage(Struct):
     error: Any = UNSET
 
 
-class ErrorObject(_Frozen):
+class ErrorObject(_Frozen, frozen=True):
     code: int
     message: str
     data: Any = UNSET
@@ -132,27 +132,27 @@ class Notification(Struct):
 # --- content ----------------------------------------------------------------------------
 
 
-class TextContent(_Frozen, tag_field="type", tag="text"):
+class TextContent(_Frozen, tag_field="type", tag="text", frozen=True):
     text: str
     annotations: dict[str, Any] | UnsetType = UNSET
     meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
 
 
-class ImageContent(_Frozen, tag_field="type", tag="image"):
+class ImageContent(_Frozen, tag_field="type", tag="image", frozen=True):
     data: str
     mime_type: str
     annotations: dict[str, Any] | UnsetType = UNSET
     meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
 
 
-class AudioContent(_Frozen, tag_field="type", tag="audio"):
+class AudioContent(_Frozen, tag_field="type", tag="audio", frozen=True):
     data: str
     mime_type: str
     annotations: dict[str, Any] | UnsetType = UNSET
     meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
 
 
-class ResourceContents(_Frozen):
+class ResourceContents(_Frozen, frozen=True):
     """Text contents carry `text`, binary contents carry base64 `blob`: exactly one of them."""
 
     uri: str
@@ -162,13 +162,13 @@ class ResourceContents(_Frozen):
     meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
 
 
-class EmbeddedResource(_Frozen, tag_field="type", tag="resource"):
+class EmbeddedResource(_Frozen, tag_field="type", tag="resource", frozen=True):
     resource: ResourceContents
     annotations: dict[str, Any] | UnsetType = UNSET
     meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
 
 
-class ResourceLink(_Frozen, tag_field="type", tag="resource_link"):
+class ResourceLink(_Frozen, tag_field="type", tag="resource_link", frozen=True):
     uri: str
     name: str
     title: str | UnsetType = UNSET
@@ -185,7 +185,7 @@ ContentBlock = TextContent | ImageContent | AudioContent | EmbeddedResource | Re
 # --- input requests (server asks) and input responses (client answers) -------------------
 
 
-class ElicitParams(_Frozen):
+class ElicitParams(_Frozen, frozen=True):
     """`elicitation/create` params. Form mode has `requested_schema`; URL mode has `url`."""
 
     message: str
@@ -198,12 +198,12 @@ class ElicitParams(_Frozen):
         return "form" if self.mode is UNSET else self.mode
 
 
-class SamplingMessage(_Frozen):
+class SamplingMessage(_Frozen, frozen=True):
     role: Literal["user", "assistant"]
     content: Any
 
 
-class CreateMessageParams(_Frozen):
+class CreateMessageParams(_Frozen, frozen=True):
     messages: list[SamplingMessage]
     max_tokens: int
     system_prompt: str | UnsetType = UNSET
@@ -214,39 +214,39 @@ class CreateMessageParams(_Frozen):
     metadata: dict[str, Any] | UnsetType = UNSET
 
 
-class ElicitRequest(_Frozen, tag_field="method", tag="elicitation/create"):
+class ElicitRequest(_Frozen, tag_field="method", tag="elicitation/create", frozen=True):
     params: ElicitParams
 
 
-class CreateMessageRequest(_Frozen, tag_field="method", tag="sampling/createMessage"):
+class CreateMessageRequest(_Frozen, tag_field="method", tag="sampling/createMessage", frozen=True):
     params: CreateMessageParams
 
 
-class ListRootsRequest(_Frozen, tag_field="method", tag="roots/list"):
+class ListRootsRequest(_Frozen, tag_field="method", tag="roots/list", frozen=True):
     params: dict[str, Any] | UnsetType = UNSET
 
 
 InputRequest = ElicitRequest | CreateMessageRequest | ListRootsRequest
 
 
-class ElicitResult(_Frozen):
+class ElicitResult(_Frozen, frozen=True):
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, str | int | float | bool | list[str]] | UnsetType = UNSET
 
 
-class CreateMessageResult(_Frozen):
+class CreateMessageResult(_Frozen, frozen=True):
     role: Literal["user", "assistant"]
     content: Any
     model: str
     stop_reason: str | UnsetType = UNSET
 
 
-class Root(_Frozen):
+class Root(_Frozen, frozen=True):
     uri: str
     name: str | UnsetType = UNSET
 
 
-class ListRootsResult(_Frozen):
+class ListRootsResult(_Frozen, frozen=True):
     roots: list[Root]
 
 
@@ -317,11 +317,11 @@ class CancelledNotificationParams(_Wire):
 # --- results -------------------------------------------------------------------------------
 
 
-class ResultMeta(_Frozen):
+class ResultMeta(_Frozen, frozen=True):
     server_info: Implementation | UnsetType = field(default=UNSET, name=META_SERVER_INFO)
 
 
-class Tool(_Frozen):
+class Tool(_Frozen, frozen=True):
     name: str
     input_schema: dict[str, Any]
     title: str | UnsetType = UNSET
@@ -350,7 +350,7 @@ class ListToolsResult(_Wire):
     meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
 
 
-class CallToolResult(_Frozen):
+class CallToolResult(_Frozen, frozen=True):
     """A tool's answer. `is_error=True` is a tool-level failure: its task still `completed`."""
 
     content: list[ContentBlock]
