@@ -8,8 +8,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from core.harness import Harness  # noqa: E402
-from schema_check import check_reply  # noqa: E402
+from core.harness import Harness
+from schema_check import check_reply
 
 
 @pytest.fixture

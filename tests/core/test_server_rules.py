@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from mcp_tasks.core import (
+    START_TASK,
     TASKS_EXTENSION,
     CallToolResult,
+    ClientCapabilities,
     ErrorObject,
     HttpHeaders,
     InputRequired,
@@ -54,11 +56,18 @@ def test_parse_error_for_bytes_that_are_not_json(h: Harness) -> None:
 
 @pytest.mark.parametrize(
     "message",
-    [b"[]", b"3", b'"x"', b"null", b'{"jsonrpc":"1.0","id":1,"method":"tools/list"}',
-     b'{"jsonrpc":"2.0","id":1}', b'{"jsonrpc":"2.0","id":1,"method":7}',
-     b'{"jsonrpc":"2.0","id":null,"method":"tools/list"}',
-     b'{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}',
-     b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}'],
+    [
+        b"[]",
+        b"3",
+        b'"x"',
+        b"null",
+        b'{"jsonrpc":"1.0","id":1,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":1}',
+        b'{"jsonrpc":"2.0","id":1,"method":7}',
+        b'{"jsonrpc":"2.0","id":null,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}',
+    ],
 )
 def test_invalid_request_for_anything_but_a_jsonrpc_object(h: Harness, message: bytes) -> None:
     reply = json.loads(h.send(message).reply or b"")
@@ -75,10 +84,14 @@ def test_invalid_request_echoes_a_readable_id(h: Harness) -> None:
     [
         ({}, "params._meta"),
         ({"_meta": {}}, "io.modelcontextprotocol/protocolVersion"),
-        ({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
-         "io.modelcontextprotocol/clientCapabilities"),
-        ({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}},
-         "io.modelcontextprotocol/protocolVersion"),
+        (
+            {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+            "io.modelcontextprotocol/clientCapabilities",
+        ),
+        (
+            {"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}},
+            "io.modelcontextprotocol/protocolVersion",
+        ),
     ],
 )
 def test_meta_missing_required_key_is_invalid_params(
@@ -107,7 +120,9 @@ def test_meta_without_client_info_is_served(h: Harness) -> None:
 def _versioned(version: str, method: str = "tools/list") -> bytes:
     m = meta()
     m["io.modelcontextprotocol/protocolVersion"] = version
-    return json.dumps({"jsonrpc": "2.0", "id": 9, "method": method, "params": {"_meta": m}}).encode()
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": 9, "method": method, "params": {"_meta": m}}
+    ).encode()
 
 
 def test_unsupported_version_names_supported_and_requested(h: Harness) -> None:
@@ -130,8 +145,16 @@ def test_version_is_checked_before_the_method(h: Harness) -> None:
 
 
 @pytest.mark.parametrize(
-    "method", ["tasks/result", "tasks/list", "initialize", "ping", "logging/setLevel",
-               "resources/subscribe", "unknown/method"],
+    "method",
+    [
+        "tasks/result",
+        "tasks/list",
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "unknown/method",
+    ],
 )
 def test_unknown_and_removed_methods_are_method_not_found(h: Harness, method: str) -> None:
     message = {"jsonrpc": "2.0", "id": 3, "method": method, "params": {"_meta": meta()}}
@@ -157,10 +180,14 @@ def test_unknown_task_is_invalid_params(h: Harness, method: str) -> None:
 
 @pytest.mark.parametrize(
     ("method", "params", "field"),
-    [("tasks/get", {}, "taskId"), ("tasks/get", {"taskId": 7}, "taskId"),
-     ("tasks/update", {"taskId": "t"}, "inputResponses"),
-     ("tools/call", {}, "name"), ("tools/call", {"name": 3}, "name"),
-     ("tools/call", {"name": "greet", "arguments": [1]}, "arguments")],
+    [
+        ("tasks/get", {}, "taskId"),
+        ("tasks/get", {"taskId": 7}, "taskId"),
+        ("tasks/update", {"taskId": "t"}, "inputResponses"),
+        ("tools/call", {}, "name"),
+        ("tools/call", {"name": 3}, "name"),
+        ("tools/call", {"name": "greet", "arguments": [1]}, "arguments"),
+    ],
 )
 def test_malformed_params_name_the_field(
     h: Harness, method: str, params: dict[str, Any], field: str
@@ -207,10 +234,14 @@ def test_missing_task_name_header_is_accepted_only_when_opted_in(
     make_harness: type[Harness],
 ) -> None:
     lenient = make_harness(tools=TOOLS, options=ServerOptions(accept_missing_task_name_header=True))
-    assert error_of(lenient.request("tasks/get", {"taskId": "t-1"}, headers=_headers(None)))[
-        "code"] == -32602
-    assert error_of(lenient.request("tasks/get", {"taskId": "t-1"}, headers=_headers("t-9")))[
-        "code"] == -32020
+    assert (
+        error_of(lenient.request("tasks/get", {"taskId": "t-1"}, headers=_headers(None)))["code"]
+        == -32602
+    )
+    assert (
+        error_of(lenient.request("tasks/get", {"taskId": "t-1"}, headers=_headers("t-9")))["code"]
+        == -32020
+    )
     call = HttpHeaders(protocol_version="2026-07-28", method="tools/call")
     assert error_of(lenient.call("greet", {"name": "x"}, headers=call))["code"] == -32020
 
@@ -243,8 +274,10 @@ def test_unknown_tool_is_invalid_params(h: Harness) -> None:
 
 def test_sync_tool_answers_a_call_tool_result(h: Harness) -> None:
     result = h.call("greet", {"name": "World"})["result"]
-    assert result == {"resultType": "complete",
-                      "content": [{"type": "text", "text": "Hello, World!"}]}
+    assert result == {
+        "resultType": "complete",
+        "content": [{"type": "text", "text": "Hello, World!"}],
+    }
 
 
 def test_legacy_task_param_is_ignored(h: Harness) -> None:
@@ -305,8 +338,16 @@ def test_create_task_result_is_flat_and_the_record_exists_first(h: Harness) -> N
 
 def test_create_task_effects_save_before_start_and_ask_to_wake_at_expiry(h: Harness) -> None:
     step = h.core.receive(
-        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                    "params": {"name": "slow", "_meta": meta()}}).encode(), T0)
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "slow", "_meta": meta()},
+            }
+        ).encode(),
+        T0,
+    )
     (run,) = step.effects
     step = h.core.tool_returned(run.call, TOOLS["slow"][1](run.call), T0, stored_tasks=0)
     kinds = [type(e).__name__ for e in step.effects]
@@ -345,8 +386,10 @@ def test_completed_task_carries_the_result(h: Harness) -> None:
     h.finish(task_id, CallToolResult.text("done"))
     result = h.get(task_id)["result"]
     assert result["status"] == "completed" and result["resultType"] == "complete"
-    assert result["result"] == {"resultType": "complete",
-                                "content": [{"type": "text", "text": "done"}]}
+    assert result["result"] == {
+        "resultType": "complete",
+        "content": [{"type": "text", "text": "done"}],
+    }
     assert result["lastUpdatedAt"] == "2026-08-01T12:00:02.000Z"
     assert "error" not in result and "inputRequests" not in result
 
@@ -369,8 +412,13 @@ def test_protocol_error_is_failed_with_error_and_no_result(h: Harness) -> None:
 
 def test_related_task_meta_is_stripped_from_the_inlined_result(h: Harness) -> None:
     task_id = start(h)
-    h.finish(task_id, CallToolResult(content=[], meta={
-        "io.modelcontextprotocol/related-task": {"taskId": task_id}, "keep": 1}))
+    h.finish(
+        task_id,
+        CallToolResult(
+            content=[],
+            meta={"io.modelcontextprotocol/related-task": {"taskId": task_id}, "keep": 1},
+        ),
+    )
     assert h.get(task_id)["result"]["result"]["_meta"] == {"keep": 1}
 
 
@@ -393,8 +441,12 @@ def test_finished_task_drops_what_only_a_running_task_needs(h: Harness) -> None:
 
 def test_need_input_shows_every_outstanding_request(h: Harness) -> None:
     task_id = start(h)
-    h.finish(task_id, InputRequired(requests={"a": ask_name(), "b": ask_confirm("sure?")},
-                                    status_message="Waiting"))
+    h.finish(
+        task_id,
+        InputRequired(
+            requests={"a": ask_name(), "b": ask_confirm("sure?")}, status_message="Waiting"
+        ),
+    )
     result = h.get(task_id)["result"]
     assert result["status"] == "input_required" and result["statusMessage"] == "Waiting"
     assert set(result["inputRequests"]) == {"a", "b"}
@@ -404,11 +456,15 @@ def test_need_input_shows_every_outstanding_request(h: Harness) -> None:
 def test_update_consumes_only_outstanding_keys_and_partial_sets_keep_waiting(h: Harness) -> None:
     task_id = start(h)
     h.finish(task_id, InputRequired(requests={"a": ask_name(), "b": ask_confirm("sure?")}))
-    ack = h.update(task_id, {"a": {"action": "accept", "content": {"name": "Ada"}},
-                             "zzz": {"ignored": True}})
-    assert ack["result"] == {"resultType": "complete",
-                             "_meta": {"io.modelcontextprotocol/serverInfo": {
-                                 "name": "test-server", "version": "0.1.0"}}}
+    ack = h.update(
+        task_id, {"a": {"action": "accept", "content": {"name": "Ada"}}, "zzz": {"ignored": True}}
+    )
+    assert ack["result"] == {
+        "resultType": "complete",
+        "_meta": {
+            "io.modelcontextprotocol/serverInfo": {"name": "test-server", "version": "0.1.0"}
+        },
+    }
     result = h.get(task_id)["result"]
     assert result["status"] == "input_required" and list(result["inputRequests"]) == ["b"]
     assert h.resumed == []
@@ -467,8 +523,6 @@ def test_task_input_needs_the_capability_of_the_creating_request(h: Harness) -> 
 
 
 def test_start_task_inside_a_task_fails_the_task(h: Harness) -> None:
-    from mcp_tasks.core import START_TASK
-
     task_id = start(h)
     h.finish(task_id, START_TASK)
     assert h.get(task_id)["result"]["error"]["code"] == -32603
@@ -497,8 +551,10 @@ def test_cancel_ends_an_active_task_and_cancels_its_handler(h: Harness) -> None:
 @pytest.mark.parametrize("ending", ["completed", "failed", "cancelled"])
 def test_cancel_on_a_finished_task_is_the_same_ack(h: Harness, ending: str) -> None:
     task_id = start(h)
-    outcomes = {"completed": CallToolResult.text("x"),
-                "failed": ErrorObject(code=-32603, message="x")}
+    outcomes = {
+        "completed": CallToolResult.text("x"),
+        "failed": ErrorObject(code=-32603, message="x"),
+    }
     if ending in outcomes:
         h.finish(task_id, outcomes[ending])
     else:
@@ -554,8 +610,12 @@ def test_mrtr_round_then_task_and_the_task_sees_the_answer(h: Harness) -> None:
     first = h.call("ask_then_task", {}, caps=ALL_CAPS)["result"]
     assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["who"]
     answer = {"who": {"action": "accept", "content": {"name": "Alice"}}}
-    second = h.call("ask_then_task", {}, caps=ALL_CAPS,
-                    extra={"inputResponses": answer, "requestState": first["requestState"]})
+    second = h.call(
+        "ask_then_task",
+        {},
+        caps=ALL_CAPS,
+        extra={"inputResponses": answer, "requestState": first["requestState"]},
+    )
     result = second["result"]
     assert result["resultType"] == "task"
     assert "requestState" not in result and "inputRequests" not in result
@@ -573,15 +633,21 @@ def _round_one(h: Harness) -> str:
 
 def _retry(h: Harness, state: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
     answer = {"who": {"action": "accept", "content": {"name": "A"}}}
-    return h.call("ask_then_task", arguments or {}, caps=ALL_CAPS,
-                  extra={"inputResponses": answer, "requestState": state})
+    return h.call(
+        "ask_then_task",
+        arguments or {},
+        caps=ALL_CAPS,
+        extra={"inputResponses": answer, "requestState": state},
+    )
 
 
 @pytest.mark.parametrize(
     ("tamper", "words"),
-    [(lambda s: s[:-2] + ("AA" if not s.endswith("AA") else "BB"), "integrity"),
-     (lambda s: "v1.e30." + s.rsplit(".", 1)[1], "integrity"),
-     (lambda s: "garbage", "not one this server issued")],
+    [
+        (lambda s: s[:-2] + ("AA" if not s.endswith("AA") else "BB"), "integrity"),
+        (lambda s: "v1.e30." + s.rsplit(".", 1)[1], "integrity"),
+        (lambda s: "garbage", "not one this server issued"),
+    ],
 )
 def test_tampered_request_state_is_invalid_params(h: Harness, tamper: Any, words: str) -> None:
     error = error_of(_retry(h, tamper(_round_one(h))))
@@ -614,9 +680,11 @@ def test_answers_without_request_state_are_not_trusted(h: Harness) -> None:
 
 @pytest.mark.parametrize(
     ("tool", "caps", "needed"),
-    [("ask_then_task", TASKS_CAPS, {"elicitation": {}}),
-     ("needs_sampling", {"elicitation": {}}, {"sampling": {}}),
-     ("needs_roots", {}, {"roots": {}})],
+    [
+        ("ask_then_task", TASKS_CAPS, {"elicitation": {}}),
+        ("needs_sampling", {"elicitation": {}}, {"sampling": {}}),
+        ("needs_roots", {}, {"roots": {}}),
+    ],
 )
 def test_mrtr_asks_only_what_the_client_declared(
     h: Harness, tool: str, caps: dict[str, Any], needed: dict[str, Any]
@@ -626,8 +694,6 @@ def test_mrtr_asks_only_what_the_client_declared(
 
 
 def test_url_elicitation_needs_the_url_capability() -> None:
-    from mcp_tasks.core import ClientCapabilities
-
     assert ClientCapabilities(elicitation={}).has_elicitation("form")
     assert not ClientCapabilities(elicitation={}).has_elicitation("url")
     assert ClientCapabilities(elicitation={"url": {}}).has_elicitation("url")
@@ -638,18 +704,23 @@ def test_url_elicitation_needs_the_url_capability() -> None:
 
 
 def test_cancelled_notification_cancels_the_in_flight_request(h: Harness) -> None:
-    message = {"jsonrpc": "2.0", "method": "notifications/cancelled",
-               "params": {"requestId": 12, "reason": "user"}}
+    message = {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 12, "reason": "user"},
+    }
     assert h.send(json.dumps(message).encode()).reply is None
     assert [(c.request_id, c.reason) for c in h.cancelled_requests] == [(12, "user")]
 
 
 @pytest.mark.parametrize(
     "message",
-    [{"jsonrpc": "2.0", "method": "notifications/initialized"},
-     {"jsonrpc": "2.0", "method": "tools/call", "params": {}},
-     {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}},
-     {"jsonrpc": "2.0", "id": 4, "result": {}}],
+    [
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "method": "tools/call", "params": {}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}},
+        {"jsonrpc": "2.0", "id": 4, "result": {}},
+    ],
 )
 def test_notifications_and_responses_get_no_reply(h: Harness, message: dict[str, Any]) -> None:
     assert h.send(json.dumps(message).encode()).reply is None

@@ -65,8 +65,9 @@ def ask_then_task(call: ToolCall) -> ToolOutcome:
 def needs_sampling(call: ToolCall) -> ToolOutcome:
     message = SamplingMessage(role="user", content={"type": "text", "text": "hi"})
     return InputRequired(
-        requests={"s": CreateMessageRequest(params=CreateMessageParams(messages=[message],
-                                                                       max_tokens=10))}
+        requests={
+            "s": CreateMessageRequest(params=CreateMessageParams(messages=[message], max_tokens=10))
+        }
     )
 
 
@@ -83,8 +84,13 @@ def start_anyway(call: ToolCall) -> ToolOutcome:
 
 
 TOOLS: dict[str, tuple[ToolSpec, Handler]] = {
-    "greet": (ToolSpec(name="greet", input_schema={
-        "type": "object", "properties": {"name": {"type": "string"}}}), greet),
+    "greet": (
+        ToolSpec(
+            name="greet",
+            input_schema={"type": "object", "properties": {"name": {"type": "string"}}},
+        ),
+        greet,
+    ),
     "slow": (ToolSpec(name="slow", task_support="optional"), slow),
     "required_job": (ToolSpec(name="required_job", task_support="required"), start_anyway),
     "ask_then_task": (ToolSpec(name="ask_then_task", task_support="required"), ask_then_task),
