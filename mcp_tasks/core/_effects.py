@@ -25,12 +25,14 @@ class Reply(Struct, frozen=True, kw_only=True):
 class ToolCall(Struct, frozen=True, kw_only=True):
     """A `tools/call` the shell must run the tool handler for."""
 
-    request_id: RequestId
+    request_id: RequestId | None
+    """The `tools/call` being answered; None for a run inside a task after its creation."""
     tool_name: str
     arguments: Raw | None
     meta: RequestMeta
     input_responses: dict[str, Raw]
-    """Answers to the input requests of earlier rounds (MRTR), checked and by key."""
+    """Answers by key, each checked against the request it answers: those of the input
+    rounds before the task existed, then (inside a task) the task's own, which win."""
     handler_state: str | None = None
     """What the handler asked to carry to its next round, returned untouched."""
     in_task: bool = False
@@ -89,11 +91,11 @@ class StartTask(Struct, frozen=True, kw_only=True):
 
 
 class ResumeTask(Struct, frozen=True, kw_only=True):
-    """Every outstanding input request is answered: run the handler again (or wake the
-    `elicit` it awaits) with these answers; its outcome goes to `task_returned`."""
+    """Every outstanding input request is answered: run the handler again with `call`
+    (or wake the `elicit` it awaits); its outcome goes to `task_returned`."""
 
     task_id: str
-    input_responses: dict[str, Raw]
+    call: ToolCall
 
 
 class CancelTask(Struct, frozen=True, kw_only=True):

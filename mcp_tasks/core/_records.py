@@ -6,7 +6,7 @@ Records encode to JSON with msgspec (`encode_record` / `decode_record`), which i
 durable stores keep.
 
 When a task ends, the core drops what only a running task needs (arguments, answers,
-capabilities), so a finished task costs little more than its result.
+request metadata), so a finished task costs little more than its result.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import msgspec
 from msgspec import Raw, Struct
 
 from ._state import TaskStatus
-from ._wire import ClientCapabilities, ErrorObject, InputRequest
+from ._wire import ErrorObject, InputRequest, RequestMeta
 
 
 class TaskRecord(Struct, kw_only=True, frozen=True):
@@ -33,8 +33,9 @@ class TaskRecord(Struct, kw_only=True, frozen=True):
     status_message: str | None = None
     arguments: Raw | None = None
     """The tool arguments as the client sent them (a JSON object); dropped once terminal."""
-    client_capabilities: ClientCapabilities | None = None
-    """The capabilities of the `tools/call` that created the task; dropped once terminal."""
+    request_meta: RequestMeta | None = None
+    """`_meta` of the `tools/call` that created the task (its client capabilities decide
+    what the task may ask); dropped once terminal."""
     prior_responses: dict[str, Raw] | None = None
     """Answers gathered by input rounds before the task existed (their own key space)."""
     handler_state: str | None = None

@@ -56,6 +56,7 @@ from ._errors import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
+    LocalProtocolError,
     ProtocolError,
     RemoteProtocolError,
     http_status_for_code,
@@ -352,22 +353,28 @@ class ServerCore:
         `stored_tasks` is how many tasks the store holds now, for the `max_tasks` limit.
         """
         request_id = call.request_id
+        if request_id is None or call.task_id is not None:
+            raise LocalProtocolError(
+                "tool_returned answers a tools/call request; a task's outcome goes to task_returned"
+            )
         try:
             if isinstance(outcome, w.CallToolResult):
                 return self._result_step(request_id, outcome)
             if isinstance(outcome, w.ErrorObject):
                 return self._reply_error_object(request_id, outcome)
             if isinstance(outcome, InputRequired):
-                return self._input_round(call, outcome, now)
+                return self._input_round(request_id, call, outcome, now)
             if isinstance(outcome, StartTaskOutcome):
-                return self._start_task(call, now, stored_tasks)
+                return self._start_task(request_id, call, now, stored_tasks)
             raise ProtocolError(
                 INTERNAL_ERROR, f"Tool {call.tool_name!r} returned an unknown outcome"
             )
         except ProtocolError as error:
             return self._error_step(request_id, error)
 
-    def _input_round(self, call: ToolCall, outcome: InputRequired, now: float) -> Step:
+    def _input_round(
+        self, request_id: w.RequestId, call: ToolCall, outcome: InputRequired, now: float
+    ) -> Step:
         _check_input_requests(call.tool_name, outcome.requests, call.client_capabilities)
         state = RoundState(
             method="tools/call",
@@ -381,9 +388,11 @@ class ServerCore:
             request_state=seal(self._state_key, state),
             meta=self._result_meta,
         )
-        return self._result_step(call.request_id, result)
+        return self._result_step(request_id, result)
 
-    def _start_task(self, call: ToolCall, now: float, stored_tasks: int) -> Step:
+    def _start_task(
+        self, request_id: w.RequestId, call: ToolCall, now: float, stored_tasks: int
+    ) -> Step:
         tool = self._tools[call.tool_name]
         if call.in_task:
             raise ProtocolError(
@@ -417,7 +426,7 @@ class ServerCore:
             ttl_ms=options.ttl_ms,
             poll_interval_ms=options.poll_interval_ms,
             arguments=call.arguments,
-            client_capabilities=call.client_capabilities,
+            request_meta=call.meta,
             prior_responses=call.input_responses or None,
             handler_state=call.handler_state,
         )
@@ -437,7 +446,7 @@ class ServerCore:
             poll_interval_ms=_unset_if_none(record.poll_interval_ms),
             meta=self._result_meta,
         )
-        return self._result_step(call.request_id, handle, effects)
+        return self._result_step(request_id, handle, effects)
 
     # --- tasks/get, tasks/update, tasks/cancel ------------------------------------------
 
@@ -493,7 +502,7 @@ class ServerCore:
         )
         return [
             SaveTask(record=resumed, expected_version=record.version),
-            ResumeTask(task_id=record.task_id, input_responses=responses),
+            ResumeTask(task_id=record.task_id, call=_task_call(resumed)),
         ]
 
     def _detailed_task(self, record: TaskRecord) -> w.DetailedTask:
@@ -560,7 +569,8 @@ class ServerCore:
         )
 
     def _ask(self, record: TaskRecord, outcome: InputRequired, now: float) -> TaskRecord:
-        capabilities = record.client_capabilities or w.ClientCapabilities()
+        meta = record.request_meta
+        capabilities = w.ClientCapabilities() if meta is None else meta.client_capabilities
         _check_input_requests(record.tool_name, outcome.requests, capabilities)
         reused = sorted(key for key in outcome.requests if key in record.issued_keys)
         if reused:
@@ -733,13 +743,28 @@ def _without_related_task_meta(result: w.CallToolResult) -> w.CallToolResult:
     return msgspec.structs.replace(result, meta=meta or UNSET)
 
 
+def _task_call(record: TaskRecord) -> ToolCall:
+    """The call that runs `record`'s handler again, with every answer it has so far."""
+    assert record.request_meta is not None, "only a running task is run again"
+    return ToolCall(
+        request_id=None,
+        tool_name=record.tool_name,
+        arguments=record.arguments,
+        meta=record.request_meta,
+        input_responses={**(record.prior_responses or {}), **(record.input_responses or {})},
+        handler_state=record.handler_state,
+        in_task=True,
+        task_id=record.task_id,
+    )
+
+
 def _finish(record: TaskRecord, event: TaskEvent, now: float, **changes: Any) -> TaskRecord:
     """The record after a terminal event, without what only a running task needs."""
     return record.replace(
         status=next_status(record.status, event),
         last_updated_at=now,
         arguments=None,
-        client_capabilities=None,
+        request_meta=None,
         prior_responses=None,
         handler_state=None,
         input_requests=None,

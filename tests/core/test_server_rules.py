@@ -433,7 +433,7 @@ def test_finished_task_drops_what_only_a_running_task_needs(h: Harness) -> None:
     assert h.record(task_id).arguments is not None
     h.finish(task_id, CallToolResult.text("done"))
     record = h.record(task_id)
-    assert record.arguments is None and record.client_capabilities is None
+    assert record.arguments is None and record.request_meta is None
 
 
 # --- input inside a task -------------------------------------------------------------------
@@ -471,7 +471,8 @@ def test_update_consumes_only_outstanding_keys_and_partial_sets_keep_waiting(h: 
     h.update(task_id, {"b": {"action": "accept", "content": {"confirm": True}}})
     assert h.get(task_id)["result"]["status"] == "working"
     (resume,) = h.resumed
-    assert set(resume.input_responses) == {"a", "b"}
+    assert set(resume.call.input_responses) == {"a", "b"}
+    assert resume.call.in_task and resume.call.task_id == task_id
 
 
 def test_update_ignores_already_answered_keys(h: Harness) -> None:
