@@ -165,50 +165,36 @@ class ServerCore:
     def receive(self, data: bytes, now: float, headers: HttpHeaders | None = None) -> Step:
         """Check one incoming JSON-RPC message and say what happens next."""
         try:
-            message = msgspec.json.decode(data, type=w.IncomingMessage)
-        except msgspec.ValidationError:
-            return self._error_step(
-                None,
-                RemoteProtocolError(
-                    INVALID_REQUEST, "Invalid request: a JSON-RPC message must be a JSON object"
-                ),
-            )
-        except msgspec.DecodeError as error:
-            return self._error_step(
-                None,
-                RemoteProtocolError(
-                    PARSE_ERROR, f"Parse error: the body is not valid JSON ({error})"
-                ),
-            )
-        request_id = message.id
-        if request_id is not UNSET and not _is_request_id(request_id):
-            return self._error_step(
-                None,
-                RemoteProtocolError(
-                    INVALID_REQUEST, "Invalid request: id must be a string or an integer"
-                ),
-            )
-        reply_id = None if request_id is UNSET else request_id
-        try:
-            if message.jsonrpc != "2.0":
-                raise RemoteProtocolError(INVALID_REQUEST, 'Invalid request: jsonrpc must be "2.0"')
-            if message.method is UNSET:
-                if request_id is not UNSET and (
-                    message.result is not UNSET or message.error is not UNSET
-                ):
-                    return Step()  # a response: this server sends no requests, nothing to do
-                raise RemoteProtocolError(INVALID_REQUEST, "Invalid request: method is missing")
-            if not isinstance(message.method, str):
-                raise RemoteProtocolError(
-                    INVALID_REQUEST, "Invalid request: method must be a string"
-                )
-            if request_id is UNSET:
-                return self._receive_notification(message.method, message.params)
-            return self._receive_request(request_id, message.method, message.params, now, headers)
+            message = _decode_message(data)
         except ProtocolError as error:
-            if request_id is UNSET and message.method is not UNSET:
+            return self._error_step(None, error)
+        is_notification = message.id is UNSET and isinstance(message.method, str)
+        reply_id = None if message.id is UNSET else message.id
+        try:
+            return self._dispatch(message, now, headers)
+        except (ProtocolError, RecursionError) as failure:
+            if is_notification:
                 return Step()  # a notification never gets a reply, not even an error
-            return self._error_step(reply_id, error)
+            if isinstance(failure, RecursionError):
+                failure = _invalid_params(f"Invalid params: {_TOO_DEEP}")
+            return self._error_step(reply_id, failure)
+
+    def _dispatch(
+        self, message: w.IncomingMessage, now: float, headers: HttpHeaders | None
+    ) -> Step:
+        if message.jsonrpc != "2.0":
+            raise RemoteProtocolError(INVALID_REQUEST, 'Invalid request: jsonrpc must be "2.0"')
+        if message.method is UNSET:
+            if message.id is not UNSET and (
+                message.result is not UNSET or message.error is not UNSET
+            ):
+                return Step()  # a response: this server sends no requests, nothing to do
+            raise RemoteProtocolError(INVALID_REQUEST, "Invalid request: method is missing")
+        if not isinstance(message.method, str):
+            raise RemoteProtocolError(INVALID_REQUEST, "Invalid request: method must be a string")
+        if message.id is UNSET:
+            return self._receive_notification(message.method, message.params)
+        return self._receive_request(message.id, message.method, message.params, now, headers)
 
     def _receive_notification(self, method: str, params: Raw | Any) -> Step:
         if method != "notifications/cancelled" or params is UNSET:
@@ -664,6 +650,29 @@ class ServerCore:
 # --- helpers ------------------------------------------------------------------------------
 
 
+_TOO_DEEP: Final = "JSON nested more deeply than this server accepts"
+
+
+def _decode_message(data: bytes) -> w.IncomingMessage:
+    try:
+        message = msgspec.json.decode(data, type=w.IncomingMessage)
+    except msgspec.ValidationError:
+        raise RemoteProtocolError(
+            INVALID_REQUEST, "Invalid request: a JSON-RPC message must be a JSON object"
+        ) from None
+    except msgspec.DecodeError as error:
+        raise RemoteProtocolError(
+            PARSE_ERROR, f"Parse error: the body is not valid JSON ({error})"
+        ) from None
+    except RecursionError:
+        raise RemoteProtocolError(INVALID_REQUEST, f"Invalid request: {_TOO_DEEP}") from None
+    if message.id is not UNSET and not _is_request_id(message.id):
+        raise RemoteProtocolError(
+            INVALID_REQUEST, "Invalid request: id must be a string or an integer"
+        )
+    return message
+
+
 def _is_request_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
@@ -697,6 +706,12 @@ def _check_input_requests(
     for request in requests.values():
         if isinstance(request, w.ElicitRequest):
             mode = request.params.effective_mode
+            needs = "url" if mode == "url" else "requested_schema"
+            if getattr(request.params, needs) is UNSET:
+                raise ProtocolError(
+                    INTERNAL_ERROR,
+                    f"Tool {tool_name!r} asked a {mode}-mode elicitation without {needs}",
+                )
             if not capabilities.has_elicitation(mode):
                 needed: dict[str, Any] = {"elicitation": {} if mode == "form" else {mode: {}}}
                 raise _missing_capability(tool_name, f"elicitation ({mode} mode)", needed)

@@ -101,7 +101,7 @@ class Harness:
     def send(self, data: bytes, headers: HttpHeaders | None = None) -> Exchange:
         try:
             method = json.loads(data).get("method")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             method = None
         reply = self.perform(self.core.receive(data, self.now, headers))
         exchange = Exchange(

@@ -12,6 +12,8 @@ from mcp_tasks.core import (
     TASKS_EXTENSION,
     CallToolResult,
     ClientCapabilities,
+    ElicitParams,
+    ElicitRequest,
     ErrorObject,
     HttpHeaders,
     InputRequired,
@@ -726,3 +728,27 @@ def test_cancelled_notification_cancels_the_in_flight_request(h: Harness) -> Non
 def test_notifications_and_responses_get_no_reply(h: Harness, message: dict[str, Any]) -> None:
     assert h.send(json.dumps(message).encode()).reply is None
     assert h.cancelled_requests == []
+
+
+def test_json_nested_too_deeply_is_refused_not_raised(h: Harness) -> None:
+    deep = b"[" * 5000 + b"]" * 5000
+    reply = json.loads(
+        h.send(b'{"jsonrpc":"2.0","id":1,"method":"x","params":' + deep + b"}").reply or b""
+    )
+    assert reply["error"]["code"] == -32600 and "nested" in reply["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("params", "missing"),
+    [
+        (ElicitParams(message="go", mode="url"), "url"),
+        (ElicitParams(message="go"), "requested_schema"),
+    ],
+)
+def test_elicitation_without_its_mode_field_fails_the_task(
+    h: Harness, params: ElicitParams, missing: str
+) -> None:
+    task_id = start(h)
+    h.finish(task_id, InputRequired(requests={"a": ElicitRequest(params=params)}))
+    error = h.get(task_id)["result"]["error"]
+    assert error["code"] == -32603 and f"without {missing}" in error["message"]
