@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
+import math
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
@@ -89,10 +90,25 @@ class HttpHeaders(Struct, frozen=True, kw_only=True):
     name: str | None = None
 
 
+_SECOND_PREFIXES: dict[int, str] = {}
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
 def iso_utc(when: float) -> str:
-    """ISO 8601 in UTC with milliseconds, e.g. `2026-08-01T12:00:00.000Z`."""
-    stamp = datetime.datetime.fromtimestamp(when, datetime.UTC)
-    return stamp.isoformat(timespec="milliseconds")[:-6] + "Z"
+    """ISO 8601 in UTC with milliseconds, e.g. `2026-08-01T12:00:00.000Z`.
+
+    Every task poll formats two of these, so the date-and-time part of each second is
+    memoised (a pure cache: the same input always gives the same text).
+    """
+    fraction, whole = math.modf(when)  # rounds to microseconds as datetime does
+    seconds, micros = divmod(int(whole) * 1_000_000 + round(fraction * 1_000_000), 1_000_000)
+    prefix = _SECOND_PREFIXES.get(seconds)
+    if prefix is None:
+        if len(_SECOND_PREFIXES) >= 4096:
+            _SECOND_PREFIXES.clear()
+        stamp = _EPOCH + datetime.timedelta(seconds=seconds)
+        prefix = _SECOND_PREFIXES[seconds] = stamp.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{prefix}.{micros // 1000:03d}Z"
 
 
 def _decode_header_value(value: str) -> str:
@@ -537,8 +553,11 @@ class ServerCore:
 
     def _apply_outcome(self, record: TaskRecord, outcome: ToolOutcome, now: float) -> TaskRecord:
         if isinstance(outcome, w.CallToolResult):
-            result = msgspec.json.encode(_without_related_task_meta(outcome))
-            return _finish(record, TaskEvent.COMPLETE, now, result=Raw(result))
+            encoded = msgspec.json.encode(_without_related_task_meta(outcome))
+            # The encoder's buffer keeps up to half again its length in spare room; a stored
+            # result lives for the task's whole TTL, so keep an exact-size copy.
+            result = Raw(bytes(memoryview(encoded)))
+            return _finish(record, TaskEvent.COMPLETE, now, result=result)
         if isinstance(outcome, w.ErrorObject):
             return _finish(
                 record, TaskEvent.FAIL, now, error=outcome, status_message=outcome.message

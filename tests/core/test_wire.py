@@ -3,11 +3,14 @@ content type and task variant valid against the official schemas."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from schema_check import CORE, TASKS, check
 
 from mcp_tasks.core import (
@@ -35,6 +38,7 @@ from mcp_tasks.core import (
     TextContent,
     WorkingTask,
     decode_result_type,
+    iso_utc,
 )
 
 STAMP = "2026-08-01T12:00:00.000Z"
@@ -166,3 +170,9 @@ def test_request_meta_reads_the_namespaced_keys() -> None:
     )
     assert meta.client_capabilities.has_tasks and meta.progress_token == "p-1"
     assert meta.client_info.name == "c"  # type: ignore[union-attr]
+
+
+@given(st.floats(min_value=0, max_value=4e9, allow_nan=False))
+def test_iso_utc_matches_datetime_to_the_millisecond(when: float) -> None:
+    stamp = datetime.datetime.fromtimestamp(when, datetime.UTC)
+    assert iso_utc(when) == stamp.isoformat(timespec="milliseconds")[:-6] + "Z"
