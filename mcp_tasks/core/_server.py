@@ -22,7 +22,6 @@ in `receive`, the single place where peer input is converted.
 from __future__ import annotations
 
 import base64
-import binascii
 import datetime
 import math
 from collections.abc import Callable, Iterable
@@ -117,7 +116,7 @@ def _decode_header_value(value: str) -> str:
     if value.startswith(start) and value.endswith(end) and len(value) >= len(start) + len(end):
         try:
             return base64.b64decode(value[len(start) : -len(end)], validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
+        except ValueError:  # binascii.Error, UnicodeDecodeError, non-ASCII text
             raise RemoteProtocolError(
                 HEADER_MISMATCH, "Mcp-Name header holds invalid =?base64?...?= text"
             ) from None
@@ -126,7 +125,10 @@ def _decode_header_value(value: str) -> str:
 
 def _path(error: msgspec.ValidationError, root: str) -> str:
     """msgspec's message with its `$` root renamed to what the reader knows, e.g. params."""
-    return str(error).replace("`$", f"`{root}")
+    message = str(error)
+    if "`$" not in message:
+        return f"{message} - at `{root}`"  # wrong at the root itself: msgspec names no path
+    return message.replace("`$", f"`{root}")
 
 
 def _invalid_params(message: str, data: Any = UNSET) -> RemoteProtocolError:
@@ -184,7 +186,22 @@ class ServerCore:
             message = _decode_message(data)
         except ProtocolError as error:
             return self._error_step(None, error)
-        is_notification = message.id is UNSET and isinstance(message.method, str)
+        if (
+            message.method is UNSET
+            and message.id is not UNSET
+            and (message.result is not UNSET or message.error is not UNSET)
+        ):
+            return Step()  # a response, whatever its id: this server sends no requests
+        if message.id is not UNSET and not _is_request_id(message.id):
+            return self._error_step(
+                None,
+                RemoteProtocolError(
+                    INVALID_REQUEST, "Invalid request: id must be a string or an integer"
+                ),
+            )
+        is_notification = (
+            message.id is UNSET and isinstance(message.method, str) and message.jsonrpc == "2.0"
+        )
         reply_id = None if message.id is UNSET else message.id
         try:
             return self._dispatch(message, now, headers)
@@ -201,10 +218,6 @@ class ServerCore:
         if message.jsonrpc != "2.0":
             raise RemoteProtocolError(INVALID_REQUEST, 'Invalid request: jsonrpc must be "2.0"')
         if message.method is UNSET:
-            if message.id is not UNSET and (
-                message.result is not UNSET or message.error is not UNSET
-            ):
-                return Step()  # a response: this server sends no requests, nothing to do
             raise RemoteProtocolError(INVALID_REQUEST, "Invalid request: method is missing")
         if not isinstance(message.method, str):
             raise RemoteProtocolError(INVALID_REQUEST, "Invalid request: method must be a string")
@@ -674,7 +687,16 @@ _TOO_DEEP: Final = "JSON nested more deeply than this server accepts"
 
 def _decode_message(data: bytes) -> w.IncomingMessage:
     try:
-        message = msgspec.json.decode(data, type=w.IncomingMessage)
+        # msgspec checks UTF-8 only in what it decodes; params stay raw until later, so the
+        # whole body is checked here, once (a fast path for ASCII).
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RemoteProtocolError(
+            PARSE_ERROR,
+            f"Parse error: the body is not UTF-8 ({error.reason} at byte {error.start})",
+        ) from None
+    try:
+        return msgspec.json.decode(data, type=w.IncomingMessage)
     except msgspec.ValidationError:
         raise RemoteProtocolError(
             INVALID_REQUEST, "Invalid request: a JSON-RPC message must be a JSON object"
@@ -685,11 +707,6 @@ def _decode_message(data: bytes) -> w.IncomingMessage:
         ) from None
     except RecursionError:
         raise RemoteProtocolError(INVALID_REQUEST, f"Invalid request: {_TOO_DEEP}") from None
-    if message.id is not UNSET and not _is_request_id(message.id):
-        raise RemoteProtocolError(
-            INVALID_REQUEST, "Invalid request: id must be a string or an integer"
-        )
-    return message
 
 
 def _is_request_id(value: Any) -> bool:
@@ -794,6 +811,7 @@ def _task_call(record: TaskRecord) -> ToolCall:
 
 def _finish(record: TaskRecord, event: TaskEvent, now: float, **changes: Any) -> TaskRecord:
     """The record after a terminal event, without what only a running task needs."""
+    changes.setdefault("status_message", None)  # a waiting or progress message is over too
     return record.replace(
         status=next_status(record.status, event),
         last_updated_at=now,

@@ -10,7 +10,8 @@ library checks status rules a second time.
 * `completed`, `failed` and `cancelled` are terminal: no row leaves them.
 * `need_input` may repeat while input is outstanding (a handler may ask again before the
   first answer comes); `input_answered` fires once every outstanding request is answered.
-* `expire` ends an unfinished task whose TTL ran out; it shows as `failed`.
+* `expire` ends an unfinished task whose TTL ran out (as `failed`). The core deletes such
+  a record at once, so clients see `-32602` for it, never the `failed` status.
 
 The table is given to `transitions` to build one machine for the whole module (never one
 per task: that would cost kilobytes and tens of microseconds per task). The machine is the

@@ -723,6 +723,7 @@ def test_cancelled_notification_cancels_the_in_flight_request(h: Harness) -> Non
         {"jsonrpc": "2.0", "method": "tools/call", "params": {}},
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}},
         {"jsonrpc": "2.0", "id": 4, "result": {}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "?"}},
     ],
 )
 def test_notifications_and_responses_get_no_reply(h: Harness, message: dict[str, Any]) -> None:
@@ -752,3 +753,14 @@ def test_elicitation_without_its_mode_field_fails_the_task(
     h.finish(task_id, InputRequired(requests={"a": ElicitRequest(params=params)}))
     error = h.get(task_id)["result"]["error"]
     assert error["code"] == -32603 and f"without {missing}" in error["message"]
+
+
+@pytest.mark.parametrize("ending", ["complete", "cancel"])
+def test_a_finished_task_drops_its_waiting_message(h: Harness, ending: str) -> None:
+    task_id = start(h)
+    h.finish(task_id, InputRequired(requests={"a": ask_name()}, status_message="Your name?"))
+    if ending == "complete":
+        h.finish(task_id, CallToolResult.text("did without"))
+    else:
+        h.cancel(task_id)
+    assert "statusMessage" not in h.get(task_id)["result"]
