@@ -244,10 +244,7 @@ class ServerCore:
         headers: HttpHeaders | None,
     ) -> Step:
         raw_params = Raw(b"{}") if params is UNSET else params
-        try:
-            head = msgspec.json.decode(raw_params, type=w.ParamsHead)
-        except msgspec.ValidationError as error:
-            raise _invalid_params(f"Invalid params: {_path(error, 'params')}") from None
+        head = _decode_params(raw_params, w.ParamsHead)
         if head.meta is UNSET:
             raise _invalid_params(
                 "Invalid params: params._meta is required (protocol version and client "
