@@ -493,9 +493,11 @@ class ServerCore:
         return self._result_step(request.request_id, ack, effects)
 
     def _merge_answers(self, record: TaskRecord, given: dict[str, Raw], now: float) -> list[Effect]:
+        # Only a task in input_required has outstanding requests: the core clears them when
+        # the task resumes or ends, so the status needs no second check here.
         outstanding = record.input_requests or {}
         asked = {key: _method_of(outstanding[key]) for key in given if key in outstanding}
-        if record.status is not TaskStatus.INPUT_REQUIRED or not asked:
+        if not asked:
             return []  # nothing outstanding was answered: ignored, still an ack
         answers = _checked_responses(given, asked)
         responses = {**(record.input_responses or {}), **answers}
