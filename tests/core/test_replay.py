@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from schema_check import check_reply
 
 from mcp_tasks.core import (
     START_TASK,
@@ -188,5 +189,12 @@ def test_recording_covers_every_kind_of_reply() -> None:
     statuses = {r["result"].get("status") for r in replies if "result" in r}
     codes = {r["error"]["code"] for r in replies if "error" in r}
     assert kinds == {"complete", "input_required", "task"}
+    for event in map(json.loads, RECORDING.read_text().splitlines()):
+        if event.get("reply"):
+            try:
+                method = json.loads(event["send"]).get("method")
+            except ValueError:
+                method = None
+            check_reply(method, event["reply"].encode())
     assert {"input_required", "completed", "failed"} <= statuses
     assert {-32700, -32601, -32602} <= codes
