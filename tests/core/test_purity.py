@@ -55,9 +55,17 @@ def test_core_source_imports_only_the_stdlib_msgspec_and_transitions() -> None:
 def test_importing_the_core_loads_no_forbidden_module_of_its_own() -> None:
     # msgspec and transitions load what they load (msgspec imports uuid for its UUID type);
     # past them, the core itself must bring in nothing that does I/O, time or randomness.
+    # The package's own __init__ brings in the trio runtime; stand in an empty package so
+    # that only the core itself is imported.
+    package_dir = str(CORE_DIR.parent)
     probe = (
-        "import sys, msgspec, transitions; before = set(sys.modules); import mcp_tasks.core; "
-        "import json; print(json.dumps(sorted(set(sys.modules) - before)))"
+        "import sys, types, json, msgspec, transitions\n"
+        "package = types.ModuleType('mcp_tasks')\n"
+        f"package.__path__ = [{package_dir!r}]\n"
+        "sys.modules['mcp_tasks'] = package\n"
+        "before = set(sys.modules)\n"
+        "import mcp_tasks.core\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     loaded = {name.split(".")[0] for name in json.loads(out.stdout)}

@@ -1,0 +1,149 @@
+"""What a tool handler sees of its call: `ToolContext`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import msgspec
+from msgspec import UNSET
+
+from .core import (
+    ClientCapabilities,
+    CreateMessageParams,
+    CreateMessageRequest,
+    CreateMessageResult,
+    ElicitParams,
+    ElicitRequest,
+    ElicitResult,
+    InputRequest,
+    ListRootsRequest,
+    ListRootsResult,
+    RequestMeta,
+    SamplingMessage,
+    ToolCall,
+)
+
+_Answer = TypeVar("_Answer", ElicitResult, CreateMessageResult, ListRootsResult)
+
+
+class ToolContext:
+    """The call a handler is running for, and what it may do from inside it.
+
+    `in_task` is True when the handler should do the work: inside a task (then `task_id`
+    names it), or in place when the client cannot hold a task (then `task_id` is None).
+    """
+
+    def __init__(
+        self,
+        call: ToolCall,
+        *,
+        set_status: Callable[[str | None], Awaitable[None]],
+        ask: Callable[[InputRequest], Awaitable[msgspec.Raw]] | None,
+        notify_progress: Callable[[float, float | None, str | None], Awaitable[None]],
+    ) -> None:
+        self._call = call
+        self._set_status = set_status
+        self._ask = ask
+        self._notify_progress = notify_progress
+
+    # --- the call ----------------------------------------------------------------------
+
+    @property
+    def in_task(self) -> bool:
+        return self._call.in_task
+
+    @property
+    def task_id(self) -> str | None:
+        return self._call.task_id
+
+    @property
+    def tool_name(self) -> str:
+        return self._call.tool_name
+
+    @property
+    def meta(self) -> RequestMeta:
+        """`params._meta` of the request that made this call (for a task: that created it)."""
+        return self._call.meta
+
+    @property
+    def client_capabilities(self) -> ClientCapabilities:
+        return self._call.meta.client_capabilities
+
+    @property
+    def handler_state(self) -> str | None:
+        """What the handler passed as `InputRequired(state=...)` in an earlier round."""
+        return self._call.handler_state
+
+    # --- answers to earlier input requests ------------------------------------------------
+
+    def elicit_response(self, key: str) -> ElicitResult | None:
+        return self._answer(key, ElicitResult)
+
+    def sample_response(self, key: str) -> CreateMessageResult | None:
+        return self._answer(key, CreateMessageResult)
+
+    def roots_response(self, key: str) -> ListRootsResult | None:
+        return self._answer(key, ListRootsResult)
+
+    def _answer(self, key: str, kind: type[_Answer]) -> _Answer | None:
+        raw = self._call.input_responses.get(key)
+        if raw is None:
+            return None
+        try:
+            return msgspec.json.decode(raw, type=kind)
+        except msgspec.ValidationError:
+            return None  # the answer was to a different kind of request under this key
+
+    # --- acting from inside -----------------------------------------------------------------
+
+    async def set_status_message(self, message: str | None) -> None:
+        """Inside a task: show `message` as its `statusMessage`. Outside one: nothing."""
+        await self._set_status(message)
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Outside a task, a `notifications/progress` when the request asked for progress;
+        inside a task (which has no progress notifications), its `statusMessage`."""
+        await self._notify_progress(progress, total, message)
+
+    async def elicit(
+        self,
+        message: str,
+        requested_schema: dict[str, Any] | None = None,
+        *,
+        url: str | None = None,
+    ) -> ElicitResult:
+        """Inside a task: ask the client and wait here for the answer (form or URL mode).
+
+        The task shows `input_required` until the client answers with `tasks/update`.
+        """
+        if url is not None:
+            params = ElicitParams(message=message, mode="url", url=url)
+        else:
+            schema = requested_schema or {"type": "object", "properties": {}}
+            params = ElicitParams(message=message, mode="form", requested_schema=schema)
+        raw = await self._wait_for(ElicitRequest(params=params))
+        return msgspec.json.decode(raw, type=ElicitResult)
+
+    async def sample(
+        self, messages: list[SamplingMessage], max_tokens: int, **options: Any
+    ) -> CreateMessageResult:
+        """Inside a task: ask the client's model and wait here for the answer."""
+        params = CreateMessageParams(messages=messages, max_tokens=max_tokens, **options)
+        raw = await self._wait_for(CreateMessageRequest(params=params))
+        return msgspec.json.decode(raw, type=CreateMessageResult)
+
+    async def list_roots(self) -> ListRootsResult:
+        """Inside a task: ask the client for its roots and wait here for the answer."""
+        raw = await self._wait_for(ListRootsRequest(params=UNSET))
+        return msgspec.json.decode(raw, type=ListRootsResult)
+
+    async def _wait_for(self, request: InputRequest) -> msgspec.Raw:
+        if self._ask is None:
+            raise RuntimeError(
+                "await ctx.elicit()/sample()/list_roots() works only inside a task; outside "
+                "one, return InputRequired(...) and read the answer on the next round"
+            )
+        return await self._ask(request)
