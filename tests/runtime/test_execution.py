@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 import trio
+from trio.testing import MockClock
 
 from mcp_tasks import (
     START_TASK,
@@ -27,8 +28,6 @@ from mcp_tasks import (
 )
 
 from .helpers import ALL_CAPS, Client, request, trio_clock
-
-pytestmark = pytest.mark.usefixtures("autojump_clock")
 
 
 class Work(msgspec.Struct):
@@ -134,7 +133,9 @@ async def env() -> AsyncIterator[tuple[Server, Client, dict[str, Any]]]:
 Env = tuple[Server, Client, dict[str, Any]]
 
 
-async def test_task_runs_in_the_background_and_completes(env: Env) -> None:
+async def test_task_runs_in_the_background_and_completes(
+    env: Env, autojump_clock: MockClock
+) -> None:
     _, client, _ = env
     start = trio.current_time()
     task_id = await client.start("work", {"seconds": 3, "label": "x"})
@@ -146,14 +147,16 @@ async def test_task_runs_in_the_background_and_completes(env: Env) -> None:
     assert trio.current_time() - start == pytest.approx(3, abs=0.1)
 
 
-async def test_optional_task_runs_in_place_without_the_extension(env: Env) -> None:
+async def test_optional_task_runs_in_place_without_the_extension(
+    env: Env, autojump_clock: MockClock
+) -> None:
     _, client, seen = env
     reply = await client.call("work", {"seconds": 2}, caps={})
     assert reply["result"]["content"][0]["text"] == "worked 2s "
     assert seen["runs"] == 1
 
 
-async def test_invalid_arguments_name_the_field(env: Env) -> None:
+async def test_invalid_arguments_name_the_field(env: Env, autojump_clock: MockClock) -> None:
     _, client, _ = env
     error = (await client.call("work", {"seconds": "soon"}))["error"]
     assert error["code"] == -32602 and "arguments.seconds" in error["message"]
@@ -161,7 +164,9 @@ async def test_invalid_arguments_name_the_field(env: Env) -> None:
     assert error["code"] == -32602 and "seconds" in error["message"]
 
 
-async def test_cancel_stops_the_handler_at_its_next_await(env: Env) -> None:
+async def test_cancel_stops_the_handler_at_its_next_await(
+    env: Env, autojump_clock: MockClock
+) -> None:
     _, client, seen = env
     start = trio.current_time()
     task_id = await client.start("work", {"seconds": 60})
@@ -174,20 +179,26 @@ async def test_cancel_stops_the_handler_at_its_next_await(env: Env) -> None:
     assert trio.current_time() - start < 3
 
 
-async def test_an_exception_fails_the_task_without_leaking_it(env: Env) -> None:
+async def test_an_exception_fails_the_task_without_leaking_it(
+    env: Env, autojump_clock: MockClock
+) -> None:
     _, client, _ = env
     task = await client.wait_status(await client.start("crash"), "failed")
     assert task["error"]["code"] == -32603
     assert "secret" not in json.dumps(task) and "Traceback" not in json.dumps(task)
 
 
-async def test_an_exception_before_a_task_is_an_internal_error_reply(env: Env) -> None:
+async def test_an_exception_before_a_task_is_an_internal_error_reply(
+    env: Env, autojump_clock: MockClock
+) -> None:
     _, client, _ = env
     error = (await client.call("crash_sync"))["error"]
     assert error["code"] == -32603 and "secret" not in error["message"]
 
 
-async def test_tool_error_completes_and_protocol_error_fails(env: Env) -> None:
+async def test_tool_error_completes_and_protocol_error_fails(
+    env: Env, autojump_clock: MockClock
+) -> None:
     _, client, _ = env
     done = await client.wait_status(await client.start("tool_error"), "completed", "failed")
     assert done["status"] == "completed" and done["result"]["isError"] is True
@@ -196,7 +207,9 @@ async def test_tool_error_completes_and_protocol_error_fails(env: Env) -> None:
     assert failed["error"] == {"code": -32603, "message": "upstream crashed"}
 
 
-async def test_returned_input_request_runs_the_handler_again_with_the_answer(env: Env) -> None:
+async def test_returned_input_request_runs_the_handler_again_with_the_answer(
+    env: Env, autojump_clock: MockClock
+) -> None:
     _, client, seen = env
     task_id = await client.start("rerun")
     waiting = await client.wait_status(task_id, "input_required")
@@ -209,7 +222,7 @@ async def test_returned_input_request_runs_the_handler_again_with_the_answer(env
     assert seen["runs"] == 2
 
 
-async def test_awaited_elicit_waits_in_place(env: Env) -> None:
+async def test_awaited_elicit_waits_in_place(env: Env, autojump_clock: MockClock) -> None:
     _, client, seen = env
     task_id = await client.start("in_place")
     first = await client.wait_status(task_id, "input_required")
@@ -236,7 +249,9 @@ async def test_awaited_elicit_waits_in_place(env: Env) -> None:
     assert seen["runs"] == 1  # never re-run: one life, no repeated side effects
 
 
-async def test_cancel_while_waiting_in_place_ends_the_handler(env: Env) -> None:
+async def test_cancel_while_waiting_in_place_ends_the_handler(
+    env: Env, autojump_clock: MockClock
+) -> None:
     server, client, _ = env
     task_id = await client.start("in_place")
     await client.wait_status(task_id, "input_required")
@@ -246,7 +261,9 @@ async def test_cancel_while_waiting_in_place_ends_the_handler(env: Env) -> None:
     assert server._running == {}
 
 
-async def test_awaited_elicit_without_the_capability_fails_the_task(env: Env) -> None:
+async def test_awaited_elicit_without_the_capability_fails_the_task(
+    env: Env, autojump_clock: MockClock
+) -> None:
     _, client, _ = env
     caps = {"extensions": ALL_CAPS["extensions"]}
     reply = await client.call("in_place", caps=caps)
@@ -255,7 +272,9 @@ async def test_awaited_elicit_without_the_capability_fails_the_task(env: Env) ->
     assert failed["error"]["code"] == -32021
 
 
-async def test_progress_notifications_only_when_the_request_asks(env: Env) -> None:
+async def test_progress_notifications_only_when_the_request_asks(
+    env: Env, autojump_clock: MockClock
+) -> None:
     _, client, _ = env
     await client.call("sync_progress")
     assert client.notifications == []
@@ -265,7 +284,9 @@ async def test_progress_notifications_only_when_the_request_asks(env: Env) -> No
     assert {n["params"]["progressToken"] for n in client.notifications} == {"p-1"}
 
 
-async def test_cancelled_notification_stops_an_in_flight_call(env: Env) -> None:
+async def test_cancelled_notification_stops_an_in_flight_call(
+    env: Env, autojump_clock: MockClock
+) -> None:
     server, client, _ = env
     replies: list[Any] = []
 
@@ -281,7 +302,7 @@ async def test_cancelled_notification_stops_an_in_flight_call(env: Env) -> None:
     assert replies == [None]
 
 
-async def test_expiry_removes_the_task_at_its_ttl() -> None:
+async def test_expiry_removes_the_task_at_its_ttl(autojump_clock: MockClock) -> None:
     server, _ = build(ttl_ms=10_000)
     async with server.running():
         client = Client(server)
@@ -294,7 +315,7 @@ async def test_expiry_removes_the_task_at_its_ttl() -> None:
         assert server.store.count() == 0 and server._running == {}
 
 
-async def test_shutdown_gives_tasks_a_grace_period_then_cancels() -> None:
+async def test_shutdown_gives_tasks_a_grace_period_then_cancels(autojump_clock: MockClock) -> None:
     server, seen = build(grace=2.0)
     start = trio.current_time()
     async with server.running():
@@ -305,7 +326,7 @@ async def test_shutdown_gives_tasks_a_grace_period_then_cancels() -> None:
     assert trio.current_time() - start == pytest.approx(2.0, abs=0.1)
 
 
-async def test_shutdown_refuses_new_calls_but_answers_polls() -> None:
+async def test_shutdown_refuses_new_calls_but_answers_polls(autojump_clock: MockClock) -> None:
     server, _ = build(grace=1.0)
     async with server.running():
         client = Client(server)
@@ -316,7 +337,7 @@ async def test_shutdown_refuses_new_calls_but_answers_polls() -> None:
         assert (await client.get(task_id))["status"] == "working"
 
 
-async def test_handle_outside_running_is_a_clear_error() -> None:
+async def test_handle_outside_running_is_a_clear_error(autojump_clock: MockClock) -> None:
     server, _ = build()
     with pytest.raises(RuntimeError, match="running"):
         await server.handle(request("tools/list"))
