@@ -349,7 +349,7 @@ class Server:
         except ProtocolError as error:
             data = UNSET if error.data is None else error.data
             return ErrorObject(code=error.code, message=error.message, data=data)
-        except Exception:
+        except Exception:  # the handler's failure, not ours: it must not end the server
             logger.exception("tool %r raised", tool.spec.name)
             return ErrorObject(
                 code=INTERNAL_ERROR,
