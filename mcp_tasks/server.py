@@ -186,6 +186,7 @@ class Server:
         self._nursery: trio.Nursery | None = None
         self._closing = False
         self._wake = trio.Event()
+        self._all_tasks_ended: trio.Event | None = None
 
     # --- tools -------------------------------------------------------------------------
 
@@ -242,6 +243,7 @@ class Server:
         if self._nursery is not None:
             raise RuntimeError("this server is already running")
         self._closing = False
+        self._all_tasks_ended = None
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             expiry = trio.CancelScope()
@@ -251,9 +253,10 @@ class Server:
             finally:
                 self._closing = True
                 expiry.cancel()
-                with trio.move_on_after(self.shutdown_grace_seconds):
-                    while self._running:
-                        await trio.sleep(0.01)
+                if self._running:
+                    self._all_tasks_ended = trio.Event()
+                    with trio.move_on_after(self.shutdown_grace_seconds):
+                        await self._all_tasks_ended.wait()
                 nursery.cancel_scope.cancel()
                 self._nursery = None
 
@@ -394,6 +397,8 @@ class Server:
         finally:
             if self._running.get(task_id) is running:
                 del self._running[task_id]
+            if not self._running and self._all_tasks_ended is not None:
+                self._all_tasks_ended.set()
         if running.scope.cancelled_caught:
             return  # cancelled, expired or shut down: the record says so already, or is gone
         record = self.store.get(task_id)
