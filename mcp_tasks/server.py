@@ -255,10 +255,19 @@ class Server:
                 expiry.cancel()
                 if self._running:
                     self._all_tasks_ended = trio.Event()
-                    with trio.move_on_after(self.shutdown_grace_seconds):
+                    # Shielded: leaving by cancellation (Ctrl-C) still grants the grace period.
+                    with trio.move_on_after(self.shutdown_grace_seconds) as grace:
+                        grace.shield = True
                         await self._all_tasks_ended.wait()
+                for running in self._running.values():
+                    running.scope.cancel()
                 nursery.cancel_scope.cancel()
                 self._nursery = None
+
+    @property
+    def is_running(self) -> bool:
+        """True inside `async with server.running():`, where `handle` may be called."""
+        return self._nursery is not None
 
     def now(self) -> float:
         return self._clock()
@@ -273,7 +282,11 @@ class Server:
     ) -> Reply | None:
         """Answer one incoming message: the reply to send, or None (a notification, or a
         request cancelled while it ran). `notify` sends a notification to this request's
-        client while the request runs (progress)."""
+        client while the request runs (progress).
+
+        A `tools/call` is entered in `connection.in_flight` before this coroutine first
+        yields, so a `notifications/cancelled` read right after it always finds it.
+        """
         if self._nursery is None:
             raise RuntimeError("use `async with server.running():` around the transport")
         step = self.core.receive(data, self.now(), headers)
@@ -363,7 +376,9 @@ class Server:
 
     def _start(self, call: ToolCall) -> None:
         assert self._nursery is not None and call.task_id is not None
-        running = _RunningTask(scope=trio.CancelScope())
+        # Shielded: a task ends by its own scope only (tasks/cancel, expiry, the end of the
+        # shutdown grace), never because whoever runs the server was cancelled.
+        running = _RunningTask(scope=trio.CancelScope(shield=True))
         self._running[call.task_id] = running
         self._nursery.start_soon(self._run_task, call, running)
 

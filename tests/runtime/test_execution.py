@@ -361,3 +361,15 @@ def test_tools_must_be_async_and_take_ctx() -> None:
 
     with pytest.raises(TypeError, match=r"\(ctx\) or \(ctx, args\)"):
         server.tool()(too_many)
+
+
+async def test_shutdown_by_cancellation_still_grants_the_grace_period(
+    autojump_clock: MockClock,
+) -> None:
+    server, seen = build(grace=2.0)
+    with trio.move_on_after(0.5):
+        async with server.running():
+            await Client(server).start("work", {"seconds": 1})
+            await trio.sleep_forever()
+    assert seen["finished"] == 1 and seen["cancelled"] == 0
+    assert not server.is_running
