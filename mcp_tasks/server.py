@@ -333,22 +333,21 @@ class Server:
             )
             return await self._perform(self.core.tool_returned(call, outcome, self.now()))
         tool = self._tools[call.tool_name]
-        with trio.CancelScope() as scope:
-            if connection is not None and call.request_id is not None:
-                connection.in_flight[call.request_id] = scope
-            try:
-                context = ToolContext(
-                    call,
-                    set_status=_no_status,
-                    ask=None,
-                    notify_progress=_progress_sender(call, notify),
-                )
-                outcome = await self._invoke(tool, context, call)
-            finally:
-                if connection is not None and call.request_id is not None:
-                    connection.in_flight.pop(call.request_id, None)
-        if scope.cancelled_caught:
-            return None  # the client cancelled the request: it wants no reply
+        context = ToolContext(
+            call, set_status=_no_status, ask=None, notify_progress=_progress_sender(call, notify)
+        )
+        request_id = call.request_id
+        if connection is None or request_id is None:  # nothing can cancel it but its caller
+            outcome = await self._invoke(tool, context, call)
+        else:
+            with trio.CancelScope() as scope:
+                connection.in_flight[request_id] = scope
+                try:
+                    outcome = await self._invoke(tool, context, call)
+                finally:
+                    connection.in_flight.pop(request_id, None)
+            if scope.cancelled_caught:
+                return None  # the client cancelled the request: it wants no reply
         step = self.core.tool_returned(call, outcome, self.now(), stored_tasks=self.store.count())
         return await self._perform(step, notify, connection)
 

@@ -1,0 +1,390 @@
+"""Streamable HTTP throughput and latency, next to the practical limit of Python here.
+
+What is measured
+----------------
+Two servers, each in a process of its own, answer the same pre-built POSTs from a load
+generator in a third process, over 127.0.0.1:
+
+* `mcp_tasks`: `serve_http` around `examples/jobs.py` (defaults: every check on, the
+  core validating `_meta` and the MCP headers against the body);
+* `limit`: a minimal h11 + trio + msgspec server that reads each request, decodes its id and
+  answers a fixed result: what Python on trio and h11 can do at best on this machine.
+
+Workloads: `tasks/get` on a completed task (its result inlined), and `tools/call` of the
+synchronous tool `greet`. The generator keeps 16 keep-alive connections busy, one request in
+flight on each; it is a `selectors` loop on raw sockets, cheap enough that the server's core
+is the bottleneck, and the same generator measures both servers. On a machine with two or
+more cores the servers are pinned to core 0 and the generator to core 1. After a warm-up,
+requests/s counts the answers completed in the window; latency is from writing a request
+to reading the end of its answer (p50, p99). Every answer must be 200. Runs alternate
+between the two servers, three per server and workload, and the best of each counts
+(anything else running on the machine only ever slows a run down).
+
+    python benchmarks/http.py            # 2 s per run, 12 runs (about 40 s in all)
+    python benchmarks/http.py --quick    # smoke test: short runs
+    python benchmarks/http.py --json     # the figures as one JSON object
+"""
+
+# ruff: noqa: E402  (the imports must follow the sys.path fix below)
+from __future__ import annotations
+
+import os
+import sys
+
+# Run as a script, this file's folder comes first on sys.path, and this file (http.py) would
+# stand in for the standard library's `http` package: take the folder off before importing.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path = [entry for entry in sys.path if os.path.abspath(entry or ".") != _HERE]
+
+import argparse
+import contextlib
+import http.client
+import importlib.util
+import json
+import platform
+import selectors
+import socket
+import subprocess
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import h11
+import msgspec
+import trio
+
+from mcp_tasks.transports._http_server import serve_http
+
+ROOT = Path(__file__).resolve().parent.parent
+CONNECTIONS = 16
+TARGET_RATIO = 0.7
+SERVER_LIFETIME_SECONDS = 600  # a server left behind stops by itself
+VERSION = "2026-07-28"
+TASKS_CAPS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+FAKE_TASK_ID = "tsk_" + "x" * 32  # what the limit server is asked for (it reads no params)
+
+
+# --- the servers --------------------------------------------------------------------------
+
+
+def run_mcp_server() -> None:
+    spec = importlib.util.spec_from_file_location("jobs", ROOT / "examples" / "jobs.py")
+    assert spec and spec.loader
+    jobs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(jobs)
+
+    async def main() -> None:
+        with trio.move_on_after(SERVER_LIFETIME_SECONDS):
+            async with jobs.server.running(), trio.open_nursery() as nursery:
+                port = await nursery.start(serve_http, jobs.server, "127.0.0.1", 0)
+                print(f"PORT {port}", flush=True)
+
+    trio.run(main)
+
+
+class _RequestId(msgspec.Struct):
+    id: int | str | None = None
+
+
+_ID_DECODER = msgspec.json.Decoder(_RequestId)
+_FIXED_RESULT = msgspec.Raw(
+    b'{"resultType":"complete","content":[{"type":"text","text":"Hello, bench!"}]}'
+)
+
+
+async def _limit_connection(stream: trio.SocketStream) -> None:
+    with contextlib.suppress(trio.BrokenResourceError):  # the generator ends mid-request
+        await _limit_pump(stream)
+
+
+async def _limit_pump(stream: trio.SocketStream) -> None:
+    connection = h11.Connection(h11.SERVER)
+    body = b""
+    while True:
+        event = connection.next_event()
+        if event is h11.NEED_DATA:
+            connection.receive_data(await stream.receive_some(65536))
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            request_id = _ID_DECODER.decode(body).id
+            reply = msgspec.json.encode(
+                {"jsonrpc": "2.0", "id": request_id, "result": _FIXED_RESULT}
+            )
+            headers = [("content-type", "application/json"), ("content-length", str(len(reply)))]
+            out = connection.send(h11.Response(status_code=200, headers=headers)) or b""
+            out += connection.send(h11.Data(data=reply)) or b""
+            out += connection.send(h11.EndOfMessage()) or b""
+            await stream.send_all(out)
+            connection.start_next_cycle()
+            body = b""
+        elif isinstance(event, h11.ConnectionClosed):
+            return
+
+
+def run_limit_server() -> None:
+    async def main() -> None:
+        with trio.move_on_after(SERVER_LIFETIME_SECONDS):
+            async with trio.open_nursery() as nursery:
+                serve = partial(trio.serve_tcp, host="127.0.0.1")
+                listeners = await nursery.start(serve, _limit_connection, 0)
+                print(f"PORT {listeners[0].socket.getsockname()[1]}", flush=True)
+
+    trio.run(main)
+
+
+# --- the load generator -------------------------------------------------------------------
+
+
+def build_request(workload: str, task_id: str) -> bytes:
+    params: dict[str, Any]
+    if workload == "tasks/get":
+        method, name, params = "tasks/get", task_id, {"taskId": task_id}
+    else:
+        method, name = "tools/call", "greet"
+        params = {"name": "greet", "arguments": {"name": "bench"}}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS,
+    }
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}},
+        separators=(",", ":"),
+    ).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {VERSION}\r\n"
+        f"Mcp-Method: {method}\r\nMcp-Name: {name}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def _answer_length(buffer: bytearray) -> int:
+    """The length of the first whole answer in `buffer`, or 0 if it is not all there."""
+    end = buffer.find(b"\r\n\r\n")
+    if end < 0:
+        return 0
+    head = bytes(buffer[:end]).lower()
+    start = head.find(b"content-length:")
+    if start < 0:
+        raise RuntimeError(f"an answer without Content-Length: {head[:200]!r}")
+    line_end = head.find(b"\r\n", start)
+    length = int(head[start + 15 : line_end if line_end >= 0 else None])
+    total = end + 4 + length
+    return total if len(buffer) >= total else 0
+
+
+def generate_load(port: int, data: bytes, warmup: float, seconds: float) -> dict[str, Any]:
+    selector = selectors.DefaultSelector()
+    latencies: list[float] = []
+    failures = 0
+    sockets = []
+    for _ in range(CONNECTIONS):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        sockets.append(sock)
+        selector.register(sock, selectors.EVENT_READ, [bytearray(), 0.0])
+    window_start = time.perf_counter() + warmup
+    window_end = window_start + seconds
+    for sock in sockets:
+        sock.sendall(data)
+        selector.get_key(sock).data[1] = time.perf_counter()
+    now = time.perf_counter()
+    while now < window_end:
+        for key, _ in selector.select(timeout=1.0):
+            connection, state = key.fileobj, key.data
+            assert isinstance(connection, socket.socket)
+            received = connection.recv(262144)
+            if not received:
+                raise RuntimeError("the server closed a connection")
+            buffer = state[0]
+            buffer += received
+            while length := _answer_length(buffer):
+                ok = buffer.startswith(b"HTTP/1.1 200 ")
+                del buffer[:length]
+                now = time.perf_counter()
+                if window_start <= now < window_end:
+                    latencies.append(now - state[1])
+                    failures += not ok
+                connection.sendall(data)
+                state[1] = now
+        now = time.perf_counter()
+    for sock in sockets:
+        sock.close()
+    latencies.sort()
+    count = len(latencies)
+    return {
+        "requests": count,
+        "failures": failures,
+        "requests_per_second": count / seconds,
+        "p50_ms": latencies[count // 2] * 1000 if count else None,
+        "p99_ms": latencies[min(count - 1, int(count * 0.99))] * 1000 if count else None,
+    }
+
+
+# --- orchestration ------------------------------------------------------------------------
+
+
+def _pin(cpu: int) -> None:
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {cpu})
+
+
+def _python(*args: str) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), *args]
+
+
+@contextlib.contextmanager
+def started_server(kind: str) -> Any:
+    process = subprocess.Popen(_python("--role", kind), stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"the {kind} server did not start: {line!r}")
+        yield int(line.split()[1])
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def completed_task(port: int) -> str:
+    """Create a task on the MCP server and wait until it has completed; its id."""
+
+    def post(method: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS,
+        }
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
+                           "params": {**params, "_meta": meta}})  # fmt: skip
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        headers = {"Content-Type": "application/json", "MCP-Protocol-Version": VERSION,
+                   "Mcp-Method": method, "Mcp-Name": name}  # fmt: skip
+        connection.request("POST", "/mcp", body, headers)
+        reply: dict[str, Any] = json.loads(connection.getresponse().read())
+        connection.close()
+        return reply
+
+    call = {"name": "slow_compute", "arguments": {"seconds": 0.01, "label": "bench"}}
+    task_id: str = post("tools/call", "slow_compute", call)["result"]["taskId"]
+    deadline = time.monotonic() + 10
+    while post("tasks/get", task_id, {"taskId": task_id})["result"]["status"] != "completed":
+        if time.monotonic() > deadline:
+            raise RuntimeError("the benchmark's task did not complete")
+        time.sleep(0.02)
+    return task_id
+
+
+def measure(port: int, workload: str, task_id: str, warmup: float, seconds: float) -> Any:
+    args = ["--role", "load", "--port", str(port), "--workload", workload, "--task-id", task_id]
+    args += ["--warmup", str(warmup), "--seconds", str(seconds)]
+    out = subprocess.run(
+        _python(*args), capture_output=True, text=True, check=True, timeout=warmup + seconds + 60
+    )
+    return json.loads(out.stdout)
+
+
+def run_all(warmup: float, seconds: float, rounds: int) -> dict[str, Any]:
+    """Both servers up at once (an idle one costs nothing); runs alternate between them,
+    `rounds` times per workload, and the best run of each counts: other load on the
+    machine can only slow a run down."""
+    workloads = ("tasks/get", "tools/call greet")
+    figures: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "connections": CONNECTIONS,
+        "warmup_seconds": warmup,
+        "seconds": seconds,
+        "rounds": rounds,
+        "target_ratio": TARGET_RATIO,
+        "workloads": {},
+    }
+    with started_server("limit") as limit_port, started_server("mcp") as mcp_port:
+        ports = {"limit": (limit_port, FAKE_TASK_ID), "mcp_tasks": (mcp_port, "")}
+        ports["mcp_tasks"] = (mcp_port, completed_task(mcp_port))  # a task to poll
+        for workload in workloads:
+            runs: dict[str, list[dict[str, Any]]] = {"limit": [], "mcp_tasks": []}
+            for _ in range(rounds):
+                for server, (port, task_id) in ports.items():
+                    runs[server].append(measure(port, workload, task_id, warmup, seconds))
+            entry: dict[str, Any] = {}
+            figures["workloads"][workload] = entry
+            for server, results in runs.items():
+                best = max(results, key=lambda result: result["requests_per_second"])
+                entry[server] = {
+                    **best,
+                    "every_run_per_second": [r["requests_per_second"] for r in results],
+                }
+            limit = entry["limit"]["requests_per_second"]
+            entry["ratio"] = entry["mcp_tasks"]["requests_per_second"] / limit if limit else None
+    return figures
+
+
+def print_table(figures: dict[str, Any]) -> None:
+    print(
+        f"mcp_tasks Streamable HTTP benchmark: Python {figures['python']}, "
+        f"{figures['cpus']} CPUs, {figures['platform']}"
+    )
+    print(
+        f"{figures['connections']} keep-alive connections over 127.0.0.1, "
+        f"{figures['seconds']:g} s per run after {figures['warmup_seconds']:g} s of warm-up, "
+        f"best of {figures['rounds']} alternating runs\n"
+    )
+    rows = [("workload", "server", "req/s", "p50", "p99", "failures", "vs limit")]
+    for workload, entry in figures["workloads"].items():
+        for server in ("limit", "mcp_tasks"):
+            run = entry[server]
+            ratio = entry["ratio"]
+            verdict = "ok" if ratio is not None and ratio >= figures["target_ratio"] else "MISSED"
+            rows.append(
+                (
+                    workload,
+                    server,
+                    f"{run['requests_per_second']:,.0f}",
+                    f"{run['p50_ms']:.2f} ms",
+                    f"{run['p99_ms']:.2f} ms",
+                    str(run["failures"]),
+                    ""
+                    if server == "limit"
+                    else f"{ratio:.2f} (target >= {figures['target_ratio']:.1f}) {verdict}",
+                )
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * width for width in widths))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a short smoke test")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--role", choices=["mcp", "limit", "load"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--workload", help=argparse.SUPPRESS)
+    parser.add_argument("--task-id", help=argparse.SUPPRESS)
+    parser.add_argument("--warmup", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.role in ("mcp", "limit"):
+        _pin(0)
+        run_mcp_server() if args.role == "mcp" else run_limit_server()
+    elif args.role == "load":
+        _pin(1)
+        data = build_request(args.workload, args.task_id)
+        print(json.dumps(generate_load(args.port, data, args.warmup, args.seconds)))
+    else:
+        warmup, seconds, rounds = (0.1, 0.3, 1) if args.quick else (0.5, 2.0, 3)
+        figures = run_all(warmup, seconds, rounds)
+        print(json.dumps(figures, indent=2)) if args.json else print_table(figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+"""Serve a `Server` over stdio: newline-delimited JSON-RPC on stdin and stdout.
+
+Theory of operation
+-------------------
+One pump loop reads stdin in chunks and cuts them into lines with `LineBuffer` (no I/O in
+it). Each line that is not blank becomes a request task in the session's nursery, which
+hands it to `Server.handle` and writes the reply, so a slow `tools/call` never holds up the
+`tasks/get` on the next line. The pump starts each request with `nursery.start`, and the
+request reports "started" before it calls `handle`: the pump goes on to the next line only
+once the request has run up to its first real `await`, so requests begin in the order their
+lines arrive, and a `notifications/cancelled` always finds the in-flight `tools/call` it
+names, even when both came in one read.
+
+Everything written to stdout goes through one lock, a whole line (message + newline) per
+`send_all`, so replies and progress notifications never interleave. Nothing else is written
+there: logs go to stderr through `logging`, and when this module owns the process's stdout
+it also points `sys.stdout` at stderr, so a stray `print()` in a tool cannot corrupt the
+stream.
+
+A line longer than `max_line_bytes` is never held whole: as soon as the partial line passes
+the limit the client gets a JSON-RPC -32600 error (without an id, since the id is somewhere
+in the bytes being dropped), and the rest of the line is dropped up to its newline. A line
+that is not JSON gets -32700 from the core. Either way the pump keeps reading.
+
+Stdin EOF stops the pump; the nursery then waits for the requests in flight, whose replies
+are still written, and `serve_stdio` returns. Tasks are not the transport's: they live in the
+server, and leaving `Server.running()` gives them its shutdown grace. If stdout breaks (the
+client went away) nobody can read anything more, so the session is cancelled at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import os
+import sys
+from typing import Final
+
+import msgspec
+import trio
+
+from ..core import INTERNAL_ERROR, INVALID_REQUEST, RequestId
+from ..server import Connection, Server
+
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "serve_stdio"]
+
+logger = logging.getLogger("mcp_tasks.transports.stdio")
+
+DEFAULT_MAX_LINE_BYTES: Final = 4 * 1024 * 1024
+_RECEIVE_BYTES: Final = 65536
+_JSON_WHITESPACE: Final = b" \t\r"
+
+
+class _Skipped(enum.Enum):
+    LINE_TOO_LONG = "line too long"
+
+
+LINE_TOO_LONG: Final = _Skipped.LINE_TOO_LONG
+"""What `LineBuffer` gives in place of a line that passed the limit."""
+
+
+class LineBuffer:
+    """Cuts a byte stream into lines (without their newline), holding at most
+    `max_line_bytes` of a line: a longer one is reported once, as `LINE_TOO_LONG`, the
+    moment it passes the limit, and its bytes are dropped up to its newline."""
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be at least 1")
+        self.max_line_bytes = max_line_bytes
+        self._partial = bytearray()
+        self._dropping = False
+
+    def feed(self, data: bytes | bytearray) -> list[bytes | _Skipped]:
+        lines: list[bytes | _Skipped] = []
+        start = 0
+        while (end := data.find(b"\n", start)) != -1:
+            self._take(data[start:end], lines)
+            if not self._dropping:
+                lines.append(bytes(self._partial))
+            self._partial.clear()
+            self._dropping = False
+            start = end + 1
+        self._take(data[start:], lines)
+        return lines
+
+    def end(self) -> list[bytes]:
+        """At EOF: the last line, if it had no newline."""
+        last = bytes(self._partial)
+        self._partial.clear()
+        return [] if self._dropping or not last else [last]
+
+    def _take(self, piece: bytes | bytearray, lines: list[bytes | _Skipped]) -> None:
+        if self._dropping:
+            return
+        if len(self._partial) + len(piece) > self.max_line_bytes:
+            self._partial.clear()
+            self._dropping = True
+            lines.append(LINE_TOO_LONG)
+        else:
+            self._partial += piece
+
+
+async def serve_stdio(
+    server: Server,
+    *,
+    stdin: trio.abc.ReceiveStream | None = None,
+    stdout: trio.abc.SendStream | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> None:
+    """Answer newline-delimited JSON-RPC from `stdin` on `stdout` until stdin ends.
+
+    Call it inside `async with server.running():`. Without streams it serves the process's
+    fd 0 and 1 (duplicated, so they stay open afterwards; Unix only) and points `sys.stdout`
+    at stderr while it runs. Returns once stdin is at EOF and every request in flight is
+    answered, or at once if stdout breaks.
+    """
+    lines = LineBuffer(max_line_bytes)
+    async with contextlib.AsyncExitStack() as stack:
+        if stdin is None:
+            stdin = trio.lowlevel.FdStream(os.dup(0))
+            stack.push_async_callback(stdin.aclose)
+        if stdout is None:
+            sys.stdout.flush()
+            stdout = trio.lowlevel.FdStream(os.dup(1))
+            stack.push_async_callback(stdout.aclose)
+            stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+        async with trio.open_nursery() as nursery:
+            session = _Session(server, stdout, nursery, max_line_bytes)
+            await session.pump(stdin, lines)
+
+
+class _Session:
+    """One stdio client: its requests in flight and the lock on its stdout."""
+
+    def __init__(
+        self,
+        server: Server,
+        stdout: trio.abc.SendStream,
+        nursery: trio.Nursery,
+        max_line_bytes: int,
+    ) -> None:
+        self._server = server
+        self._stdout = stdout
+        self._nursery = nursery
+        self._connection = Connection()
+        self._write_lock = trio.Lock()
+        self._max_line_bytes = max_line_bytes
+        self._too_long = _error_body(
+            None,
+            INVALID_REQUEST,
+            f"Invalid request: a message line is longer than {max_line_bytes} bytes, the limit "
+            "of this stdio server (max_line_bytes); it was skipped",
+        )
+
+    async def pump(self, stdin: trio.abc.ReceiveStream, lines: LineBuffer) -> None:
+        while data := await _receive(stdin):
+            for line in lines.feed(data):
+                await self._dispatch(line)
+        logger.debug("stdin is at EOF; finishing the requests in flight")
+        for line in lines.end():
+            await self._dispatch(line)
+
+    async def _dispatch(self, line: bytes | _Skipped) -> None:
+        if line is LINE_TOO_LONG:
+            logger.warning("skipped a line longer than %d bytes", self._max_line_bytes)
+            self._nursery.start_soon(self.send, self._too_long)
+        elif isinstance(line, bytes) and line.strip(_JSON_WHITESPACE):
+            await self._nursery.start(self._answer, line)
+
+    async def _answer(
+        self, line: bytes, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        task_status.started()
+        try:
+            reply = await self._server.handle(line, notify=self.send, connection=self._connection)
+            body = None if reply is None else reply.body
+        except Exception:  # a bug behind handle() costs this request, not the whole session
+            logger.exception("handling a message failed")
+            body = _internal_error_body(line)
+        if body is not None:
+            await self.send(body)
+
+    async def send(self, body: bytes) -> None:
+        """Write one message as one line; the `notify` of every request."""
+        try:
+            async with self._write_lock:
+                await self._stdout.send_all(body + b"\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            if not self._nursery.cancel_scope.cancel_called:
+                logger.warning("stdout is closed: the client is gone; stopping")
+            self._nursery.cancel_scope.cancel()
+
+
+async def _receive(stdin: trio.abc.ReceiveStream) -> bytes | bytearray:
+    try:
+        return await stdin.receive_some(_RECEIVE_BYTES)
+    except trio.BrokenResourceError:
+        logger.warning("reading stdin failed; treating it as EOF", exc_info=True)
+        return b""
+
+
+class _IdOnly(msgspec.Struct):
+    id: RequestId | None = None
+    method: str | None = None
+
+
+def _internal_error_body(line: bytes) -> bytes | None:
+    """The -32603 reply for a request whose handling raised, or None for a notification."""
+    try:
+        message = msgspec.json.decode(line, type=_IdOnly)
+    except msgspec.DecodeError:
+        return None
+    if message.id is None or message.method is None:
+        return None
+    return _error_body(message.id, INTERNAL_ERROR, "Internal error")
+
+
+def _error_body(request_id: RequestId | None, code: int, message: str) -> bytes:
+    error = {"code": code, "message": message}
+    if request_id is None:
+        return msgspec.json.encode({"jsonrpc": "2.0", "error": error})
+    return msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "error": error})
