@@ -469,6 +469,10 @@ async def _stop_run(running: _RunningTask) -> None:
     raise AssertionError("unreachable: the checkpoint raised Cancelled")
 
 
+async def _no_progress(progress: float, total: float | None, message: str | None) -> None:
+    """Progress for a request that did not ask for it goes nowhere."""
+
+
 async def _no_status(message: str | None) -> None:
     """Outside a task there is no status to show."""
 
@@ -482,10 +486,10 @@ def _progress_sender(
     call: ToolCall, notify: Notify | None
 ) -> Callable[[float, float | None, str | None], Awaitable[None]]:
     token = call.meta.progress_token
+    if notify is None or token is UNSET:
+        return _no_progress  # the request did not ask for progress, or cannot receive it
 
     async def send(progress: float, total: float | None, message: str | None) -> None:
-        if notify is None or token is UNSET:
-            return  # the request did not ask for progress, or the transport cannot send it
         params: dict[str, Any] = {"progressToken": token, "progress": progress}
         if total is not None:
             params["total"] = total
