@@ -1,0 +1,152 @@
+"""The pure client logic with explicit values: poll schedule and clamping, the TTL backstop,
+each input key answered once, request building and response reading."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mcp_tasks.core import (
+    ClientCapabilities,
+    Implementation,
+    InputRequiredTask,
+    ListRootsRequest,
+    WorkingTask,
+)
+from mcp_tasks.core._client import (
+    ClientCore,
+    InputTracker,
+    PollPolicy,
+    RpcError,
+    give_up_at,
+    parse_timestamp,
+)
+from mcp_tasks.core._errors import RemoteProtocolError
+
+STAMP = "2026-08-01T12:00:00.000Z"
+T0 = 1_785_585_600.0
+
+
+def task(**kw: object) -> WorkingTask:
+    fields: dict[str, object] = {
+        "task_id": "t",
+        "created_at": STAMP,
+        "last_updated_at": STAMP,
+        "ttl_ms": 60_000,
+    } | kw
+    return WorkingTask(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("advised", "seconds"),
+    [(None, 1.0), (1, 0.1), (250, 0.25), (5000, 5.0), (10**9, 30.0)],
+)
+def test_poll_delay_follows_the_server_within_bounds(advised: int | None, seconds: float) -> None:
+    t = task() if advised is None else task(poll_interval_ms=advised)
+    assert PollPolicy().delay(t) == seconds
+
+
+def test_poll_policy_bounds_are_settable() -> None:
+    policy = PollPolicy(default_interval_ms=200, min_interval_ms=50, max_interval_ms=500)
+    assert policy.delay(task()) == 0.2 and policy.delay(task(poll_interval_ms=10)) == 0.05
+
+
+def test_give_up_at_is_created_at_plus_ttl() -> None:
+    assert give_up_at(task()) == T0 + 60
+    assert give_up_at(task(ttl_ms=None)) is None
+    assert give_up_at(task(created_at="yesterday")) is None
+    assert parse_timestamp("2026-08-01T14:00:00+02:00") == T0
+    assert parse_timestamp("2026-08-01T12:00:00") == T0
+
+
+def test_each_input_key_is_answered_once_across_polls() -> None:
+    tracker = InputTracker()
+    asked = {"a": ListRootsRequest(), "b": ListRootsRequest()}
+    assert set(tracker.unanswered(asked)) == {"a", "b"}
+    tracker.mark_answered(["a"])
+    assert set(tracker.unanswered(asked)) == {"b"}  # a later poll still shows "a": not again
+    tracker.mark_answered(["b"])
+    assert tracker.unanswered(asked) == {}
+    assert InputTracker(frozenset({"a"})).unanswered(asked).keys() == {"b"}
+
+
+def test_unanswered_of_a_typed_task() -> None:
+    waiting = InputRequiredTask(
+        task_id="t",
+        created_at=STAMP,
+        last_updated_at=STAMP,
+        ttl_ms=None,
+        input_requests={"k": ListRootsRequest()},
+    )
+    assert list(InputTracker().unanswered(waiting.input_requests)) == ["k"]
+
+
+def core() -> ClientCore:
+    return ClientCore(
+        info=Implementation(name="c", version="1"),
+        capabilities=ClientCapabilities(extensions={"io.modelcontextprotocol/tasks": {}}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "name"),
+    [
+        ("tools/call", {"name": "greet"}, "greet"),
+        ("tasks/get", {"taskId": "tsk_1"}, "tsk_1"),
+        ("tools/call", {"name": "héllo"}, "=?base64?aMOpbGxv?="),
+        ("tools/call", {"name": " padded "}, "=?base64?IHBhZGRlZCA=?="),
+        ("tools/call", {"name": "=?base64?x?="}, "=?base64?PT9iYXNlNjQ/eD89?="),
+        ("tools/list", {}, None),
+    ],
+)
+def test_requests_carry_meta_and_mirroring_headers(
+    method: str, params: dict[str, str], name: str | None
+) -> None:
+    body, headers = core().request(7, method, params)
+    message = json.loads(body)
+    meta = message["params"]["_meta"]
+    assert message["id"] == 7 and message["method"] == method
+    assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert meta["io.modelcontextprotocol/clientCapabilities"]["extensions"] == {
+        "io.modelcontextprotocol/tasks": {}
+    }
+    assert headers["MCP-Protocol-Version"] == "2026-07-28" and headers["Mcp-Method"] == method
+    assert headers.get("Mcp-Name") == name
+
+
+def test_error_responses_raise_rpc_error_with_code_message_data() -> None:
+    with pytest.raises(RpcError) as raised:
+        core().result_of(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "error": {"code": -32021, "message": "needs tasks", "data": {"x": 1}},
+            },
+            1,
+        )
+    assert (raised.value.code, raised.value.message, raised.value.data) == (
+        -32021,
+        "needs tasks",
+        {"x": 1},
+    )
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {"jsonrpc": "2.0", "id": 2, "result": {}},
+        {"jsonrpc": "2.0", "id": 1, "result": []},
+        {"jsonrpc": "2.0", "id": 1, "error": "boom"},
+    ],
+)
+def test_malformed_responses_are_remote_protocol_errors(response: dict[str, object]) -> None:
+    with pytest.raises(RemoteProtocolError):
+        core().result_of(response, 1)  # type: ignore[arg-type]
+
+
+def test_result_kinds_absent_means_complete_unknown_refused() -> None:
+    assert ClientCore.kind_of({}) == "complete"
+    assert ClientCore.kind_of({"resultType": "task"}) == "task"
+    with pytest.raises(RemoteProtocolError, match="unknown resultType"):
+        ClientCore.kind_of({"resultType": "later"})

@@ -1,0 +1,197 @@
+"""The Client against the project's own server (examples/jobs.py), in one trio run on the
+virtual clock: every call shape, input inside and before a task, cancelling, expiry."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+from runtime.helpers import trio_clock
+from runtime.test_jobs_example import load_jobs
+from trio.testing import MockClock
+
+from mcp_tasks import (
+    START_TASK,
+    CallToolResult,
+    ElicitParams,
+    ElicitResult,
+    Server,
+    TaskOptions,
+    ToolContext,
+    ToolOutcome,
+)
+from mcp_tasks.client import (
+    Client,
+    MissingInputHandler,
+    RpcError,
+    TaskCancelled,
+    TaskExpired,
+    TaskFailed,
+)
+from mcp_tasks.core import DetailedTask
+
+from .in_process import InProcessTransport
+
+
+class Answers:
+    """An elicitation handler that answers from a script and records what it was asked."""
+
+    def __init__(self, *contents: dict[str, Any]) -> None:
+        self.contents = list(contents)
+        self.asked: list[str] = []
+
+    async def __call__(self, params: ElicitParams) -> ElicitResult:
+        self.asked.append(params.message)
+        return ElicitResult(action="accept", content=self.contents.pop(0))
+
+
+@pytest.fixture
+async def jobs() -> AsyncIterator[Server]:
+    server = load_jobs()
+    async with server.running():
+        yield server
+
+
+def client_for(server: Server, **kw: Any) -> Client:
+    return Client(InProcessTransport(server), **kw)
+
+
+async def test_a_sync_tool_returns_its_result(jobs: Server, autojump_clock: MockClock) -> None:
+    result = await client_for(jobs).call_tool("greet", {"name": "Ada"})
+    assert result == CallToolResult.text("Hello, Ada!")
+
+
+async def test_a_task_is_waited_for_with_each_status_reported(
+    jobs: Server, autojump_clock: MockClock
+) -> None:
+    seen: list[tuple[str, Any]] = []
+
+    def on_status(task: DetailedTask) -> None:
+        seen.append((type(task).__name__, task.status_message))
+
+    result = await client_for(jobs).call_tool(
+        "slow_compute", {"seconds": 3, "label": "x"}, on_status=on_status
+    )
+    assert result.content[0].text == "x done after 3s"  # type: ignore[union-attr]
+    assert seen[0][0] == "WorkingTask" and seen[-1][0] == "CompletedTask"
+    assert len(seen) == len(set(seen))  # only changes are reported
+
+
+async def test_call_tool_or_task_gives_the_handle(jobs: Server, autojump_clock: MockClock) -> None:
+    client = client_for(jobs)
+    handle = await client.call_tool_or_task("slow_compute", {"seconds": 2})
+    assert not isinstance(handle, CallToolResult) and handle.task_id.startswith("tsk_")
+    assert (await client.get_task(handle.task_id)).task_id == handle.task_id
+    result = await client.await_task(handle.task_id)
+    assert result.content
+
+
+async def test_input_inside_a_task_is_asked_once_and_answered(
+    jobs: Server, autojump_clock: MockClock
+) -> None:
+    answers = Answers({"confirm": True})
+    result = await client_for(jobs, on_elicit=answers).call_tool(
+        "confirm_delete", {"filename": "a.txt"}
+    )
+    assert result == CallToolResult.text("Deleted a.txt")
+    assert answers.asked == ["Delete a.txt?"]
+
+
+async def test_two_questions_at_once_and_waiting_in_place(
+    jobs: Server, autojump_clock: MockClock
+) -> None:
+    answers = Answers({"answer": "a"}, {"answer": "b"}, {"name": "Ada"}, {"colour": "red"})
+    client = client_for(jobs, on_elicit=answers)
+    both = await client.call_tool("multi_input")
+    assert both.content[0].text == "Answers: accept, accept"  # type: ignore[union-attr]
+    talk = await client.call_tool("interview")
+    assert talk.content[0].text == "Ada likes red"  # type: ignore[union-attr]
+    assert answers.asked == [
+        "First question?",
+        "Second question?",
+        "Your name?",
+        "Favourite colour, Ada?",
+    ]
+
+
+async def test_input_before_a_task_echoes_request_state(
+    jobs: Server, autojump_clock: MockClock
+) -> None:
+    transport = InProcessTransport(jobs)
+    client = Client(transport, on_elicit=Answers({"name": "Alice"}))
+    result = await client.call_tool("test_tool_with_task")
+    assert "Alice" in result.content[0].text  # type: ignore[union-attr]
+    first, second = (msgspec.json.decode(m) for m in transport.sent[:2])
+    assert "inputResponses" not in first["params"] and "requestState" in second["params"]
+
+
+async def test_a_tool_error_is_a_result_and_a_failed_task_raises(
+    jobs: Server, autojump_clock: MockClock
+) -> None:
+    client = client_for(jobs)
+    assert (await client.call_tool("failing_job")).is_error is True
+    with pytest.raises(TaskFailed) as failed:
+        await client.call_tool("protocol_error_job")
+    assert failed.value.code == -32603 and "crashed" in failed.value.message
+
+
+async def test_a_json_rpc_error_raises_with_code_and_data(
+    jobs: Server, autojump_clock: MockClock
+) -> None:
+    with pytest.raises(RpcError) as raised:
+        await client_for(jobs).call_tool("nope")
+    assert raised.value.code == -32602 and "nope" in raised.value.message
+
+
+async def test_a_question_without_a_handler_names_the_missing_handler(
+    autojump_clock: MockClock,
+) -> None:
+    server = Server("t", "1")
+
+    @server.tool(task_support="required")
+    async def asks(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        await ctx.elicit("hi?")
+        return "never"
+
+    async with server.running():
+        # Declared elicitation, so the server asks; the client then finds no handler.
+        client = client_for(server, on_elicit=Answers())
+        client.on_elicit = None
+        with pytest.raises(MissingInputHandler, match="on_elicit"):
+            await client.call_tool("asks")
+
+
+async def test_cancelling_the_wait_cancels_the_task(
+    jobs: Server, autojump_clock: MockClock
+) -> None:
+    client = client_for(jobs)
+    handle = await client.call_tool_or_task("slow_compute", {"seconds": 100})
+    assert not isinstance(handle, CallToolResult)
+    with trio.move_on_after(2):
+        await client.await_task(handle)
+    assert type(await client.get_task(handle.task_id)).__name__ == "CancelledTask"
+    with pytest.raises(TaskCancelled):
+        await client.await_task(handle.task_id)
+
+
+async def test_waiting_gives_up_at_the_ttl(autojump_clock: MockClock) -> None:
+    server = Server("t", "1", tasks=TaskOptions(ttl_ms=5000), clock=trio_clock)
+
+    @server.tool(task_support="required")
+    async def forever(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async with server.running():
+        client = client_for(server, clock=trio_clock)
+        start = trio.current_time()
+        with pytest.raises(TaskExpired):
+            await client.call_tool("forever")
+        assert trio.current_time() - start == pytest.approx(5, abs=1.1)
