@@ -58,6 +58,7 @@ from .core._client import (
     TaskFailed,
     give_up_at,
 )
+from .journal import TaskJournal
 
 ElicitHandler = Callable[[ElicitParams], Awaitable[ElicitResult]]
 SamplingHandler = Callable[[CreateMessageParams], Awaitable[CreateMessageResult]]
@@ -99,9 +100,11 @@ class Client:
         poll: PollPolicy | None = None,
         cancel_on_exit: bool = True,
         max_input_rounds: int = 16,
+        journal: TaskJournal | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.transport = transport
+        self.journal = journal
         self.on_elicit = on_elicit
         self.on_sample = on_sample
         self.on_roots = on_roots
@@ -166,7 +169,9 @@ class Client:
             if kind == "complete":
                 return _call_result.decode(msgspec.json.encode(result))
             if kind == "task":
-                return self.core.task_of(result)
+                task = self.core.task_of(result)
+                self._journal("started", task.task_id, name)
+                return task
             requests = _input_requests.decode(msgspec.json.encode(result.get("inputRequests", {})))
             params = {"name": name, "arguments": arguments or {}}
             params["inputResponses"] = await self._answer(requests)
@@ -211,6 +216,8 @@ class Client:
                 if on_status is not None and shown != last_status:
                     await _maybe_await(on_status(current))
                 last_status = shown
+                if isinstance(current, CompletedTask | FailedTask | CancelledTask):
+                    self._journal("ended", task_id, type(current).__name__)
                 if isinstance(current, CompletedTask):
                     return _call_result.decode(current.result)
                 if isinstance(current, FailedTask):
@@ -225,6 +232,7 @@ class Client:
                         answers = await self._answer(questions)
                         await self.update_task(task_id, answers)
                         tracker.mark_answered(answers)
+                        self._journal("answered", task_id, list(answers))
                         current = await self._poll(task_id, current, wait=0)
                         continue
                 current = await self._poll(task_id, current, wait=self.poll.delay(current))
@@ -234,6 +242,26 @@ class Client:
                     scope.shield = True
                     await self.cancel_task(task_id)
             raise
+
+    async def resume_task(
+        self, task_id: str, *, on_status: StatusCallback | None = None
+    ) -> CallToolResult:
+        """Go on waiting for a task after a restart, without answering a journaled key."""
+        answered = self.journal.answered_keys(task_id) if self.journal else frozenset()
+        return await self.await_task(task_id, on_status=on_status, answered=answered)
+
+    def _journal(self, event: str, task_id: str, detail: Any) -> None:
+        journal = self.journal
+        if journal is None:
+            return
+        writers: dict[str, Callable[[str, Any], None]] = {
+            "started": journal.started,
+            "answered": journal.answered,
+            "ended": journal.ended,
+        }
+        # A small append and fsync, done in place: a worker thread would cost more than it
+        # saves, and would let trio's clock run on while it writes.
+        writers[event](task_id, detail)
 
     async def _poll(self, task_id: str, current: DetailedTask, *, wait: float) -> DetailedTask:
         deadline = give_up_at(current)

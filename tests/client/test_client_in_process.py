@@ -37,7 +37,8 @@ from .in_process import InProcessTransport
 
 
 class Answers:
-    """An elicitation handler that answers from a script and records what it was asked."""
+    """An elicitation handler that answers from a script and records what it was asked;
+    past the end of the script it never answers."""
 
     def __init__(self, *contents: dict[str, Any]) -> None:
         self.contents = list(contents)
@@ -45,6 +46,8 @@ class Answers:
 
     async def __call__(self, params: ElicitParams) -> ElicitResult:
         self.asked.append(params.message)
+        if not self.contents:  # nobody answers (yet): the question stays open
+            await trio.sleep_forever()
         return ElicitResult(action="accept", content=self.contents.pop(0))
 
 
