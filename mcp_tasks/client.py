@@ -18,8 +18,9 @@ from __future__ import annotations
 import inspect
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Literal
 
 import msgspec
 import trio
@@ -59,6 +60,12 @@ from .core._client import (
     give_up_at,
 )
 from .journal import TaskJournal
+from .transports import (
+    ClientTransport,
+    HttpClientTransport,
+    TransportError,
+    open_stdio_transport,
+)
 
 ElicitHandler = Callable[[ElicitParams], Awaitable[ElicitResult]]
 SamplingHandler = Callable[[CreateMessageParams], Awaitable[CreateMessageResult]]
@@ -67,21 +74,6 @@ StatusCallback = Callable[[DetailedTask], Awaitable[None] | None]
 
 _input_requests = msgspec.json.Decoder(dict[str, InputRequest])
 _call_result = msgspec.json.Decoder(CallToolResult)
-
-
-class ClientTransport(Protocol):
-    """What the client needs of a transport (see `mcp_tasks.transports`)."""
-
-    async def request(
-        self,
-        message: bytes,
-        *,
-        request_id: str | int,
-        headers: Mapping[str, str],
-        on_notification: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
-    ) -> dict[str, Any]: ...
-
-    async def aclose(self) -> None: ...
 
 
 class MissingInputHandler(LocalProtocolError):
@@ -302,6 +294,23 @@ class Client:
         return await self.on_roots()
 
 
+@asynccontextmanager
+async def connect_http(url: str, **options: Any) -> AsyncIterator[Client]:
+    """A `Client` for the Streamable HTTP endpoint at `url` (e.g. http://127.0.0.1:8000/mcp);
+    `options` go to `Client`."""
+    async with HttpClientTransport(url) as transport:
+        yield Client(transport, **options)
+
+
+@asynccontextmanager
+async def connect_stdio(
+    command: Sequence[str], *, stderr: Literal["inherit", "capture"] = "inherit", **options: Any
+) -> AsyncIterator[Client]:
+    """A `Client` for a server command it spawns and talks to over stdio."""
+    async with open_stdio_transport(list(command), stderr=stderr) as transport:
+        yield Client(transport, **options)
+
+
 def _missing(kind: str, handler: str, key: str) -> MissingInputHandler:
     return MissingInputHandler(
         f"the server asked for {kind} (input key {key!r}) but this client has no "
@@ -328,4 +337,7 @@ __all__ = [
     "TaskCancelled",
     "TaskExpired",
     "TaskFailed",
+    "TransportError",
+    "connect_http",
+    "connect_stdio",
 ]

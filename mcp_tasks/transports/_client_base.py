@@ -1,0 +1,87 @@
+"""What a client's transport is: one request in, its JSON-RPC response out.
+
+`HttpClientTransport` and `StdioClientTransport` both satisfy `ClientTransport`. A transport
+moves bytes and matches a response to its request by id; it knows nothing of MCP methods.
+A JSON-RPC error response is an answer like any other, returned; `TransportError` is raised
+only when no answer can be had: the peer is unreachable, went away, or sent something that
+is not a JSON-RPC response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+__all__ = ["ClientTransport", "NotificationHandler", "TransportError"]
+
+NotificationHandler = Callable[[dict[str, Any]], Awaitable[None]]
+"""Called with each decoded notification that arrives for a request while it waits."""
+
+
+class TransportError(Exception):
+    """The peer is unreachable, went away, or answered something that is not a JSON-RPC
+    response; the message says which, and where."""
+
+
+class ClientTransport(Protocol):
+    async def request(
+        self,
+        message: bytes,
+        *,
+        request_id: str | int,
+        headers: Mapping[str, str],
+        on_notification: NotificationHandler | None = None,
+    ) -> dict[str, Any]:
+        """Send one JSON-RPC request (already encoded) and return the decoded JSON-RPC
+        response object (result or error) whose id equals `request_id`. Notifications that
+        arrive for it on the way go to `on_notification`. `headers` are the MCP headers to
+        send on HTTP (MCP-Protocol-Version, Mcp-Method, Mcp-Name); stdio ignores them.
+
+        Cancelling the caller while it waits cancels the request: HTTP closes the response
+        stream, stdio sends `notifications/cancelled {requestId}`. Raises `TransportError`;
+        a JSON-RPC error response is returned, not raised."""
+        ...
+
+    async def notify(self, message: bytes, *, headers: Mapping[str, str]) -> None:
+        """Send one JSON-RPC notification (already encoded); HTTP expects 202."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the connection or the server process; safe to call twice."""
+        ...
+
+
+def same_id(found: object, wanted: str | int) -> bool:
+    """JSON-RPC ids match by type and value: `1` is not `"1"`, and `true` is no id."""
+    if isinstance(found, bool) or isinstance(wanted, bool):
+        return False
+    return type(found) is type(wanted) and found == wanted
+
+
+def response_kind(message: object) -> str:
+    """What a decoded message is: "response", "notification", "request" or "invalid"."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return "invalid"
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return "invalid"
+        return "request" if "id" in message else "notification"
+    if ("result" in message) == ("error" in message):
+        return "invalid"
+    if "error" in message and not _is_error_object(message["error"]):
+        return "invalid"
+    return "response"
+
+
+def _is_error_object(error: object) -> bool:
+    return (
+        isinstance(error, dict)
+        and isinstance(error.get("code"), int)
+        and isinstance(error.get("message"), str)
+    )
+
+
+def preview(data: bytes | str, limit: int = 120) -> str:
+    """A peer's bytes, quoted and cut short, for an error message."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return repr(text if len(text) <= limit else text[:limit] + "...")

@@ -1,0 +1,324 @@
+"""The client side of Streamable HTTP (MCP 2026-07-28), on httpx2.
+
+Theory of operation
+-------------------
+Each message is its own POST to the one endpoint URL, with `Content-Type:
+application/json`, `Accept: application/json, text/event-stream` and the caller's MCP
+headers. The answer to a request is read by its Content-Type, before a byte of the body:
+
+    application/json     one JSON-RPC response (any HTTP status: a 400 or a 404 carries
+                         the JSON-RPC error, which is returned, not raised)
+    text/event-stream    events read as they come: notifications go to `on_notification`,
+                         the response whose id matches ends the read (and the stream); a
+                         server->client request on the stream is a protocol violation
+    anything else        TransportError, with the status, the type and the start of the body
+
+No body or event is held past `max_message_bytes`: more is a TransportError. Cancelling
+the caller leaves the `async with client.stream(...)` block, which closes the connection:
+on Streamable HTTP that is how a request is cancelled. Connection failures and timeouts
+(httpx2's, `timeout_seconds` for the connect and for each read) become TransportError
+naming the URL. A notification is a POST whose only good answer is 202.
+
+The SSE reader is `_EventStream` (no I/O in it): lines end with LF or CRLF (a lone CR,
+which SSE also allows, is not a line end here), `data:` fields are joined with newlines,
+comments and other fields are skipped, and events whose type is not `message` are ignored.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final
+
+import httpx2
+import msgspec
+
+from ._client_base import (
+    NotificationHandler,
+    TransportError,
+    preview,
+    response_kind,
+    same_id,
+)
+
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "HttpClientTransport"]
+
+DEFAULT_MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
+_PREVIEW_BYTES: Final = 512
+_POST_HEADERS: Final = {
+    "content-type": "application/json",
+    "accept": "application/json, text/event-stream",
+}
+
+
+class HttpClientTransport:
+    """Requests and notifications to one Streamable HTTP endpoint, e.g.
+    `http://127.0.0.1:8000/mcp`. Pass `http_client` to share a pool (it is then yours to
+    close); otherwise the transport makes one and `aclose` closes it."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_seconds: float = 30.0,
+        http_client: httpx2.AsyncClient | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        if timeout_seconds <= 0:
+            raise ValueError("timeout_seconds must be positive")
+        if max_message_bytes < 1:
+            raise ValueError("max_message_bytes must be at least 1")
+        self.url = url
+        self.timeout_seconds = timeout_seconds
+        self.max_message_bytes = max_message_bytes
+        self._owns_client = http_client is None
+        self._client = httpx2.AsyncClient() if http_client is None else http_client
+        self._timeout = httpx2.Timeout(timeout_seconds)
+
+    async def __aenter__(self) -> HttpClientTransport:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: types.TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def request(
+        self,
+        message: bytes,
+        *,
+        request_id: str | int,
+        headers: Mapping[str, str],
+        on_notification: NotificationHandler | None = None,
+    ) -> dict[str, Any]:
+        """POST a request; its JSON-RPC response, read from JSON or from an SSE stream."""
+        with self._failures_named():
+            async with self._post(message, headers) as response:
+                return await self._read_answer(response, request_id, on_notification)
+
+    async def notify(self, message: bytes, *, headers: Mapping[str, str]) -> None:
+        """POST a notification; anything but 202 Accepted is a TransportError."""
+        with self._failures_named():
+            async with self._post(message, headers) as response:
+                if response.status_code == 202:
+                    return
+                body = await self._read_preview(response)
+                raise TransportError(
+                    f"{self.url} answered a notification with HTTP {response.status_code} "
+                    f"({_media_type(response) or 'no Content-Type'}), not 202: {preview(body)}"
+                )
+
+    # --- reading an answer ---------------------------------------------------------------
+
+    async def _read_answer(
+        self,
+        response: httpx2.Response,
+        request_id: str | int,
+        on_notification: NotificationHandler | None,
+    ) -> dict[str, Any]:
+        media_type = _media_type(response)
+        if media_type == "application/json":
+            body = await self._read_body(response)
+            return self._json_response(response.status_code, body, request_id)
+        if media_type == "text/event-stream" and response.status_code == 200:
+            return await self._read_event_stream(response, request_id, on_notification)
+        body = await self._read_preview(response)
+        shown = repr(media_type) if media_type else "no Content-Type"
+        raise TransportError(
+            f"{self.url} answered HTTP {response.status_code} with {shown}, not a JSON-RPC "
+            f"response: {preview(body)}"
+        )
+
+    def _json_response(self, status: int, body: bytes, request_id: str | int) -> dict[str, Any]:
+        message = self._decode(body, f"HTTP {status} body")
+        if "error" in message and "id" not in message:
+            return message  # a refusal before the request was read (e.g. 415), no id to match
+        if not same_id(message.get("id"), request_id):
+            raise TransportError(
+                f"{self.url} answered request {request_id!r} with the response to "
+                f"{message.get('id')!r}"
+            )
+        return message
+
+    async def _read_event_stream(
+        self,
+        response: httpx2.Response,
+        request_id: str | int,
+        on_notification: NotificationHandler | None,
+    ) -> dict[str, Any]:
+        events = _EventStream(self.max_message_bytes)
+        async for chunk in response.aiter_bytes():
+            try:
+                datas = events.feed(chunk)
+            except ValueError as error:
+                raise TransportError(f"{self.url}: {error}") from None
+            for data in datas:
+                message = self._decode_event(data, request_id)
+                if "method" not in message:
+                    return message
+                if on_notification is not None:
+                    await on_notification(message)
+        raise TransportError(
+            f"the event stream from {self.url} ended before the response to request {request_id!r}"
+        )
+
+    def _decode_event(self, data: bytes, request_id: str | int) -> dict[str, Any]:
+        message = self._decode(data, "event on the SSE stream", allow_notification=True)
+        if "method" in message:
+            return message
+        if not same_id(message.get("id"), request_id):
+            raise TransportError(
+                f"{self.url} sent, on the stream of request {request_id!r}, the response "
+                f"to {message.get('id')!r}"
+            )
+        return message
+
+    def _decode(
+        self, data: bytes, what: str, *, allow_notification: bool = False
+    ) -> dict[str, Any]:
+        try:
+            message: Any = msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            shown = preview(data)
+            raise TransportError(f"{self.url} sent an {what} that is not JSON: {shown}") from None
+        kind = response_kind(message)
+        if kind == "request":
+            method = message["method"]
+            raise TransportError(
+                f"{self.url} sent a request ({method!r}) on a response stream: servers must "
+                "not send requests (protocol violation)"
+            )
+        if kind == "response" or (kind == "notification" and allow_notification):
+            assert isinstance(message, dict)
+            return message
+        raise TransportError(
+            f"{self.url} sent an {what} that is not a JSON-RPC response: {preview(data)}"
+        )
+
+    async def _read_body(self, response: httpx2.Response) -> bytes:
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > self.max_message_bytes:
+                raise TransportError(
+                    f"the response from {self.url} is larger than {self.max_message_bytes} "
+                    "bytes (max_message_bytes)"
+                )
+        return bytes(body)
+
+    async def _read_preview(self, response: httpx2.Response) -> bytes:
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) >= _PREVIEW_BYTES:
+                break
+        return bytes(body[:_PREVIEW_BYTES])
+
+    # --- sending -------------------------------------------------------------------------
+
+    def _post(
+        self, message: bytes, headers: Mapping[str, str]
+    ) -> AbstractAsyncContextManager[httpx2.Response]:
+        """The `client.stream` context manager for one POST."""
+        all_headers = {**_POST_HEADERS, **headers}
+        return self._client.stream(
+            "POST", self.url, content=message, headers=all_headers, timeout=self._timeout
+        )
+
+    def _failures_named(self) -> _NamedFailures:
+        return _NamedFailures(self.url, self.timeout_seconds)
+
+
+class _NamedFailures:
+    """Turns httpx2's errors into TransportError naming what happened and the URL."""
+
+    def __init__(self, url: str, timeout_seconds: float) -> None:
+        self.url = url
+        self.timeout_seconds = timeout_seconds
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: types.TracebackType | None,
+    ) -> None:
+        if error is None or not isinstance(error, httpx2.HTTPError | httpx2.StreamError):
+            return
+        if isinstance(error, httpx2.TimeoutException):
+            what = f"timed out ({type(error).__name__}, timeout_seconds={self.timeout_seconds:g})"
+        elif isinstance(error, httpx2.ConnectError):
+            what = "cannot connect"
+        elif isinstance(error, httpx2.RemoteProtocolError):
+            what = "the server's HTTP answer was cut short or malformed"
+        elif isinstance(error, httpx2.NetworkError):
+            what = "the connection failed (closed or reset)"
+        else:
+            what = "the HTTP request failed"
+        detail = str(error) or type(error).__name__
+        raise TransportError(f"{what}: {self.url}: {detail}") from error
+
+
+def _media_type(response: httpx2.Response) -> str:
+    content_type = response.headers.get("content-type", "")
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+class _EventStream:
+    """Cuts an SSE byte stream into the data of its `message` events, holding no line or
+    event past `max_event_bytes` (ValueError)."""
+
+    def __init__(self, max_event_bytes: int) -> None:
+        self.max_event_bytes = max_event_bytes
+        self._partial = bytearray()
+        self._data: list[bytes] = []
+        self._size = 0
+        self._event_type = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        datas: list[bytes] = []
+        self._partial += chunk
+        start = 0
+        while (end := self._partial.find(b"\n", start)) != -1:
+            line = bytes(self._partial[start:end]).removesuffix(b"\r")
+            start = end + 1
+            data = self._line(line)
+            if data is not None:
+                datas.append(data)
+        del self._partial[:start]
+        if self._size + len(self._partial) > self.max_event_bytes:
+            raise ValueError(f"an SSE event is larger than {self.max_event_bytes} bytes")
+        return datas
+
+    def _line(self, line: bytes) -> bytes | None:
+        if not line:
+            return self._dispatch()
+        if line.startswith(b":"):
+            return None  # a comment (keep-alive)
+        name, colon, value = line.partition(b":")
+        value = value.removeprefix(b" ") if colon else b""
+        if name == b"data":
+            self._data.append(value)
+            self._size += len(value) + 1
+            if self._size > self.max_event_bytes:
+                raise ValueError(f"an SSE event is larger than {self.max_event_bytes} bytes")
+        elif name == b"event":
+            self._event_type = value
+        return None
+
+    def _dispatch(self) -> bytes | None:
+        data, event_type = self._data, self._event_type
+        self._data, self._size, self._event_type = [], 0, b""
+        if not data or event_type not in (b"", b"message"):
+            return None
+        return b"\n".join(data)
