@@ -14,19 +14,48 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import logging
 import os
+import shlex
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal, TextIO
 
 import click
+import msgspec
 import trio
+from msgspec import UNSET
 
 from . import __version__
+from .client import (
+    Client,
+    RpcError,
+    TaskCancelled,
+    TaskExpired,
+    TaskFailed,
+    TransportError,
+    connect_http,
+    connect_stdio,
+)
+from .core import LocalProtocolError, RemoteProtocolError
+from .core._wire import (
+    AudioContent,
+    CallToolResult,
+    ContentBlock,
+    DetailedTask,
+    ElicitParams,
+    ElicitResult,
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+)
 from .server import Server
 from .transports._stdio import serve_stdio
 
@@ -236,6 +265,466 @@ async def _stop_on_signals(
             transport.cancel()
         else:
             everything.cancel()
+
+
+# --- calling tools: `mcp-tasks call`, `mcp-tasks task` ----------------------------------------
+#
+# Theory of operation: one `trio.run` per command. `call` opens a Client (HTTP or a spawned
+# stdio server), calls the tool and, when the server makes a task of it, waits for the task
+# while a `_Terminal` draws its status on stderr and asks elicitation questions there. SIGINT
+# is received as a signal, not a KeyboardInterrupt: it cancels the scope around the call, and
+# the Client answers that cancellation with `tasks/cancel`. Errors are mapped to exit codes in
+# one place, `_exit_code_for`.
+
+EXIT_ERROR = 1
+EXIT_TRANSPORT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+DECLINE = ":decline"
+CANCEL = ":cancel"
+_TRUE = ("y", "yes", "true", "1")
+_FALSE = ("n", "no", "false", "0")
+
+OpenClient = Callable[..., AbstractAsyncContextManager[Client]]
+Ask = Callable[[str], Awaitable[str | None]]
+
+
+class _Interrupted(Exception):
+    """Ctrl-C ended the call; `task_id` is the task it cancelled, if there was one yet."""
+
+    def __init__(self, task_id: str | None) -> None:
+        super().__init__(task_id)
+        self.task_id = task_id
+
+
+class _Answered(Exception):
+    """The user declined or cancelled a question instead of answering it."""
+
+    def __init__(self, action: Literal["decline", "cancel"]) -> None:
+        super().__init__(action)
+        self.action = action
+
+
+def _endpoint_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--stdio",
+        "stdio_command",
+        metavar="CMD",
+        help="Spawn CMD (split like a shell would) and talk to it over stdio, instead of URL.",
+    )(function)
+
+
+def _open_client(url: str | None, stdio_command: str | None) -> OpenClient:
+    """How to connect: to an HTTP URL, or to a server CMD spawned over stdio."""
+    if stdio_command is not None:
+        if url is not None:
+            raise click.UsageError("give either URL or --stdio CMD, not both.")
+        command = shlex.split(stdio_command)
+        if not command:
+            raise click.BadParameter("the command is empty", param_hint="--stdio")
+        return partial(connect_stdio, command, stderr="capture")
+    if url is None:
+        raise click.UsageError("give the server: an http(s) URL, or --stdio CMD.")
+    if not url.startswith(("http://", "https://")):
+        raise click.BadParameter(
+            f"{url!r} is not an http(s) URL (for example http://127.0.0.1:8000/mcp)",
+            param_hint="URL",
+        )
+    return partial(connect_http, url)
+
+
+def parse_arguments(words: Sequence[str], json_object: str | None) -> dict[str, Any]:
+    """The tool's arguments: `--json`'s object, then each KEY=VALUE over it. A VALUE is JSON
+    when it parses as JSON (`3`, `true`, `{"a": 1}`), else the string as written."""
+    arguments: dict[str, Any] = {}
+    if json_object is not None:
+        try:
+            arguments = json.loads(json_object)
+        except ValueError as error:
+            raise click.BadParameter(f"not JSON: {error}", param_hint="--json") from None
+        if not isinstance(arguments, dict):
+            raise click.BadParameter("must be a JSON object", param_hint="--json")
+    for word in words:
+        key, equals, raw = word.partition("=")
+        if not equals or not key:
+            raise click.BadParameter(f"{word!r} is not KEY=VALUE", param_hint="ARGUMENTS")
+        try:
+            arguments[key] = json.loads(raw)
+        except ValueError:
+            arguments[key] = raw
+    return arguments
+
+
+@main.command(context_settings={"show_default": True})
+@click.argument("words", nargs=-1, required=True, metavar="[URL] TOOL [KEY=VALUE]...")
+@_endpoint_options
+@click.option(
+    "--json", "json_object", metavar="OBJECT", help="All the arguments, as a JSON object."
+)
+@click.option(
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    help="text: the content, readable; json: the raw CallToolResult.",
+)
+def call(
+    words: tuple[str, ...], stdio_command: str | None, json_object: str | None, output: str
+) -> None:
+    """Call TOOL on the server at URL (or spawned with --stdio CMD) and print its result.
+
+    Each KEY=VALUE is an argument; VALUE is read as JSON when it is JSON (42, true,
+    '{"a": 1}'), else as a string. A task is waited for, with its status on stderr; Ctrl-C
+    cancels it (exit 130). Questions the server asks are asked here: answer each field,
+    or type :decline or :cancel.
+    """
+    url, tool, rest = _split_call_words(words, stdio_command)
+    open_client = _open_client(url, stdio_command)
+    arguments = parse_arguments(rest, json_object)
+    terminal = _Terminal(sys.stderr)
+    try:
+        result = trio.run(_call_tool, open_client, tool, arguments, terminal)
+    except BaseException as error:
+        code = _exit_code_for(error)
+        terminal.finish()
+        sys.exit(code)
+    terminal.finish()
+    sys.exit(_print_result(result, output))
+
+
+def _split_call_words(
+    words: Sequence[str], stdio_command: str | None
+) -> tuple[str | None, str, Sequence[str]]:
+    """(URL, TOOL, KEY=VALUE words): without --stdio the first word is the URL."""
+    if stdio_command is None and words[0].startswith(("http://", "https://")):
+        if len(words) < 2:
+            raise click.UsageError("missing TOOL after the URL.")
+        return words[0], words[1], words[2:]
+    if stdio_command is None:
+        return words[0], "", ()  # _open_client says what is wrong with this URL
+    return None, words[0], words[1:]
+
+
+async def _call_tool(
+    open_client: OpenClient, tool: str, arguments: dict[str, Any], terminal: _Terminal
+) -> CallToolResult:
+    task_id: str | None = None
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            call_scope = trio.CancelScope()
+            nursery.start_soon(_cancel_on_signal, signals, call_scope)
+            with call_scope:
+                try:
+                    async with open_client(on_elicit=terminal.elicit) as client:
+                        outcome = await client.call_tool_or_task(tool, arguments)
+                        if not isinstance(outcome, CallToolResult):
+                            task_id = outcome.task_id
+                            nursery.start_soon(terminal.tick_every_second)
+                            outcome = await client.await_task(outcome, on_status=terminal.status)
+                        nursery.cancel_scope.cancel()
+                        return outcome
+                except Exception:
+                    if not call_scope.cancel_called:
+                        raise
+                    # Cancelling reached a server that was going away (a stdio child gets
+                    # the terminal's SIGINT too): the call was still interrupted.
+            nursery.cancel_scope.cancel()
+    raise _Interrupted(task_id)
+
+
+async def _cancel_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    async for _ in signals:
+        scope.cancel()
+
+
+def _exit_code_for(error: BaseException) -> int:
+    """Say what went wrong on stderr, and return the exit code for it."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    if isinstance(error, _Interrupted | KeyboardInterrupt):
+        task_id = getattr(error, "task_id", None)
+        _say(f"cancelled task {task_id}" if task_id else "interrupted")
+        return EXIT_INTERRUPTED
+    if isinstance(error, TransportError):
+        _say(f"cannot reach the server: {error}")
+        return EXIT_TRANSPORT
+    if isinstance(error, TaskFailed):
+        _say(f"task {error.task_id} failed: {error.message} (code {error.code})")
+        return EXIT_ERROR
+    if isinstance(error, RpcError):
+        _say(f"error: {error.message} (code {error.code})")
+        return EXIT_ERROR
+    if isinstance(error, TaskCancelled | TaskExpired | LocalProtocolError | RemoteProtocolError):
+        _say(f"error: {error}")
+        return EXIT_ERROR
+    raise error
+
+
+# --- printing results ---------------------------------------------------------------------------
+
+
+def _print_result(result: CallToolResult, output: str) -> int:
+    """Print the result: stdout, or stderr for a tool error; the exit code."""
+    is_error = result.is_error is True
+    if output == "json":
+        click.echo(msgspec.json.encode(result).decode())
+    else:
+        for line in describe_result(result):
+            click.echo(line, err=is_error)
+    return EXIT_ERROR if is_error else 0
+
+
+def describe_result(result: CallToolResult) -> list[str]:
+    """The result as text: text content as it is, other content summarised in brackets,
+    `structuredContent` as JSON."""
+    lines = [_describe_content(block) for block in result.content]
+    if result.structured_content is not UNSET:
+        lines.append(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
+    return lines
+
+
+def _describe_content(block: ContentBlock) -> str:
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, ImageContent | AudioContent):
+        kind = "image" if isinstance(block, ImageContent) else "audio"
+        return f"[{kind}: {block.mime_type}, {_base64_size(block.data)} bytes]"
+    if isinstance(block, EmbeddedResource):
+        return f"[resource: {block.resource.uri}]"
+    return f"[resource link: {block.uri}]"
+
+
+def _base64_size(data: str) -> int:
+    data = data.strip()
+    return len(data) * 3 // 4 - data[-2:].count("=")
+
+
+# --- the terminal: status line and questions ----------------------------------------------------
+
+
+class _Terminal:
+    """Status on stderr, redrawn in place on a terminal (plain lines otherwise), and
+    elicitation questions asked there, answers read from stdin in a worker thread."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream
+        self.live = stream.isatty()
+        self.clock = clock
+        self.started_at = clock()
+        self.task: DetailedTask | None = None
+        self.drawn = False  # a live status line is on screen
+        self.asking = False
+
+    def status(self, task: DetailedTask) -> None:
+        self.task = task
+        if self.live:
+            self._draw()
+        else:
+            self.stream.write(self._status_text() + "\n")
+            self.stream.flush()
+
+    async def tick_every_second(self) -> None:
+        while self.live:
+            await trio.sleep(1)
+            self._draw()
+
+    def finish(self) -> None:
+        """Leave the status line on screen, ending it: what follows starts a new line."""
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = False
+
+    def _draw(self) -> None:
+        if self.task is None or self.asking:
+            return
+        self.stream.write("\r\x1b[K" + self._status_text())
+        self.stream.flush()
+        self.drawn = True
+
+    def _status_text(self) -> str:
+        assert self.task is not None
+        task = self.task
+        elapsed = self.clock() - self.started_at
+        text = f"mcp-tasks: task {task.task_id} {_status_name(task)} ({elapsed:.0f}s)"
+        return text if task.status_message is UNSET else f"{text}: {task.status_message}"
+
+    async def elicit(self, params: ElicitParams) -> ElicitResult:
+        self.finish()
+        self.asking = True
+        try:
+            return await ask_elicitation(params, self._ask, self._tell)
+        finally:
+            self.asking = False
+
+    def _tell(self, text: str) -> None:
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    async def _ask(self, prompt: str) -> str | None:
+        """One line from stdin (None at its end), without blocking trio's loop."""
+        self.stream.write(prompt)
+        self.stream.flush()
+        line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        return line.rstrip("\r\n") if line else None
+
+
+def _status_name(task: DetailedTask) -> str:
+    return msgspec.to_builtins(task)["status"]  # type: ignore[no-any-return]
+
+
+async def ask_elicitation(
+    params: ElicitParams, ask: Ask, tell: Callable[[str], None]
+) -> ElicitResult:
+    """Ask an elicitation request with `ask` (a prompt in, a line out, None at EOF).
+
+    URL mode shows the URL and asks to accept or decline. Form mode asks one question per
+    property of `requestedSchema`. `:decline` or `:cancel` at any question answers so; the
+    end of input cancels.
+    """
+    tell(f"mcp-tasks: the server asks: {params.message}")
+    try:
+        if params.effective_mode == "url":
+            tell(f"  open: {params.url if params.url is not UNSET else '(no URL given)'}")
+            agreed = await _ask_value(
+                ask, "  accept", {"type": "boolean"}, required=True, tell=tell
+            )
+            return ElicitResult(action="accept" if agreed else "decline")
+        tell(f"  (answer each field; {DECLINE} declines, {CANCEL} cancels)")
+        schema = params.requested_schema if params.requested_schema is not UNSET else {}
+        content: dict[str, Any] = {}
+        required = set(schema.get("required", []))
+        for name, field_schema in schema.get("properties", {}).items():
+            label = f"  {field_schema.get('title', name)}"
+            if "description" in field_schema:
+                tell(f"  {field_schema['description']}")
+            value = await _ask_value(ask, label, field_schema, required=name in required, tell=tell)
+            if value is not None:
+                content[name] = value
+        return ElicitResult(action="accept", content=content)
+    except _Answered as answered:
+        return ElicitResult(action=answered.action)
+
+
+async def _ask_value(
+    ask: Ask,
+    label: str,
+    schema: dict[str, Any],
+    *,
+    required: bool,
+    tell: Callable[[str], None],
+) -> Any:
+    """Ask until the answer fits `schema`; None for an optional field left empty."""
+    choices: list[Any] = list(schema.get("enum", []))
+    for number, choice in enumerate(choices, 1):
+        tell(f"    {number}. {choice}")
+    default = schema.get("default")
+    prompt = f"{label} {_hint_for(schema, choices, required, default)}: "
+    while True:
+        line = await ask(prompt)
+        if line is None:
+            raise _Answered("cancel")
+        answer = line.strip()
+        if answer in (DECLINE, CANCEL):
+            raise _Answered("decline" if answer == DECLINE else "cancel")
+        if not answer:
+            if default is not None:
+                return default
+            if not required:
+                return None
+            tell("    an answer is required")
+            continue
+        try:
+            return _convert(answer, schema, choices)
+        except ValueError as error:
+            tell(f"    {error}")
+
+
+def _hint_for(schema: dict[str, Any], choices: list[Any], required: bool, default: Any) -> str:
+    kind = schema.get("type", "string")
+    parts = [f"1-{len(choices)}" if choices else "y/n" if kind == "boolean" else kind]
+    if default is not None:
+        parts.append(f"default {default}")
+    elif not required:
+        parts.append("optional")
+    return f"[{', '.join(parts)}]"
+
+
+def _convert(answer: str, schema: dict[str, Any], choices: list[Any]) -> Any:
+    if choices:
+        if answer.isdigit() and 1 <= int(answer) <= len(choices):
+            return choices[int(answer) - 1]
+        if answer in [str(choice) for choice in choices]:
+            return choices[[str(choice) for choice in choices].index(answer)]
+        raise ValueError(f"choose a number from 1 to {len(choices)}")
+    kind = schema.get("type", "string")
+    if kind == "boolean":
+        if answer.lower() in _TRUE + _FALSE:
+            return answer.lower() in _TRUE
+        raise ValueError("answer y or n")
+    if kind == "integer":
+        try:
+            return int(answer)
+        except ValueError:
+            raise ValueError("a whole number, please") from None
+    if kind == "number":
+        try:
+            return float(answer)
+        except ValueError:
+            raise ValueError("a number, please") from None
+    return answer
+
+
+# --- tasks: `mcp-tasks task get | cancel` -------------------------------------------------------
+
+
+@main.group()
+def task() -> None:
+    """Look at or cancel a task on a server."""
+
+
+@task.command(name="get")
+@click.argument("words", nargs=-1, required=True, metavar="[URL] TASK_ID")
+@_endpoint_options
+def get_task(words: tuple[str, ...], stdio_command: str | None) -> None:
+    """Print the task (tasks/get) as JSON."""
+    open_client, task_id = _task_target(words, stdio_command)
+
+    async def get(client: Client) -> None:
+        click.echo(json.dumps(msgspec.to_builtins(await client.get_task(task_id)), indent=2))
+
+    _run_on_task(open_client, get)
+
+
+@task.command(name="cancel")
+@click.argument("words", nargs=-1, required=True, metavar="[URL] TASK_ID")
+@_endpoint_options
+def cancel_task(words: tuple[str, ...], stdio_command: str | None) -> None:
+    """Ask the server to cancel the task (tasks/cancel)."""
+    open_client, task_id = _task_target(words, stdio_command)
+
+    async def cancel(client: Client) -> None:
+        await client.cancel_task(task_id)
+        click.echo("cancel acknowledged")
+
+    _run_on_task(open_client, cancel)
+
+
+def _task_target(words: Sequence[str], stdio_command: str | None) -> tuple[OpenClient, str]:
+    expected = 1 if stdio_command is not None else 2
+    if len(words) != expected:
+        raise click.UsageError("expected URL TASK_ID, or --stdio CMD TASK_ID.")
+    url = None if stdio_command is not None else words[0]
+    return _open_client(url, stdio_command), words[-1]
+
+
+def _run_on_task(open_client: OpenClient, action: Callable[[Client], Awaitable[None]]) -> None:
+    async def run() -> None:
+        async with open_client() as client:
+            await action(client)
+
+    try:
+        trio.run(run)
+    except BaseException as error:
+        sys.exit(_exit_code_for(error))
 
 
 if __name__ == "__main__":
