@@ -18,6 +18,9 @@ from msgspec import UNSET, Struct
 
 from ._errors import INTERNAL_ERROR, ProtocolError, RemoteProtocolError
 from ._wire import (
+    BASE64_HEADER_PREFIX,
+    BASE64_HEADER_SUFFIX,
+    MCP_NAME_PARAM,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
@@ -31,15 +34,6 @@ from ._wire import (
 
 ResultKind = Literal["complete", "input_required", "task"]
 _KINDS: Final = frozenset({"complete", "input_required", "task"})
-_NAME_PARAM: Final = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    "tasks/get": "taskId",
-    "tasks/update": "taskId",
-    "tasks/cancel": "taskId",
-}
-_SENTINEL_START: Final = "=?base64?"
 
 
 class RpcError(ProtocolError):
@@ -124,11 +118,12 @@ def _header_value(value: str) -> str:
         value.isascii()
         and value.isprintable()
         and value == value.strip()
-        and not value.startswith(_SENTINEL_START)
+        and not value.startswith(BASE64_HEADER_PREFIX)
     )
     if plain:
         return value
-    return _SENTINEL_START + base64.b64encode(value.encode()).decode("ascii") + "?="
+    encoded = base64.b64encode(value.encode()).decode("ascii")
+    return BASE64_HEADER_PREFIX + encoded + BASE64_HEADER_SUFFIX
 
 
 _task_decoder: Final = msgspec.json.Decoder(DetailedTask)
@@ -155,7 +150,7 @@ class ClientCore:
             {"jsonrpc": "2.0", "id": request_id, "method": method, "params": full}
         )
         headers = {"MCP-Protocol-Version": PROTOCOL_VERSION, "Mcp-Method": method}
-        named = _NAME_PARAM.get(method)
+        named = MCP_NAME_PARAM.get(method)
         if named is not None and isinstance(full.get(named), str):
             headers["Mcp-Name"] = _header_value(full[named])
         return body, headers

@@ -69,16 +69,7 @@ from ._state import INITIAL_STATUS, TaskEvent, TaskStatus, can_happen, next_stat
 
 RELATED_TASK_META: Final = "io.modelcontextprotocol/related-task"
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
-_NAMED_BY: Final = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    "tasks/get": "task_id",
-    "tasks/update": "task_id",
-    "tasks/cancel": "task_id",
-}
 _KNOWN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"} | TASK_METHODS)
-_BASE64_SENTINEL: Final = ("=?base64?", "?=")
 
 
 class HttpHeaders(Struct, frozen=True, kw_only=True):
@@ -112,7 +103,7 @@ def iso_utc(when: float) -> str:
 
 def _decode_header_value(value: str) -> str:
     value = value.strip()
-    start, end = _BASE64_SENTINEL
+    start, end = w.BASE64_HEADER_PREFIX, w.BASE64_HEADER_SUFFIX
     if value.startswith(start) and value.endswith(end) and len(value) >= len(start) + len(end):
         try:
             return base64.b64decode(value[len(start) : -len(end)], validate=True).decode("utf-8")
@@ -285,13 +276,12 @@ class ServerCore:
             raise RemoteProtocolError(HEADER_MISMATCH, "Mcp-Method header is missing")
         if headers.method.strip() != method:
             raise RemoteProtocolError(HEADER_MISMATCH, "Mcp-Method header does not match method")
-        field_name = _NAMED_BY.get(method)
-        if field_name is None:
+        wire_name = w.MCP_NAME_PARAM.get(method)
+        if wire_name is None:
             return
-        body_value = getattr(head, field_name)
+        body_value = getattr(head, "task_id" if wire_name == "taskId" else wire_name)
         if not isinstance(body_value, str):
             return  # absent or mistyped: the params check reports it
-        wire_name = "taskId" if field_name == "task_id" else field_name
         if headers.name is None:
             if method in TASK_METHODS and self.options.accept_missing_task_name_header:
                 return
