@@ -16,8 +16,12 @@ from trio.testing import MockClock
 from mcp_tasks import (
     START_TASK,
     CallToolResult,
+    CreateMessageParams,
+    CreateMessageRequest,
     ElicitParams,
     ElicitResult,
+    InputRequired,
+    SamplingMessage,
     Server,
     TaskOptions,
     ToolContext,
@@ -31,7 +35,7 @@ from mcp_tasks.client import (
     TaskExpired,
     TaskFailed,
 )
-from mcp_tasks.core import DetailedTask
+from mcp_tasks.core import CreateMessageResult, DetailedTask, ListRootsResult, Root
 
 from .in_process import InProcessTransport
 
@@ -198,3 +202,50 @@ async def test_waiting_gives_up_at_the_ttl(autojump_clock: MockClock) -> None:
         with pytest.raises(TaskExpired):
             await client.call_tool("forever")
         assert trio.current_time() - start == pytest.approx(5, abs=1.1)
+
+
+async def test_sampling_and_roots_are_answered_by_their_handlers(
+    autojump_clock: MockClock,
+) -> None:
+    server = Server("t", "1")
+
+    @server.tool(task_support="required")
+    async def research(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        roots = await ctx.list_roots()
+        reply = await ctx.sample(
+            [SamplingMessage(role="user", content={"type": "text", "text": "sum up"})], 50
+        )
+        return f"{len(roots.roots)} roots; model {reply.model} said {reply.content['text']}"
+
+    @server.tool()
+    async def ask_model_first(ctx: ToolContext) -> ToolOutcome:
+        answer = ctx.sample_response("s")
+        if answer is None:
+            message = SamplingMessage(role="user", content={"type": "text", "text": "hi"})
+            request = CreateMessageRequest(
+                params=CreateMessageParams(messages=[message], max_tokens=5)
+            )
+            return InputRequired(requests={"s": request})
+        return f"before any task: {answer.content['text']}"
+
+    asked: list[str] = []
+
+    async def on_sample(params: CreateMessageParams) -> CreateMessageResult:
+        asked.append(f"sample {params.max_tokens}")
+        return CreateMessageResult(
+            role="assistant", model="m-1", content={"type": "text", "text": "ok"}
+        )
+
+    async def on_roots() -> ListRootsResult:
+        asked.append("roots")
+        return ListRootsResult(roots=[Root(uri="file:///a"), Root(uri="file:///b")])
+
+    async with server.running():
+        client = client_for(server, on_sample=on_sample, on_roots=on_roots)
+        result = await client.call_tool("research")
+        assert result == CallToolResult.text("2 roots; model m-1 said ok")
+        early = await client.call_tool("ask_model_first")
+        assert early == CallToolResult.text("before any task: ok")
+    assert asked == ["roots", "sample 50", "sample 5"]
