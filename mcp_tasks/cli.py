@@ -383,9 +383,8 @@ def call(
     try:
         result = trio.run(_call_tool, open_client, tool, arguments, terminal)
     except BaseException as error:
-        code = _exit_code_for(error)
         terminal.finish()
-        sys.exit(code)
+        sys.exit(_exit_code_for(error))
     terminal.finish()
     sys.exit(_print_result(result, output))
 
@@ -400,6 +399,8 @@ def _split_call_words(
         return words[0], words[1], words[2:]
     if stdio_command is None:
         return words[0], "", ()  # _open_client says what is wrong with this URL
+    if words[0].startswith(("http://", "https://")):
+        raise click.UsageError("give either URL or --stdio CMD, not both.")
     return None, words[0], words[1:]
 
 
@@ -407,6 +408,7 @@ async def _call_tool(
     open_client: OpenClient, tool: str, arguments: dict[str, Any], terminal: _Terminal
 ) -> CallToolResult:
     task_id: str | None = None
+    result: CallToolResult | None = None
     with trio.open_signal_receiver(signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             call_scope = trio.CancelScope()
@@ -419,15 +421,16 @@ async def _call_tool(
                             task_id = outcome.task_id
                             nursery.start_soon(terminal.tick_every_second)
                             outcome = await client.await_task(outcome, on_status=terminal.status)
-                        nursery.cancel_scope.cancel()
-                        return outcome
+                        result = outcome
                 except Exception:
                     if not call_scope.cancel_called:
                         raise
                     # Cancelling reached a server that was going away (a stdio child gets
                     # the terminal's SIGINT too): the call was still interrupted.
             nursery.cancel_scope.cancel()
-    raise _Interrupted(task_id)
+    if result is None:
+        raise _Interrupted(task_id)
+    return result
 
 
 async def _cancel_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
@@ -568,7 +571,7 @@ class _Terminal:
 
 
 def _status_name(task: DetailedTask) -> str:
-    return msgspec.to_builtins(task)["status"]  # type: ignore[no-any-return]
+    return str(task.__struct_config__.tag)  # the wire's `status`: each status is a tag
 
 
 async def ask_elicitation(
