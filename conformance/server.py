@@ -1,0 +1,80 @@
+"""The fixture server the official MCP conformance suite is run against.
+
+`python conformance/server.py --port N` serves Streamable HTTP on http://127.0.0.1:N/mcp
+(`--port 0` picks a free port; the bound one is logged). Logs go to stderr only.
+
+For now it serves the Tasks extension fixtures (the `tasks-*` scenarios): the tools of
+examples/jobs.py (greet, slow_compute, failing_job, protocol_error_job, confirm_delete,
+multi_input, test_tool_with_task), loaded by path so there is one definition of them. Only
+the library's public API is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import signal
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import trio
+
+from mcp_tasks import Server
+from mcp_tasks.transports import serve_http
+
+HOST = "127.0.0.1"  # loopback only
+JOBS = Path(__file__).resolve().parent.parent / "examples" / "jobs.py"
+
+logger = logging.getLogger("conformance.server")
+
+
+def _load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("_conformance_jobs", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_server() -> Server:
+    """The examples/jobs.py server: it already declares the suite's tasks fixture tools."""
+    server = _load(JOBS).server
+    if not isinstance(server, Server):
+        raise SystemExit(f"{JOBS}: `server` is not a mcp_tasks.Server")
+    return server
+
+
+async def _serve(server: Server, port: int) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery, server.running():
+            bound = await nursery.start(serve_http, server, HOST, port)
+            logger.info("conformance fixture server on http://%s:%d/mcp", HOST, bound)
+            async for signum in signals:
+                logger.info("signal %d: stopping", signum)
+                break
+            nursery.cancel_scope.cancel()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free one)"
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    trio.run(_serve, build_server(), args.port)
+
+
+if __name__ == "__main__":
+    main()
