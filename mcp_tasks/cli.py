@@ -20,20 +20,23 @@ import os
 import shlex
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal, TextIO
+from typing import Any
 
 import click
 import msgspec
 import trio
-from msgspec import UNSET
 
 from . import __version__
+from ._terminal import (
+    EXIT_ERROR,
+    Terminal,
+    print_result,
+)
 from .client import (
     Client,
     RpcError,
@@ -46,15 +49,7 @@ from .client import (
 )
 from .core import LocalProtocolError, RemoteProtocolError
 from .core._wire import (
-    AudioContent,
     CallToolResult,
-    ContentBlock,
-    DetailedTask,
-    ElicitParams,
-    ElicitResult,
-    EmbeddedResource,
-    ImageContent,
-    TextContent,
 )
 from .server import Server
 from .transports._stdio import serve_stdio
@@ -271,21 +266,15 @@ async def _stop_on_signals(
 #
 # Theory of operation: one `trio.run` per command. `call` opens a Client (HTTP or a spawned
 # stdio server), calls the tool and, when the server makes a task of it, waits for the task
-# while a `_Terminal` draws its status on stderr and asks elicitation questions there. SIGINT
+# while a `Terminal` draws its status on stderr and asks elicitation questions there. SIGINT
 # is received as a signal, not a KeyboardInterrupt: it cancels the scope around the call, and
 # the Client answers that cancellation with `tasks/cancel`. Errors are mapped to exit codes in
 # one place, `_exit_code_for`.
 
-EXIT_ERROR = 1
 EXIT_TRANSPORT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
-DECLINE = ":decline"
-CANCEL = ":cancel"
-_TRUE = ("y", "yes", "true", "1")
-_FALSE = ("n", "no", "false", "0")
 
 OpenClient = Callable[..., AbstractAsyncContextManager[Client]]
-Ask = Callable[[str], Awaitable[str | None]]
 
 
 class _Interrupted(Exception):
@@ -294,14 +283,6 @@ class _Interrupted(Exception):
     def __init__(self, task_id: str | None) -> None:
         super().__init__(task_id)
         self.task_id = task_id
-
-
-class _Answered(Exception):
-    """The user declined or cancelled a question instead of answering it."""
-
-    def __init__(self, action: Literal["decline", "cancel"]) -> None:
-        super().__init__(action)
-        self.action = action
 
 
 def _endpoint_options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -379,14 +360,14 @@ def call(
     url, tool, rest = _split_call_words(words, stdio_command)
     open_client = _open_client(url, stdio_command)
     arguments = parse_arguments(rest, json_object)
-    terminal = _Terminal(sys.stderr)
+    terminal = Terminal(sys.stderr)
     try:
         result = trio.run(_call_tool, open_client, tool, arguments, terminal)
     except BaseException as error:
         terminal.finish()
         sys.exit(_exit_code_for(error))
     terminal.finish()
-    sys.exit(_print_result(result, output))
+    sys.exit(print_result(result, output))
 
 
 def _split_call_words(
@@ -405,7 +386,7 @@ def _split_call_words(
 
 
 async def _call_tool(
-    open_client: OpenClient, tool: str, arguments: dict[str, Any], terminal: _Terminal
+    open_client: OpenClient, tool: str, arguments: dict[str, Any], terminal: Terminal
 ) -> CallToolResult:
     task_id: str | None = None
     result: CallToolResult | None = None
@@ -459,221 +440,6 @@ def _exit_code_for(error: BaseException) -> int:
         _say(f"error: {error}")
         return EXIT_ERROR
     raise error
-
-
-# --- printing results ---------------------------------------------------------------------------
-
-
-def _print_result(result: CallToolResult, output: str) -> int:
-    """Print the result: stdout, or stderr for a tool error; the exit code."""
-    is_error = result.is_error is True
-    if output == "json":
-        click.echo(msgspec.json.encode(result).decode())
-    else:
-        for line in describe_result(result):
-            click.echo(line, err=is_error)
-    return EXIT_ERROR if is_error else 0
-
-
-def describe_result(result: CallToolResult) -> list[str]:
-    """The result as text: text content as it is, other content summarised in brackets,
-    `structuredContent` as JSON."""
-    lines = [_describe_content(block) for block in result.content]
-    if result.structured_content is not UNSET:
-        lines.append(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
-    return lines
-
-
-def _describe_content(block: ContentBlock) -> str:
-    if isinstance(block, TextContent):
-        return block.text
-    if isinstance(block, ImageContent | AudioContent):
-        kind = "image" if isinstance(block, ImageContent) else "audio"
-        return f"[{kind}: {block.mime_type}, {_base64_size(block.data)} bytes]"
-    if isinstance(block, EmbeddedResource):
-        return f"[resource: {block.resource.uri}]"
-    return f"[resource link: {block.uri}]"
-
-
-def _base64_size(data: str) -> int:
-    data = data.strip()
-    return len(data) * 3 // 4 - data[-2:].count("=")
-
-
-# --- the terminal: status line and questions ----------------------------------------------------
-
-
-class _Terminal:
-    """Status on stderr, redrawn in place on a terminal (plain lines otherwise), and
-    elicitation questions asked there, answers read from stdin in a worker thread."""
-
-    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
-        self.stream = stream
-        self.live = stream.isatty()
-        self.clock = clock
-        self.started_at = clock()
-        self.task: DetailedTask | None = None
-        self.drawn = False  # a live status line is on screen
-        self.asking = False
-
-    def status(self, task: DetailedTask) -> None:
-        self.task = task
-        if self.live:
-            self._draw()
-        else:
-            self.stream.write(self._status_text() + "\n")
-            self.stream.flush()
-
-    async def tick_every_second(self) -> None:
-        while self.live:
-            await trio.sleep(1)
-            self._draw()
-
-    def finish(self) -> None:
-        """Leave the status line on screen, ending it: what follows starts a new line."""
-        if self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.drawn = False
-
-    def _draw(self) -> None:
-        if self.task is None or self.asking:
-            return
-        self.stream.write("\r\x1b[K" + self._status_text())
-        self.stream.flush()
-        self.drawn = True
-
-    def _status_text(self) -> str:
-        assert self.task is not None
-        task = self.task
-        elapsed = self.clock() - self.started_at
-        text = f"mcp-tasks: task {task.task_id} {_status_name(task)} ({elapsed:.0f}s)"
-        return text if task.status_message is UNSET else f"{text}: {task.status_message}"
-
-    async def elicit(self, params: ElicitParams) -> ElicitResult:
-        self.finish()
-        self.asking = True
-        try:
-            return await ask_elicitation(params, self._ask, self._tell)
-        finally:
-            self.asking = False
-
-    def _tell(self, text: str) -> None:
-        self.stream.write(text + "\n")
-        self.stream.flush()
-
-    async def _ask(self, prompt: str) -> str | None:
-        """One line from stdin (None at its end), without blocking trio's loop."""
-        self.stream.write(prompt)
-        self.stream.flush()
-        line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-        return line.rstrip("\r\n") if line else None
-
-
-def _status_name(task: DetailedTask) -> str:
-    return str(task.__struct_config__.tag)  # the wire's `status`: each status is a tag
-
-
-async def ask_elicitation(
-    params: ElicitParams, ask: Ask, tell: Callable[[str], None]
-) -> ElicitResult:
-    """Ask an elicitation request with `ask` (a prompt in, a line out, None at EOF).
-
-    URL mode shows the URL and asks to accept or decline. Form mode asks one question per
-    property of `requestedSchema`. `:decline` or `:cancel` at any question answers so; the
-    end of input cancels.
-    """
-    tell(f"mcp-tasks: the server asks: {params.message}")
-    try:
-        if params.effective_mode == "url":
-            tell(f"  open: {params.url if params.url is not UNSET else '(no URL given)'}")
-            agreed = await _ask_value(
-                ask, "  accept", {"type": "boolean"}, required=True, tell=tell
-            )
-            return ElicitResult(action="accept" if agreed else "decline")
-        tell(f"  (answer each field; {DECLINE} declines, {CANCEL} cancels)")
-        schema = params.requested_schema if params.requested_schema is not UNSET else {}
-        content: dict[str, Any] = {}
-        required = set(schema.get("required", []))
-        for name, field_schema in schema.get("properties", {}).items():
-            label = f"  {field_schema.get('title', name)}"
-            if "description" in field_schema:
-                tell(f"  {field_schema['description']}")
-            value = await _ask_value(ask, label, field_schema, required=name in required, tell=tell)
-            if value is not None:
-                content[name] = value
-        return ElicitResult(action="accept", content=content)
-    except _Answered as answered:
-        return ElicitResult(action=answered.action)
-
-
-async def _ask_value(
-    ask: Ask,
-    label: str,
-    schema: dict[str, Any],
-    *,
-    required: bool,
-    tell: Callable[[str], None],
-) -> Any:
-    """Ask until the answer fits `schema`; None for an optional field left empty."""
-    choices: list[Any] = list(schema.get("enum", []))
-    for number, choice in enumerate(choices, 1):
-        tell(f"    {number}. {choice}")
-    default = schema.get("default")
-    prompt = f"{label} {_hint_for(schema, choices, required, default)}: "
-    while True:
-        line = await ask(prompt)
-        if line is None:
-            raise _Answered("cancel")
-        answer = line.strip()
-        if answer in (DECLINE, CANCEL):
-            raise _Answered("decline" if answer == DECLINE else "cancel")
-        if not answer:
-            if default is not None:
-                return default
-            if not required:
-                return None
-            tell("    an answer is required")
-            continue
-        try:
-            return _convert(answer, schema, choices)
-        except ValueError as error:
-            tell(f"    {error}")
-
-
-def _hint_for(schema: dict[str, Any], choices: list[Any], required: bool, default: Any) -> str:
-    kind = schema.get("type", "string")
-    parts = [f"1-{len(choices)}" if choices else "y/n" if kind == "boolean" else kind]
-    if default is not None:
-        parts.append(f"default {default}")
-    elif not required:
-        parts.append("optional")
-    return f"[{', '.join(parts)}]"
-
-
-def _convert(answer: str, schema: dict[str, Any], choices: list[Any]) -> Any:
-    if choices:
-        if answer.isdigit() and 1 <= int(answer) <= len(choices):
-            return choices[int(answer) - 1]
-        if answer in [str(choice) for choice in choices]:
-            return choices[[str(choice) for choice in choices].index(answer)]
-        raise ValueError(f"choose a number from 1 to {len(choices)}")
-    kind = schema.get("type", "string")
-    if kind == "boolean":
-        if answer.lower() in _TRUE + _FALSE:
-            return answer.lower() in _TRUE
-        raise ValueError("answer y or n")
-    if kind == "integer":
-        try:
-            return int(answer)
-        except ValueError:
-            raise ValueError("a whole number, please") from None
-    if kind == "number":
-        try:
-            return float(answer)
-        except ValueError:
-            raise ValueError("a number, please") from None
-    return answer
 
 
 # --- tasks: `mcp-tasks task get | cancel` -------------------------------------------------------
