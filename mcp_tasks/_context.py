@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -19,12 +20,20 @@ from .core import (
     InputRequest,
     ListRootsRequest,
     ListRootsResult,
+    LoggingLevel,
     RequestMeta,
     SamplingMessage,
     ToolCall,
 )
 
 _Answer = TypeVar("_Answer", ElicitResult, CreateMessageResult, ListRootsResult)
+
+LogLevel = LoggingLevel
+LOG_LEVELS: tuple[LogLevel, ...] = typing.get_args(LoggingLevel)
+
+
+async def _no_log(level: LogLevel, data: Any, logger: str | None) -> None:
+    """Log messages for a request that did not ask for them go nowhere."""
 
 
 class ToolContext:
@@ -41,11 +50,13 @@ class ToolContext:
         set_status: Callable[[str | None], Awaitable[None]],
         ask: Callable[[InputRequest], Awaitable[msgspec.Raw]] | None,
         notify_progress: Callable[[float, float | None, str | None], Awaitable[None]],
+        notify_log: Callable[[LogLevel, Any, str | None], Awaitable[None]] = _no_log,
     ) -> None:
         self._call = call
         self._set_status = set_status
         self._ask = ask
         self._notify_progress = notify_progress
+        self._notify_log = notify_log
 
     # --- the call ----------------------------------------------------------------------
 
@@ -107,6 +118,12 @@ class ToolContext:
         """Outside a task, a `notifications/progress` when the request asked for progress;
         inside a task (which has no progress notifications), its `statusMessage`."""
         await self._notify_progress(progress, total, message)
+
+    async def log(self, level: LogLevel, data: Any, logger: str | None = None) -> None:
+        """A `notifications/message` to the client, sent only when the request asked for log
+        messages (`_meta` `io.modelcontextprotocol/logLevel`) at `level` or a lower level.
+        Tasks carry no log notifications: inside a task this does nothing."""
+        await self._notify_log(level, data, logger)
 
     async def elicit(
         self,

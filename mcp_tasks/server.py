@@ -38,7 +38,7 @@ import msgspec
 import trio
 from msgspec import UNSET, Raw
 
-from ._context import ToolContext
+from ._context import LOG_LEVELS, LogLevel, ToolContext, _no_log
 from .core import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -334,7 +334,11 @@ class Server:
             return await self._perform(self.core.tool_returned(call, outcome, self.now()))
         tool = self._tools[call.tool_name]
         context = ToolContext(
-            call, set_status=_no_status, ask=None, notify_progress=_progress_sender(call, notify)
+            call,
+            set_status=_no_status,
+            ask=None,
+            notify_progress=_progress_sender(call, notify),
+            notify_log=_log_sender(call, notify),
         )
         request_id = call.request_id
         if connection is None or request_id is None:  # nothing can cancel it but its caller
@@ -460,6 +464,28 @@ class Server:
                     continue
                 for record in self.store.pop_due(self.now()):
                     await self._perform(self.core.expire_task(record, self.now()))
+
+
+def _log_sender(
+    call: ToolCall, notify: Notify | None
+) -> Callable[[LogLevel, Any, str | None], Awaitable[None]]:
+    wanted = call.meta.log_level
+    if notify is None or wanted is UNSET:
+        return _no_log  # the request asked for no log messages
+    threshold = LOG_LEVELS.index(wanted)
+
+    async def send(level: LogLevel, data: Any, logger: str | None) -> None:
+        if LOG_LEVELS.index(level) < threshold:
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        body = msgspec.json.encode(
+            {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+        )
+        await notify(body)
+
+    return send
 
 
 async def _stop_run(running: _RunningTask) -> None:

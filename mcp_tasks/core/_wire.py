@@ -41,6 +41,10 @@ BASE64_HEADER_PREFIX: Final = "=?base64?"
 BASE64_HEADER_SUFFIX: Final = "?="
 
 RequestId = str | int
+LoggingLevel = Literal[
+    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"
+]
+"""From least to most severe (RFC 5424 order)."""
 TaskStatusName = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
 
@@ -100,7 +104,7 @@ class RequestMeta(_Wire):
     protocol_version: str = field(name=META_PROTOCOL_VERSION)
     client_capabilities: ClientCapabilities = field(name=META_CLIENT_CAPABILITIES)
     client_info: Implementation | UnsetType = field(default=UNSET, name=META_CLIENT_INFO)
-    log_level: str | UnsetType = field(default=UNSET, name=META_LOG_LEVEL)
+    log_level: LoggingLevel | UnsetType = field(default=UNSET, name=META_LOG_LEVEL)
     progress_token: str | int | UnsetType = field(default=UNSET, name="progressToken")
 
 

@@ -764,3 +764,14 @@ def test_a_finished_task_drops_its_waiting_message(h: Harness, ending: str) -> N
     else:
         h.cancel(task_id)
     assert "statusMessage" not in h.get(task_id)["result"]
+
+
+def test_an_unknown_log_level_in_meta_is_invalid_params(h: Harness) -> None:
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/list",
+        "params": {"_meta": meta(**{"io.modelcontextprotocol/logLevel": "verbose"})},
+    }
+    reply = json.loads(h.send(json.dumps(message).encode()).reply or b"")
+    assert reply["error"]["code"] == -32602 and "logLevel" in reply["error"]["message"]

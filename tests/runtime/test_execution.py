@@ -373,3 +373,31 @@ async def test_shutdown_by_cancellation_still_grants_the_grace_period(
             await trio.sleep_forever()
     assert seen["finished"] == 1 and seen["cancelled"] == 0
     assert not server.is_running
+
+
+async def test_log_messages_only_when_the_request_asks_and_at_its_level(
+    autojump_clock: MockClock,
+) -> None:
+    server = Server("t", "1")
+
+    @server.tool(task_support="optional")
+    async def chatty(ctx: ToolContext) -> ToolOutcome:
+        for level in ("debug", "info", "warning", "error"):
+            await ctx.log(level, {"said": level}, logger="chatty")
+        if not ctx.in_task and ctx.meta.log_level == "error":
+            return START_TASK  # inside the task the same logging must send nothing
+        return "done"
+
+    async with server.running():
+        client = Client(server)
+        await client.call("chatty", caps={})
+        assert client.notifications == []
+        await client.call("chatty", caps={}, **{"io.modelcontextprotocol/logLevel": "warning"})
+        sent = [n["params"] for n in client.notifications]
+        assert [p["level"] for p in sent] == ["warning", "error"]
+        assert sent[0] == {"level": "warning", "data": {"said": "warning"}, "logger": "chatty"}
+        assert {n["method"] for n in client.notifications} == {"notifications/message"}
+        client.notifications.clear()
+        reply = await client.call("chatty", **{"io.modelcontextprotocol/logLevel": "error"})
+        await client.wait_status(reply["result"]["taskId"], "completed")
+        assert [n["params"]["level"] for n in client.notifications] == ["error"]  # before the task
