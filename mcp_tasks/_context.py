@@ -28,11 +28,10 @@ from .core import (
 
 _Answer = TypeVar("_Answer", ElicitResult, CreateMessageResult, ListRootsResult)
 
-LogLevel = LoggingLevel
-LOG_LEVELS: tuple[LogLevel, ...] = typing.get_args(LoggingLevel)
+LOG_LEVELS: tuple[LoggingLevel, ...] = typing.get_args(LoggingLevel)
 
 
-async def _no_log(level: LogLevel, data: Any, logger: str | None) -> None:
+async def _no_log(level: LoggingLevel, data: Any, logger: str | None) -> None:
     """Log messages for a request that did not ask for them go nowhere."""
 
 
@@ -50,7 +49,7 @@ class ToolContext:
         set_status: Callable[[str | None], Awaitable[None]],
         ask: Callable[[InputRequest], Awaitable[msgspec.Raw]] | None,
         notify_progress: Callable[[float, float | None, str | None], Awaitable[None]],
-        notify_log: Callable[[LogLevel, Any, str | None], Awaitable[None]] = _no_log,
+        notify_log: Callable[[LoggingLevel, Any, str | None], Awaitable[None]] = _no_log,
     ) -> None:
         self._call = call
         self._set_status = set_status
@@ -119,7 +118,7 @@ class ToolContext:
         inside a task (which has no progress notifications), its `statusMessage`."""
         await self._notify_progress(progress, total, message)
 
-    async def log(self, level: LogLevel, data: Any, logger: str | None = None) -> None:
+    async def log(self, level: LoggingLevel, data: Any, logger: str | None = None) -> None:
         """A `notifications/message` to the client, sent only when the request asked for log
         messages (`_meta` `io.modelcontextprotocol/logLevel`) at `level` or a lower level.
         Tasks carry no log notifications: inside a task this does nothing."""

@@ -38,7 +38,7 @@ import msgspec
 import trio
 from msgspec import UNSET, Raw
 
-from ._context import LOG_LEVELS, LogLevel, ToolContext, _no_log
+from ._context import LOG_LEVELS, ToolContext, _no_log
 from .core import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -52,6 +52,7 @@ from .core import (
     Implementation,
     InputRequest,
     InputRequired,
+    LoggingLevel,
     ProtocolError,
     Reply,
     RequestId,
@@ -466,24 +467,25 @@ class Server:
                     await self._perform(self.core.expire_task(record, self.now()))
 
 
+def _notification(method: str, params: dict[str, Any]) -> bytes:
+    return msgspec.json.encode({"jsonrpc": "2.0", "method": method, "params": params})
+
+
 def _log_sender(
     call: ToolCall, notify: Notify | None
-) -> Callable[[LogLevel, Any, str | None], Awaitable[None]]:
+) -> Callable[[LoggingLevel, Any, str | None], Awaitable[None]]:
     wanted = call.meta.log_level
     if notify is None or wanted is UNSET:
         return _no_log  # the request asked for no log messages
     threshold = LOG_LEVELS.index(wanted)
 
-    async def send(level: LogLevel, data: Any, logger: str | None) -> None:
+    async def send(level: LoggingLevel, data: Any, logger: str | None) -> None:
         if LOG_LEVELS.index(level) < threshold:
             return
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:
             params["logger"] = logger
-        body = msgspec.json.encode(
-            {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
-        )
-        await notify(body)
+        await notify(_notification("notifications/message", params))
 
     return send
 
@@ -521,9 +523,6 @@ def _progress_sender(
             params["total"] = total
         if message is not None:
             params["message"] = message
-        body = msgspec.json.encode(
-            {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
-        )
-        await notify(body)
+        await notify(_notification("notifications/progress", params))
 
     return send
