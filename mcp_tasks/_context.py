@@ -1,4 +1,5 @@
-"""What a tool handler sees of its call: `ToolContext`."""
+"""What a handler sees of the request it runs for: `RequestContext`, and for tools
+`ToolContext`, which adds tasks and in-place questions."""
 
 from __future__ import annotations
 
@@ -35,45 +36,33 @@ async def _no_log(level: LoggingLevel, data: Any, logger: str | None) -> None:
     """Log messages for a request that did not ask for them go nowhere."""
 
 
-class ToolContext:
-    """The call a handler is running for, and what it may do from inside it.
+class _Call(typing.Protocol):
+    @property
+    def meta(self) -> RequestMeta: ...
+    @property
+    def input_responses(self) -> dict[str, msgspec.Raw]: ...
+    @property
+    def handler_state(self) -> str | None: ...
 
-    `in_task` is True when the handler should do the work: inside a task (then `task_id`
-    names it), or in place when the client cannot hold a task (then `task_id` is None).
-    """
+
+class RequestContext:
+    """The request a prompt, resource or tool handler runs for, and the answers of its
+    earlier input rounds (the handler returned `InputRequired`; the client answered)."""
 
     def __init__(
         self,
-        call: ToolCall,
+        call: _Call,
         *,
-        set_status: Callable[[str | None], Awaitable[None]],
-        ask: Callable[[InputRequest], Awaitable[msgspec.Raw]] | None,
         notify_progress: Callable[[float, float | None, str | None], Awaitable[None]],
         notify_log: Callable[[LoggingLevel, Any, str | None], Awaitable[None]] = _no_log,
     ) -> None:
         self._call = call
-        self._set_status = set_status
-        self._ask = ask
         self._notify_progress = notify_progress
         self._notify_log = notify_log
 
-    # --- the call ----------------------------------------------------------------------
-
-    @property
-    def in_task(self) -> bool:
-        return self._call.in_task
-
-    @property
-    def task_id(self) -> str | None:
-        return self._call.task_id
-
-    @property
-    def tool_name(self) -> str:
-        return self._call.tool_name
-
     @property
     def meta(self) -> RequestMeta:
-        """`params._meta` of the request that made this call (for a task: that created it)."""
+        """`params._meta` of the request (for a task: of the request that created it)."""
         return self._call.meta
 
     @property
@@ -105,17 +94,14 @@ class ToolContext:
         except msgspec.ValidationError:
             return None  # the answer was to a different kind of request under this key
 
-    # --- acting from inside -----------------------------------------------------------------
-
-    async def set_status_message(self, message: str | None) -> None:
-        """Inside a task: show `message` as its `statusMessage`. Outside one: nothing."""
-        await self._set_status(message)
+    # --- telling the client --------------------------------------------------------------
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
-        """Outside a task, a `notifications/progress` when the request asked for progress;
-        inside a task (which has no progress notifications), its `statusMessage`."""
+        """A `notifications/progress` when the request asked for progress (a
+        `progressToken`); inside a task (which has no progress notifications), its
+        `statusMessage`."""
         await self._notify_progress(progress, total, message)
 
     async def log(self, level: LoggingLevel, data: Any, logger: str | None = None) -> None:
@@ -123,6 +109,46 @@ class ToolContext:
         messages (`_meta` `io.modelcontextprotocol/logLevel`) at `level` or a lower level.
         Tasks carry no log notifications: inside a task this does nothing."""
         await self._notify_log(level, data, logger)
+
+
+class ToolContext(RequestContext):
+    """The call a tool handler is running for, and what it may do from inside it.
+
+    `in_task` is True when the handler should do the work: inside a task (then `task_id`
+    names it), or in place when the client cannot hold a task (then `task_id` is None).
+    """
+
+    def __init__(
+        self,
+        call: ToolCall,
+        *,
+        set_status: Callable[[str | None], Awaitable[None]],
+        ask: Callable[[InputRequest], Awaitable[msgspec.Raw]] | None,
+        notify_progress: Callable[[float, float | None, str | None], Awaitable[None]],
+        notify_log: Callable[[LoggingLevel, Any, str | None], Awaitable[None]] = _no_log,
+    ) -> None:
+        super().__init__(call, notify_progress=notify_progress, notify_log=notify_log)
+        self._tool_call = call
+        self._set_status = set_status
+        self._ask = ask
+
+    @property
+    def in_task(self) -> bool:
+        return self._tool_call.in_task
+
+    @property
+    def task_id(self) -> str | None:
+        return self._tool_call.task_id
+
+    @property
+    def tool_name(self) -> str:
+        return self._tool_call.tool_name
+
+    # --- acting from inside -----------------------------------------------------------------
+
+    async def set_status_message(self, message: str | None) -> None:
+        """Inside a task: show `message` as its `statusMessage`. Outside one: nothing."""
+        await self._set_status(message)
 
     async def elicit(
         self,

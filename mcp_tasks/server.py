@@ -15,7 +15,12 @@ order, in one place (`_perform`):
 * `await ctx.elicit(...)` inside a task records the question through the core (the task
   shows `input_required`) and waits on an event that `tasks/update` sets once answered;
   a handler that *returns* `InputRequired` instead is run again with the answers;
-* expiry runs in one loop that sleeps until the store's next deadline.
+* expiry runs in one loop that sleeps until the store's next deadline;
+* prompts, resources and completions run their handler in the request task, like a
+  `tools/call` without a task; their `InputRequired` rounds are sealed by the core;
+* a `subscriptions/listen` request stays in its request task for the life of the stream:
+  it sends the acknowledgement, then whatever `_publish` queued for it, until the client
+  closes the stream or the server ends it (`end_subscriptions`, or leaving `running()`).
 
 Reading a record and writing its successor never has an `await` in between, so within one
 process no two writers can interleave on a record.
@@ -23,6 +28,7 @@ process no two writers can interleave on a record.
 
 from __future__ import annotations
 
+import base64
 import inspect
 import logging
 import math
@@ -38,24 +44,44 @@ import msgspec
 import trio
 from msgspec import UNSET, Raw
 
-from ._context import LOG_LEVELS, ToolContext, _no_log
+from ._context import LOG_LEVELS, RequestContext, ToolContext, _no_log
 from .core import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolResult,
     CancelRequest,
     CancelTask,
+    Complete,
+    Completion,
+    CompletionCall,
+    CompletionOutcome,
     DeleteTask,
     ErrorObject,
     FetchTask,
+    GetPrompt,
+    GetPromptResult,
     HttpHeaders,
     Implementation,
     InputRequest,
     InputRequired,
+    Listen,
     LoggingLevel,
+    PromptArgument,
+    PromptCall,
+    PromptMessage,
+    PromptOutcome,
+    PromptReference,
+    PromptSpec,
     ProtocolError,
+    ReadResource,
     Reply,
     RequestId,
+    RequestMeta,
+    ResourceContents,
+    ResourceOutcome,
+    ResourceRead,
+    ResourceSpec,
+    ResourceTemplateSpec,
     ResumeTask,
     RunTool,
     SaveTask,
@@ -64,13 +90,16 @@ from .core import (
     StartTask,
     StartTaskOutcome,
     Step,
+    Subscription,
     TaskOptions,
+    TaskRecord,
     TaskStatus,
     TaskSupport,
     ToolCall,
     ToolOutcome,
     ToolSpec,
     WakeAt,
+    resource_not_found,
 )
 from .store import MemoryTaskStore, TaskStore
 
@@ -78,11 +107,19 @@ logger = logging.getLogger("mcp_tasks.server")
 
 Notify = Callable[[bytes], Awaitable[None]]
 ToolHandler = Callable[..., Awaitable[Any]]
+Handler = Callable[..., Awaitable[Any]]
+MAX_QUEUED_NOTIFICATIONS = 1024
+"""Notifications a `subscriptions/listen` stream may have waiting for its client; a client
+that falls further behind gets its stream ended (it may listen again and re-read)."""
 
 
 class ToolError(Exception):
     """Raise in a tool to answer with a tool-level error (`isError: true`); a task that
     raises it still ends `completed`. For a JSON-RPC error raise `ProtocolError`."""
+
+
+class ResourceNotFound(Exception):
+    """Raise in a resource handler when the uri names nothing: -32602 with `data.uri`."""
 
 
 class Connection:
@@ -123,6 +160,102 @@ class _RunningTask:
     scope: trio.CancelScope
     waiting: dict[str, trio.Event] = field(default_factory=dict)
     answers: dict[str, Raw] = field(default_factory=dict)
+
+
+@dataclass
+class _Prompt:
+    spec: PromptSpec
+    handler: Handler
+    decoder: msgspec.json.Decoder[Any] | None
+    """None: the handler takes only the context."""
+
+
+@dataclass
+class _Resource:
+    handler: Handler
+    mime_type: str | None
+
+
+@dataclass
+class _Listener:
+    subscription: Subscription
+    wake: trio.Event = field(default_factory=trio.Event)
+    queued: list[bytes] = field(default_factory=list)
+    ended: bool = False
+
+    def push(self, message: bytes | None) -> None:
+        if message is None or self.ended:
+            return
+        if len(self.queued) >= MAX_QUEUED_NOTIFICATIONS:
+            logger.warning(
+                "subscription %r: its client fell %d notifications behind; ending it",
+                self.subscription.request_id,
+                len(self.queued),
+            )
+            self.end()
+            return
+        self.queued.append(message)
+        self.wake.set()
+
+    def end(self) -> None:
+        self.ended = True
+        self.wake.set()
+
+
+def _prompt_arguments(args_type: Any) -> tuple[PromptArgument, ...]:
+    """A prompt's arguments from its msgspec Struct: every field a string."""
+    if not (isinstance(args_type, type) and issubclass(args_type, msgspec.Struct)):
+        raise TypeError(f"prompt arguments must be a msgspec.Struct, not {args_type!r}")
+    arguments = []
+    for info in msgspec.structs.fields(args_type):
+        if info.type not in (str, str | None):
+            raise TypeError(
+                f"prompt argument {info.name!r} must be a str (prompt arguments are strings)"
+            )
+        arguments.append(PromptArgument(name=info.encode_name, required=info.required))
+    return tuple(arguments)
+
+
+def _prompt_outcome(name: str, value: Any) -> PromptOutcome:
+    if isinstance(value, GetPromptResult | ErrorObject | InputRequired):
+        return value
+    if isinstance(value, str):
+        return GetPromptResult(messages=[PromptMessage.user(value)])
+    if isinstance(value, list) and all(isinstance(item, PromptMessage) for item in value):
+        return GetPromptResult(messages=value)
+    raise TypeError(f"prompt {name!r} returned {type(value).__name__}, not prompt messages")
+
+
+def _resource_outcome(read: ResourceRead, mime_type: str | None, value: Any) -> ResourceOutcome:
+    if isinstance(value, ErrorObject | InputRequired):
+        return value
+    mime = UNSET if mime_type is None else mime_type
+    if isinstance(value, str):
+        return [ResourceContents(uri=read.uri, mime_type=mime, text=value)]
+    if isinstance(value, bytes):
+        blob = base64.b64encode(value).decode("ascii")
+        return [ResourceContents(uri=read.uri, mime_type=mime, blob=blob)]
+    if isinstance(value, ResourceContents):
+        return [value]
+    if isinstance(value, list) and all(isinstance(item, ResourceContents) for item in value):
+        return value
+    raise TypeError(
+        f"resource {read.uri!r} returned {type(value).__name__}, not str, bytes or ResourceContents"
+    )
+
+
+def _handler_parameters(kind: str, handler: Handler, most: int = 2) -> list[str]:
+    if not inspect.iscoroutinefunction(handler):
+        raise TypeError(f"{kind} {handler.__name__!r} must be an async function")
+    parameters = list(inspect.signature(handler).parameters)
+    if not 1 <= len(parameters) <= most:
+        raise TypeError(f"{kind} {handler.__name__!r} must take (ctx) or (ctx, args)")
+    return parameters
+
+
+def _first_paragraph(handler: Handler) -> Any:
+    doc = inspect.getdoc(handler)
+    return doc.split("\n\n")[0] if doc else UNSET
 
 
 def _input_schema(args_type: Any) -> dict[str, Any]:
@@ -183,6 +316,11 @@ class Server:
         self.shutdown_grace_seconds = shutdown_grace_seconds
         self._clock = clock
         self._tools: dict[str, _Tool] = {}
+        self._prompts: dict[str, _Prompt] = {}
+        self._resources: dict[str, _Resource] = {}
+        """By uri, and by uri template."""
+        self._completions: dict[tuple[str, str], Handler] = {}
+        self._listeners: set[_Listener] = set()
         self._running: dict[str, _RunningTask] = {}
         self._nursery: trio.Nursery | None = None
         self._closing = False
@@ -199,35 +337,190 @@ class Server:
         description: str | None = None,
         title: str | None = None,
         annotations: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> Callable[[ToolHandler], ToolHandler]:
         """Register an async tool handler `(ctx, args)` or `(ctx)`.
 
         `args` is typed with a msgspec Struct: its JSON Schema is the tool's `inputSchema`,
-        and arguments that do not fit are refused with -32602 naming the field.
+        and arguments that do not fit are refused with -32602 naming the field. Pass
+        `input_schema` to publish a schema of your own instead (the Struct still decodes).
         """
 
         def register(handler: ToolHandler) -> ToolHandler:
-            if not inspect.iscoroutinefunction(handler):
-                raise TypeError(f"tool {handler.__name__!r} must be an async function")
-            parameters = list(inspect.signature(handler).parameters)
-            if not 1 <= len(parameters) <= 2:
-                raise TypeError(f"tool {handler.__name__!r} must take (ctx) or (ctx, args)")
+            parameters = _handler_parameters("tool", handler)
             args_type = None
             if len(parameters) == 2:
                 hints = typing.get_type_hints(handler)
                 args_type = hints.get(parameters[1], dict)
-            doc = inspect.getdoc(handler)
             spec = ToolSpec(
                 name=name or handler.__name__,
-                input_schema=_input_schema(args_type),
+                input_schema=_input_schema(args_type) if input_schema is None else input_schema,
                 task_support=task_support,
                 title=UNSET if title is None else title,
-                description=description or (doc.split("\n\n")[0] if doc else UNSET),
+                description=description or _first_paragraph(handler),
                 annotations=UNSET if annotations is None else annotations,
             )
             decoder = None if args_type is None else msgspec.json.Decoder(args_type)
             self.core.add_tool(spec)
             self._tools[spec.name] = _Tool(spec, handler, args_type, decoder)
+            self._publish_list_changed("tools")
+            return handler
+
+        return register
+
+    def remove_tool(self, name: str) -> None:
+        """Take a tool away; `subscriptions/listen` streams that asked are told. Its tasks
+        already running go on to their end."""
+        self.core.remove_tool(name)
+        del self._tools[name]
+        self._publish_list_changed("tools")
+
+    # --- prompts -------------------------------------------------------------------------
+
+    def prompt(
+        self, name: str | None = None, *, title: str | None = None, description: str | None = None
+    ) -> Callable[[Handler], Handler]:
+        """Register an async prompt handler `(ctx)` or `(ctx, args)`.
+
+        `args` is a msgspec Struct of `str` fields: they are the prompt's arguments, the ones
+        without a default required. The handler returns the messages (`str` for one user
+        message, a list of `PromptMessage`, or a `GetPromptResult`), or `InputRequired`.
+        """
+
+        def register(handler: Handler) -> Handler:
+            parameters = _handler_parameters("prompt", handler)
+            args_type = None
+            if len(parameters) == 2:
+                args_type = typing.get_type_hints(handler).get(parameters[1])
+            spec = PromptSpec(
+                name=name or handler.__name__,
+                arguments=() if args_type is None else _prompt_arguments(args_type),
+                title=UNSET if title is None else title,
+                description=description or _first_paragraph(handler),
+            )
+            decoder = None if args_type is None else msgspec.json.Decoder(args_type)
+            self.core.catalog.add_prompt(spec)
+            self._prompts[spec.name] = _Prompt(spec, handler, decoder)
+            self._publish_list_changed("prompts")
+            return handler
+
+        return register
+
+    def remove_prompt(self, name: str) -> None:
+        self.core.catalog.remove_prompt(name)
+        del self._prompts[name]
+        self._completions.pop(("ref/prompt", name), None)
+        self.core.catalog.completions.discard(("ref/prompt", name))
+        self._publish_list_changed("prompts")
+
+    # --- resources -----------------------------------------------------------------------
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        ttl_ms: int = 0,
+    ) -> Callable[[Handler], Handler]:
+        """Register an async handler `(ctx)` that reads the resource at `uri`.
+
+        It returns `str` (text contents), `bytes` (a base64 blob), `ResourceContents` or a
+        list of them, or `InputRequired`. `ttl_ms` is the cache freshness its read result
+        advises (`ttlMs`).
+        """
+
+        def register(handler: Handler) -> Handler:
+            _handler_parameters("resource", handler, most=1)
+            spec = ResourceSpec(
+                uri=uri,
+                name=name or handler.__name__,
+                title=UNSET if title is None else title,
+                description=description or _first_paragraph(handler),
+                mime_type=UNSET if mime_type is None else mime_type,
+                ttl_ms=ttl_ms,
+            )
+            self.core.catalog.add_resource(spec)
+            self._resources[uri] = _Resource(handler, mime_type)
+            self._publish_list_changed("resources")
+            return handler
+
+        return register
+
+    def remove_resource(self, uri: str) -> None:
+        self.core.catalog.remove_resource(uri)
+        del self._resources[uri]
+        self._publish_list_changed("resources")
+
+    def resource_template(
+        self,
+        uri_template: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        ttl_ms: int = 0,
+    ) -> Callable[[Handler], Handler]:
+        """Register an async handler `(ctx, **variables)` for the uris `uri_template` fits,
+        e.g. `"files://{name}"` and `async def file(ctx, name: str)`. Raise
+        `ResourceNotFound` for a uri that fits but names nothing."""
+
+        def register(handler: Handler) -> Handler:
+            spec = ResourceTemplateSpec(
+                uri_template=uri_template,
+                name=name or handler.__name__,
+                title=UNSET if title is None else title,
+                description=description or _first_paragraph(handler),
+                mime_type=UNSET if mime_type is None else mime_type,
+                ttl_ms=ttl_ms,
+            )
+            if not inspect.iscoroutinefunction(handler):
+                raise TypeError(f"resource template {handler.__name__!r} must be async")
+            parameters = list(inspect.signature(handler).parameters)[1:]
+            if sorted(parameters) != sorted(spec.variables):
+                raise TypeError(
+                    f"resource template {handler.__name__!r} must take (ctx, "
+                    f"{', '.join(spec.variables)}): the variables of {uri_template!r}"
+                )
+            self.core.catalog.add_template(spec)
+            self._resources[uri_template] = _Resource(handler, mime_type)
+            self._publish_list_changed("resources")
+            return handler
+
+        return register
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell the `subscriptions/listen` streams subscribed to `uri` that it changed."""
+        for listener in self._listeners:
+            listener.push(self.core.resource_updated(listener.subscription, uri))
+
+    # --- completions ---------------------------------------------------------------------
+
+    def completion(
+        self, *, prompt: str | None = None, uri_template: str | None = None
+    ) -> Callable[[Handler], Handler]:
+        """Register an async handler `(argument, resolved)` that completes an argument of
+        `prompt` (or a variable of `uri_template`): `argument` is the `CompletionArgument`
+        (name, value typed so far), `resolved` the other values the client already chose.
+        It returns the candidate values (`list[str]`, at most 100 go out) or a `Completion`.
+        """
+        if (prompt is None) == (uri_template is None):
+            raise TypeError("completion() takes exactly one of prompt= and uri_template=")
+        target: tuple[typing.Literal["ref/prompt", "ref/resource"], str]
+        if prompt is not None:
+            target = ("ref/prompt", prompt)
+        else:
+            assert uri_template is not None
+            target = ("ref/resource", uri_template)
+
+        def register(handler: Handler) -> Handler:
+            if not inspect.iscoroutinefunction(handler):
+                raise TypeError(f"completion {handler.__name__!r} must be an async function")
+            self.core.catalog.add_completion(target)
+            self._completions[target] = handler
             return handler
 
         return register
@@ -253,6 +546,7 @@ class Server:
                 yield self
             finally:
                 self._closing = True
+                self.end_subscriptions()
                 expiry.cancel()
                 if self._running:
                     self._all_tasks_ended = trio.Event()
@@ -300,12 +594,18 @@ class Server:
         for effect in step.effects:
             if isinstance(effect, RunTool):
                 reply = await self._run_call(effect.call, notify, connection)
+            elif isinstance(effect, GetPrompt | ReadResource | Complete):
+                reply = await self._run_in_request(effect, notify, connection)
+            elif isinstance(effect, Listen):
+                reply = await self._listen(effect.subscription, notify, connection)
             elif isinstance(effect, FetchTask):
                 record = self.store.get(effect.request.task_id)
                 step = self.core.handle_task_request(effect.request, record, self.now())
                 reply = await self._perform(step)
             elif isinstance(effect, SaveTask):
                 self.store.save(effect.record, effect.expected_version)
+                if self._listeners:
+                    self._publish_task(effect.record)
             elif isinstance(effect, DeleteTask):
                 self.store.delete(effect.task_id, effect.expected_version)
             elif isinstance(effect, StartTask):
@@ -338,8 +638,8 @@ class Server:
             call,
             set_status=_no_status,
             ask=None,
-            notify_progress=_progress_sender(call, notify),
-            notify_log=_log_sender(call, notify),
+            notify_progress=_progress_sender(call.meta, notify),
+            notify_log=_log_sender(call.meta, notify),
         )
         request_id = call.request_id
         if connection is None or request_id is None:  # nothing can cancel it but its caller
@@ -366,15 +666,159 @@ class Server:
             return _as_outcome(tool.spec.name, value)
         except ToolError as error:
             return CallToolResult.text(str(error), is_error=True)
-        except ProtocolError as error:
-            data = UNSET if error.data is None else error.data
-            return ErrorObject(code=error.code, message=error.message, data=data)
-        except Exception:  # the handler's failure, not ours: it must not end the server
-            logger.exception("tool %r raised", tool.spec.name)
-            return ErrorObject(
-                code=INTERNAL_ERROR,
-                message=f"Tool {tool.spec.name!r} failed with an internal error",
-            )
+        except Exception as error:  # the handler's failure, not ours: it must not end the server
+            return _error_object(error, f"Tool {tool.spec.name!r}")
+
+    # --- prompts/get, resources/read, completion/complete --------------------------------
+
+    async def _run_in_request(
+        self,
+        effect: GetPrompt | ReadResource | Complete,
+        notify: Notify | None,
+        connection: Connection | None,
+    ) -> Reply | None:
+        """Run a prompt, resource or completion handler in the request's own task; the
+        client may cancel it like a `tools/call`."""
+        call = effect.call
+        request_id = call.request_id
+        if connection is None:
+            step = await self._handler_step(effect, notify)
+        else:
+            with trio.CancelScope() as scope:
+                connection.in_flight[request_id] = scope
+                try:
+                    step = await self._handler_step(effect, notify)
+                finally:
+                    connection.in_flight.pop(request_id, None)
+            if scope.cancelled_caught:
+                return None
+        return await self._perform(step, notify, connection)
+
+    async def _handler_step(
+        self, effect: GetPrompt | ReadResource | Complete, notify: Notify | None
+    ) -> Step:
+        if isinstance(effect, Complete):
+            completion = await self._complete(effect.call)
+            return self.core.completion_returned(effect.call, completion)
+        context = RequestContext(
+            effect.call,
+            notify_progress=_progress_sender(effect.call.meta, notify),
+            notify_log=_log_sender(effect.call.meta, notify),
+        )
+        if isinstance(effect, GetPrompt):
+            prompt_outcome = await self._get_prompt(effect.call, context)
+            return self.core.prompt_returned(effect.call, prompt_outcome, self.now())
+        read_outcome = await self._read_resource(effect.call, context)
+        return self.core.resource_returned(effect.call, read_outcome, self.now())
+
+    async def _get_prompt(self, call: PromptCall, context: RequestContext) -> PromptOutcome:
+        prompt = self._prompts.get(call.prompt_name)
+        if prompt is None:  # removed since the core looked
+            return ErrorObject(code=INVALID_PARAMS, message=f"Unknown prompt: {call.prompt_name!r}")
+        try:
+            if prompt.decoder is None:
+                value = await prompt.handler(context)
+            else:
+                try:
+                    args = prompt.decoder.decode(msgspec.json.encode(call.arguments))
+                except msgspec.ValidationError as error:
+                    message = str(error).replace("`$", "`arguments")
+                    return ErrorObject(
+                        code=INVALID_PARAMS,
+                        message=f"Invalid arguments for prompt {call.prompt_name!r}: {message}",
+                    )
+                value = await prompt.handler(context, args)
+            return _prompt_outcome(call.prompt_name, value)
+        except Exception as error:
+            return _error_object(error, f"Prompt {call.prompt_name!r}")
+
+    async def _read_resource(self, call: ResourceRead, context: RequestContext) -> ResourceOutcome:
+        resource = self._resources.get(call.uri if call.template is None else call.template)
+        if resource is None:  # removed since the core looked
+            return _error_object(ResourceNotFound(call.uri), f"Resource {call.uri!r}", call.uri)
+        try:
+            value = await resource.handler(context, **call.variables)
+            return _resource_outcome(call, resource.mime_type, value)
+        except Exception as error:
+            return _error_object(error, f"Resource {call.uri!r}", call.uri)
+
+    async def _complete(self, call: CompletionCall) -> CompletionOutcome:
+        ref = call.ref
+        key = (
+            ("ref/prompt", ref.name)
+            if isinstance(ref, PromptReference)
+            else ("ref/resource", ref.uri)
+        )
+        name = key[1]
+        handler = self._completions.get(key)
+        if handler is None:
+            return Completion(values=[])
+        try:
+            value = await handler(call.argument, call.context)
+        except Exception as error:
+            return _error_object(error, f"Completion for {name!r}")
+        if isinstance(value, Completion):
+            return value
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return Completion(values=value)
+        logger.error("completion for %r returned %s, not a list of str", name, type(value))
+        return ErrorObject(
+            code=INTERNAL_ERROR, message=f"Completion for {name!r} failed with an internal error"
+        )
+
+    # --- subscriptions/listen ----------------------------------------------------------------
+
+    async def _listen(
+        self, subscription: Subscription, notify: Notify | None, connection: Connection | None
+    ) -> Reply | None:
+        """Carry one listen stream until the client closes it (no reply: it is gone) or the
+        server ends it (the closing response)."""
+        if notify is None:
+            return self.core.subscription_ended(subscription)  # nowhere to send anything
+        listener = _Listener(subscription)
+        if self._closing:
+            listener.end()
+        self._listeners.add(listener)
+        scope = trio.CancelScope()
+        if connection is not None:
+            connection.in_flight[subscription.request_id] = scope
+        try:
+            with scope:
+                await notify(self.core.subscription_acknowledged(subscription))
+                while True:
+                    await listener.wake.wait()
+                    listener.wake = trio.Event()
+                    queued, listener.queued = listener.queued, []
+                    for message in queued:
+                        await notify(message)
+                    if listener.ended:
+                        break
+        finally:
+            self._listeners.discard(listener)
+            if connection is not None:
+                connection.in_flight.pop(subscription.request_id, None)
+        if scope.cancelled_caught:
+            return None
+        return self.core.subscription_ended(subscription)
+
+    def end_subscriptions(self) -> None:
+        """End every `subscriptions/listen` stream gracefully (each gets its closing
+        response). Transports call this when they start to shut down."""
+        for listener in self._listeners:
+            listener.end()
+
+    @property
+    def subscription_count(self) -> int:
+        """How many `subscriptions/listen` streams are open."""
+        return len(self._listeners)
+
+    def _publish_list_changed(self, kind: str) -> None:
+        for listener in self._listeners:
+            listener.push(self.core.list_changed(listener.subscription, kind))
+
+    def _publish_task(self, record: TaskRecord) -> None:
+        for listener in self._listeners:
+            listener.push(self.core.task_changed(listener.subscription, record))
 
     # --- inside a task -------------------------------------------------------------------
 
@@ -467,14 +911,28 @@ class Server:
                     await self._perform(self.core.expire_task(record, self.now()))
 
 
+def _error_object(error: Exception, what: str, uri: str | None = None) -> ErrorObject:
+    """The JSON-RPC error a handler's exception becomes: its own `ProtocolError`, -32602
+    for `ResourceNotFound`, else -32603 without the details (they go to the log)."""
+    if isinstance(error, ProtocolError):
+        return ErrorObject(
+            code=error.code, message=error.message, data=UNSET if error.data is None else error.data
+        )
+    if isinstance(error, ResourceNotFound) and uri is not None:
+        found = resource_not_found(uri)
+        return ErrorObject(code=found.code, message=found.message, data=found.data)
+    logger.error("%s raised", what, exc_info=error)
+    return ErrorObject(code=INTERNAL_ERROR, message=f"{what} failed with an internal error")
+
+
 def _notification(method: str, params: dict[str, Any]) -> bytes:
     return msgspec.json.encode({"jsonrpc": "2.0", "method": method, "params": params})
 
 
 def _log_sender(
-    call: ToolCall, notify: Notify | None
+    meta: RequestMeta, notify: Notify | None
 ) -> Callable[[LoggingLevel, Any, str | None], Awaitable[None]]:
-    wanted = call.meta.log_level
+    wanted = meta.log_level
     if notify is None or wanted is UNSET:
         return _no_log  # the request asked for no log messages
     threshold = LOG_LEVELS.index(wanted)
@@ -511,9 +969,9 @@ def _progress_text(progress: float, total: float | None, message: str | None) ->
 
 
 def _progress_sender(
-    call: ToolCall, notify: Notify | None
+    meta: RequestMeta, notify: Notify | None
 ) -> Callable[[float, float | None, str | None], Awaitable[None]]:
-    token = call.meta.progress_token
+    token = meta.progress_token
     if notify is None or token is UNSET:
         return _no_progress  # the request did not ask for progress, or cannot receive it
 

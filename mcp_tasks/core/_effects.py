@@ -10,7 +10,15 @@ from __future__ import annotations
 from msgspec import Raw, Struct
 
 from ._records import TaskRecord
-from ._wire import ClientCapabilities, RequestId, RequestMeta
+from ._wire import (
+    ClientCapabilities,
+    CompletionArgument,
+    PromptReference,
+    RequestId,
+    RequestMeta,
+    ResourceTemplateReference,
+    SubscriptionFilter,
+)
 
 
 class Reply(Struct, frozen=True, kw_only=True):
@@ -45,6 +53,58 @@ class ToolCall(Struct, frozen=True, kw_only=True):
         return self.meta.client_capabilities
 
 
+class PromptCall(Struct, frozen=True, kw_only=True):
+    """A `prompts/get` the shell must run the prompt handler for."""
+
+    request_id: RequestId
+    prompt_name: str
+    arguments: dict[str, str]
+    meta: RequestMeta
+    input_responses: dict[str, Raw]
+    handler_state: str | None = None
+
+    @property
+    def client_capabilities(self) -> ClientCapabilities:
+        return self.meta.client_capabilities
+
+
+class ResourceRead(Struct, frozen=True, kw_only=True):
+    """A `resources/read` of a registered resource, or of a uri one template fits."""
+
+    request_id: RequestId
+    uri: str
+    template: str | None
+    """The uri template that matched; None for a resource registered with its uri."""
+    variables: dict[str, str]
+    """The template's variables as read from `uri` (empty for a fixed resource)."""
+    meta: RequestMeta
+    input_responses: dict[str, Raw]
+    handler_state: str | None = None
+
+    @property
+    def client_capabilities(self) -> ClientCapabilities:
+        return self.meta.client_capabilities
+
+
+class CompletionCall(Struct, frozen=True, kw_only=True):
+    """A `completion/complete` for a prompt argument or a uri template variable."""
+
+    request_id: RequestId
+    ref: PromptReference | ResourceTemplateReference
+    argument: CompletionArgument
+    context: dict[str, str]
+    """Arguments (or variables) the client has already resolved."""
+    meta: RequestMeta
+
+
+class Subscription(Struct, frozen=True, kw_only=True):
+    """A `subscriptions/listen` stream and what it agreed to carry."""
+
+    request_id: RequestId
+    notifications: SubscriptionFilter
+    meta: RequestMeta
+
+
 class TaskRequest(Struct, frozen=True, kw_only=True):
     """A `tasks/get`, `tasks/update` or `tasks/cancel` that passed every check but the
     task lookup. The shell loads `task_id` and calls `handle_task_request`."""
@@ -63,6 +123,31 @@ class RunTool(Struct, frozen=True, kw_only=True):
     """Run the tool handler for `call` now, then hand its outcome to `tool_returned`."""
 
     call: ToolCall
+
+
+class GetPrompt(Struct, frozen=True, kw_only=True):
+    """Run the prompt handler for `call`, then hand its outcome to `prompt_returned`."""
+
+    call: PromptCall
+
+
+class ReadResource(Struct, frozen=True, kw_only=True):
+    """Run the resource handler for `call`, then hand its outcome to `resource_returned`."""
+
+    call: ResourceRead
+
+
+class Complete(Struct, frozen=True, kw_only=True):
+    """Run the completion handler for `call`, then hand its values to `completion_returned`."""
+
+    call: CompletionCall
+
+
+class Listen(Struct, frozen=True, kw_only=True):
+    """Open the stream: send `subscription_acknowledged` first, then each notification the
+    subscription wants, until the client closes it (or `subscription_ended` closes it)."""
+
+    subscription: Subscription
 
 
 class FetchTask(Struct, frozen=True, kw_only=True):
@@ -120,6 +205,10 @@ class WakeAt(Struct, frozen=True, kw_only=True):
 
 Effect = (
     RunTool
+    | GetPrompt
+    | ReadResource
+    | Complete
+    | Listen
     | FetchTask
     | SaveTask
     | DeleteTask

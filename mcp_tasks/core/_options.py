@@ -1,12 +1,15 @@
-"""Options of the server core and the registration record of a tool."""
+"""Options of the server core, and what it knows of each tool, prompt and resource."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import functools
+import re
+import urllib.parse
+from typing import Any, Final, Literal
 
 from msgspec import UNSET, Struct, UnsetType, field
 
-from ._wire import Tool
+from ._wire import Prompt, PromptArgument, Resource, ResourceTemplate, Tool
 
 TaskSupport = Literal["none", "optional", "required"]
 
@@ -74,3 +77,111 @@ class ToolSpec(Struct, frozen=True, kw_only=True):
             output_schema=self.output_schema,
             annotations=self.annotations,
         )
+
+
+class PromptSpec(Struct, frozen=True, kw_only=True):
+    """A prompt as the core sees it: its wire description. Required arguments missing from
+    `prompts/get` are refused (-32602) before the handler runs."""
+
+    name: str
+    arguments: tuple[PromptArgument, ...] = ()
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+
+    def to_wire(self) -> Prompt:
+        return Prompt(
+            name=self.name,
+            title=self.title,
+            description=self.description,
+            arguments=list(self.arguments) if self.arguments else UNSET,
+        )
+
+
+class ResourceSpec(Struct, frozen=True, kw_only=True):
+    """A resource with a fixed `uri`, listed by `resources/list`."""
+
+    uri: str
+    name: str
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    mime_type: str | UnsetType = UNSET
+    ttl_ms: int = 0
+    """Cache freshness advised on its `resources/read` result (0: read it again each time)."""
+
+    def __post_init__(self) -> None:
+        if ":" not in self.uri:
+            raise ValueError(f"resource uri {self.uri!r} has no scheme")
+        if self.ttl_ms < 0:
+            raise ValueError("ttl_ms must not be negative")
+
+    def to_wire(self) -> Resource:
+        return Resource(
+            uri=self.uri,
+            name=self.name,
+            title=self.title,
+            description=self.description,
+            mime_type=self.mime_type,
+        )
+
+
+_TEMPLATE_VARIABLE: Final = re.compile(r"\{([A-Za-z0-9_]+)\}")
+
+
+class ResourceTemplateSpec(Struct, frozen=True, kw_only=True):
+    """Resources whose uris fit `uri_template`, listed by `resources/templates/list`.
+
+    Templates use simple RFC 6570 expansions only: `{name}` stands for one path segment
+    (no `/`, `?` or `#`), percent-decoded when matched.
+    """
+
+    uri_template: str
+    name: str
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    mime_type: str | UnsetType = UNSET
+    ttl_ms: int = 0
+
+    def __post_init__(self) -> None:
+        leftover = _TEMPLATE_VARIABLE.sub("", self.uri_template)
+        if "{" in leftover or "}" in leftover:
+            raise ValueError(
+                f"uri template {self.uri_template!r}: only simple {{name}} variables are supported"
+            )
+        if not self.variables:
+            raise ValueError(f"uri template {self.uri_template!r} has no {{variable}}")
+        if len(set(self.variables)) != len(self.variables):
+            raise ValueError(f"uri template {self.uri_template!r} repeats a variable")
+        if self.ttl_ms < 0:
+            raise ValueError("ttl_ms must not be negative")
+
+    @property
+    def variables(self) -> list[str]:
+        return _TEMPLATE_VARIABLE.findall(self.uri_template)
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """The variables that make `uri` from this template, or None if it does not fit."""
+        found = _template_pattern(self.uri_template).fullmatch(uri)
+        if found is None:
+            return None
+        return {name: urllib.parse.unquote(value) for name, value in found.groupdict().items()}
+
+    def to_wire(self) -> ResourceTemplate:
+        return ResourceTemplate(
+            uri_template=self.uri_template,
+            name=self.name,
+            title=self.title,
+            description=self.description,
+            mime_type=self.mime_type,
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def _template_pattern(template: str) -> re.Pattern[str]:
+    parts: list[str] = []
+    position = 0
+    for variable in _TEMPLATE_VARIABLE.finditer(template):
+        parts.append(re.escape(template[position : variable.start()]))
+        parts.append(f"(?P<{variable.group(1)}>[^/?#]+)")
+        position = variable.end()
+    parts.append(re.escape(template[position:]))
+    return re.compile("".join(parts))

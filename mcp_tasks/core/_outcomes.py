@@ -1,4 +1,6 @@
-"""What a tool handler can hand back to the core.
+"""What a handler can hand back to the core.
+
+A tool handler returns one of:
 
 * a `CallToolResult`: the answer (with `is_error=True` for a tool-level failure);
 * an `ErrorObject`: a JSON-RPC error; inside a task the task ends `failed`;
@@ -14,7 +16,14 @@ from typing import Final
 
 from msgspec import Struct
 
-from ._wire import CallToolResult, ErrorObject, InputRequest
+from ._wire import (
+    CallToolResult,
+    Completion,
+    ErrorObject,
+    GetPromptResult,
+    InputRequest,
+    ResourceContents,
+)
 
 
 class StartTaskOutcome(enum.Enum):
@@ -33,3 +42,9 @@ class InputRequired(Struct, frozen=True, kw_only=True):
 
 
 ToolOutcome = CallToolResult | ErrorObject | InputRequired | StartTaskOutcome
+
+PromptOutcome = GetPromptResult | ErrorObject | InputRequired
+"""What a prompt handler hands back: the messages, an error, or questions (MRTR)."""
+ResourceOutcome = list[ResourceContents] | ErrorObject | InputRequired
+"""What a resource handler hands back: the contents, an error, or questions (MRTR)."""
+CompletionOutcome = Completion | ErrorObject

@@ -7,8 +7,11 @@ key); it keeps no per-request or per-task state between calls. Each entry point 
 happened, the time `now` (seconds since the epoch) and, where a task is involved, its
 record, and returns a `Step`: the effects for the shell to perform in order, then the reply.
 
-    receive(bytes, now, headers)          -> reply, or RunTool / FetchTask / CancelRequest
+    receive(bytes, now, headers)          -> reply, or RunTool / GetPrompt / ReadResource /
+                                             Complete / Listen / FetchTask / CancelRequest
     tool_returned(call, outcome, now)     -> reply (+ SaveTask, StartTask, WakeAt for a task)
+    prompt_returned, resource_returned,
+    completion_returned(call, outcome)    -> reply
     handle_task_request(req, record, now) -> reply (+ SaveTask, ResumeTask, CancelTask)
     task_returned(record, outcome, now)   -> SaveTask of the new status
     expire_task(record, now)              -> CancelTask / DeleteTask, or a later WakeAt
@@ -31,18 +34,27 @@ import msgspec
 from msgspec import UNSET, Raw, Struct
 
 from . import _wire as w
+from ._catalog import Catalog
 from ._effects import (
     CancelRequest,
     CancelTask,
+    Complete,
+    CompletionCall,
     DeleteTask,
     Effect,
     FetchTask,
+    GetPrompt,
+    Listen,
+    PromptCall,
+    ReadResource,
     Reply,
+    ResourceRead,
     ResumeTask,
     RunTool,
     SaveTask,
     StartTask,
     Step,
+    Subscription,
     TaskRequest,
     ToolCall,
     WakeAt,
@@ -62,14 +74,53 @@ from ._errors import (
     http_status_for_code,
 )
 from ._options import ServerOptions, TaskOptions, ToolSpec
-from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome
+from ._outcomes import (
+    CompletionOutcome,
+    InputRequired,
+    PromptOutcome,
+    ResourceOutcome,
+    StartTaskOutcome,
+    ToolOutcome,
+)
 from ._records import TaskRecord
 from ._sealing import RoundState, open_sealed, params_digest, seal
 from ._state import INITIAL_STATUS, TaskEvent, TaskStatus, can_happen, next_status
 
 RELATED_TASK_META: Final = "io.modelcontextprotocol/related-task"
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
-_KNOWN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"} | TASK_METHODS)
+_KNOWN_METHODS: Final = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+        "subscriptions/listen",
+    }
+    | TASK_METHODS
+)
+_CAPABILITY_OF: Final = {  # methods that exist only while the server offers the capability
+    "prompts/list": "prompts",
+    "prompts/get": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resources",
+    "resources/read": "resources",
+    "completion/complete": "completions",
+}
+MAX_COMPLETION_VALUES: Final = 100
+"""The most values one `completion/complete` result may carry (the schema's limit)."""
+MAX_SUBSCRIBED_ITEMS: Final = 256
+"""Task ids, and resource uris, one `subscriptions/listen` may name."""
+LIST_CHANGED_METHODS: Final = {
+    "tools": "notifications/tools/list_changed",
+    "prompts": "notifications/prompts/list_changed",
+    "resources": "notifications/resources/list_changed",
+}
+META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 
 
 class HttpHeaders(Struct, frozen=True, kw_only=True):
@@ -152,8 +203,13 @@ class ServerCore:
         self._new_task_id = new_task_id
         self._state_key = state_key
         self._result_meta = w.ResultMeta(server_info=info)
+        self._meta_dict: dict[str, Any] = msgspec.to_builtins(self._result_meta)
         self._tools: dict[str, ToolSpec] = {}
         self._tools_result: w.ListToolsResult | None = None
+        self.catalog = Catalog(
+            ttl_ms=self.options.discover_ttl_ms, cache_scope=self.options.cache_scope
+        )
+        """Prompts, resources, resource templates and completions (`Catalog.add_*`)."""
         for tool in tools:
             self.add_tool(tool)
 
@@ -163,6 +219,10 @@ class ServerCore:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._tools_result = None
+
+    def remove_tool(self, name: str) -> None:
+        del self._tools[name]
         self._tools_result = None
 
     @property
@@ -252,14 +312,36 @@ class ServerCore:
             )
         if method not in _KNOWN_METHODS:
             raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        needs = _CAPABILITY_OF.get(method)
+        if needs is not None and needs not in self.catalog.capabilities():
+            raise RemoteProtocolError(
+                METHOD_NOT_FOUND, f"Method not found: {method} (this server offers no {needs})"
+            )
         if method in TASK_METHODS:
             return self._receive_task_request(request_id, method, raw_params, meta)
         if method == "tools/call":
             return self._receive_call(request_id, raw_params, meta, now)
+        if method == "prompts/get":
+            return self._receive_get_prompt(request_id, raw_params, meta, now)
+        if method == "resources/read":
+            return self._receive_read(request_id, raw_params, meta, now)
+        if method == "completion/complete":
+            return self._receive_complete(request_id, raw_params, meta)
+        if method == "subscriptions/listen":
+            return self._receive_listen(request_id, raw_params, meta)
+        if method == "server/discover":
+            return self._result_step(request_id, self._discover_result())
         if method == "tools/list":
             _decode_params(raw_params, w.ListToolsParams)
             return self._result_step(request_id, self._list_tools_result())
-        return self._result_step(request_id, self._discover_result())
+        _decode_params(raw_params, w.PaginatedParams)
+        if method == "prompts/list":
+            result: Any = self.catalog.list_prompts(self._result_meta)
+        elif method == "resources/list":
+            result = self.catalog.list_resources(self._result_meta)
+        else:
+            result = self.catalog.list_templates(self._result_meta)
+        return self._result_step(request_id, result)
 
     def _check_headers(
         self, headers: HttpHeaders, method: str, head: w.ParamsHead, meta: w.RequestMeta
@@ -325,16 +407,9 @@ class ServerCore:
         arguments = None if params.arguments is UNSET else params.arguments
         if arguments is not None and not bytes(arguments).lstrip().startswith(b"{"):
             raise _invalid_params("Invalid params: params.arguments must be an object")
-        responses: dict[str, Raw] = {}
-        handler_state = None
-        if params.request_state is not UNSET:
-            digest = params_digest("tools/call", tool.name, _raw_bytes(arguments))
-            round_state = open_sealed(
-                self._state_key, params.request_state, method="tools/call", digest=digest, now=now
-            )
-            handler_state = round_state.handler_state
-            given = {} if params.input_responses is UNSET else params.input_responses
-            responses = _checked_responses(given, round_state.asked)
+        responses, handler_state = self._open_round(
+            "tools/call", tool.name, _raw_bytes(arguments), params, now
+        )
         call = ToolCall(
             request_id=request_id,
             tool_name=tool.name,
@@ -374,13 +449,55 @@ class ServerCore:
         except ProtocolError as error:
             return self._error_step(request_id, error)
 
+    def _open_round(
+        self,
+        method: str,
+        name: str,
+        arguments: bytes | None,
+        params: w.CallToolParams | w.GetPromptParams | w.ReadResourceParams,
+        now: float,
+    ) -> tuple[dict[str, Raw], str | None]:
+        """The checked answers and handler state a later input round carries; none for a
+        first round (no `requestState`)."""
+        if params.request_state is UNSET:
+            return {}, None
+        digest = params_digest(method, name, arguments)
+        round_state = open_sealed(
+            self._state_key, params.request_state, method=method, digest=digest, now=now
+        )
+        given = {} if params.input_responses is UNSET else params.input_responses
+        return _checked_responses(given, round_state.asked), round_state.handler_state
+
     def _input_round(
         self, request_id: w.RequestId, call: ToolCall, outcome: InputRequired, now: float
     ) -> Step:
-        _check_input_requests(call.tool_name, outcome.requests, call.client_capabilities)
-        state = RoundState(
+        digest = params_digest("tools/call", call.tool_name, _raw_bytes(call.arguments))
+        return self._ask_round(
+            request_id,
+            outcome,
             method="tools/call",
-            params_digest=params_digest("tools/call", call.tool_name, _raw_bytes(call.arguments)),
+            digest=digest,
+            what=f"Tool {call.tool_name!r}",
+            capabilities=call.client_capabilities,
+            now=now,
+        )
+
+    def _ask_round(
+        self,
+        request_id: w.RequestId,
+        outcome: InputRequired,
+        *,
+        method: str,
+        digest: str,
+        what: str,
+        capabilities: w.ClientCapabilities,
+        now: float,
+    ) -> Step:
+        """The `InputRequiredResult` of an input round, its state sealed for the next."""
+        _check_input_requests(what, outcome.requests, capabilities)
+        state = RoundState(
+            method=method,
+            params_digest=digest,
             expires_at=now + self.options.request_state_ttl_ms / 1000,
             asked={key: _method_of(request) for key, request in outcome.requests.items()},
             handler_state=outcome.state,
@@ -449,6 +566,238 @@ class ServerCore:
             meta=self._result_meta,
         )
         return self._result_step(request_id, handle, effects)
+
+    # --- prompts/get, resources/read, completion/complete ----------------------------------
+
+    def _receive_get_prompt(
+        self, request_id: w.RequestId, raw_params: Raw, meta: w.RequestMeta, now: float
+    ) -> Step:
+        params = _decode_params(raw_params, w.GetPromptParams)
+        prompt = self.catalog.prompts.get(params.name)
+        if prompt is None:
+            raise _invalid_params(f"Unknown prompt: {params.name!r}")
+        arguments = {} if params.arguments is UNSET else params.arguments
+        missing = [
+            argument.name
+            for argument in prompt.arguments
+            if argument.required is True and argument.name not in arguments
+        ]
+        if missing:
+            raise _invalid_params(
+                f"Prompt {prompt.name!r} needs the argument(s) {', '.join(map(repr, missing))}"
+            )
+        responses, handler_state = self._open_round(
+            "prompts/get", prompt.name, _prompt_arguments_bytes(arguments), params, now
+        )
+        call = PromptCall(
+            request_id=request_id,
+            prompt_name=prompt.name,
+            arguments=arguments,
+            meta=meta,
+            input_responses=responses,
+            handler_state=handler_state,
+        )
+        return Step(effects=(GetPrompt(call=call),))
+
+    def prompt_returned(self, call: PromptCall, outcome: PromptOutcome, now: float) -> Step:
+        """The handler of `call` (run for `GetPrompt`) returned `outcome`."""
+        try:
+            if isinstance(outcome, w.GetPromptResult):
+                if outcome.meta is UNSET:
+                    outcome = msgspec.structs.replace(outcome, meta=self._meta_dict)
+                return self._result_step(call.request_id, outcome)
+            if isinstance(outcome, w.ErrorObject):
+                return self._reply_error_object(call.request_id, outcome)
+            if isinstance(outcome, InputRequired):
+                arguments = _prompt_arguments_bytes(call.arguments)
+                digest = params_digest("prompts/get", call.prompt_name, arguments)
+                return self._ask_round(
+                    call.request_id,
+                    outcome,
+                    method="prompts/get",
+                    digest=digest,
+                    what=f"Prompt {call.prompt_name!r}",
+                    capabilities=call.client_capabilities,
+                    now=now,
+                )
+            raise ProtocolError(
+                INTERNAL_ERROR, f"Prompt {call.prompt_name!r} returned an unknown outcome"
+            )
+        except ProtocolError as error:
+            return self._error_step(call.request_id, error)
+
+    def _receive_read(
+        self, request_id: w.RequestId, raw_params: Raw, meta: w.RequestMeta, now: float
+    ) -> Step:
+        params = _decode_params(raw_params, w.ReadResourceParams)
+        found = self.catalog.find_resource(params.uri)
+        if found is None:
+            raise resource_not_found(params.uri)
+        responses, handler_state = self._open_round("resources/read", params.uri, None, params, now)
+        call = ResourceRead(
+            request_id=request_id,
+            uri=params.uri,
+            template=found.template,
+            variables=found.variables,
+            meta=meta,
+            input_responses=responses,
+            handler_state=handler_state,
+        )
+        return Step(effects=(ReadResource(call=call),))
+
+    def resource_returned(self, call: ResourceRead, outcome: ResourceOutcome, now: float) -> Step:
+        """The handler of `call` (run for `ReadResource`) returned `outcome`."""
+        try:
+            if isinstance(outcome, list):
+                found = self.catalog.find_resource(call.uri)
+                ttl_ms = 0 if found is None else found.ttl_ms  # unregistered while it ran
+                result = self.catalog.read_result(outcome, ttl_ms, self._result_meta)
+                return self._result_step(call.request_id, result)
+            if isinstance(outcome, w.ErrorObject):
+                return self._reply_error_object(call.request_id, outcome)
+            if isinstance(outcome, InputRequired):
+                digest = params_digest("resources/read", call.uri, None)
+                return self._ask_round(
+                    call.request_id,
+                    outcome,
+                    method="resources/read",
+                    digest=digest,
+                    what=f"Resource {call.uri!r}",
+                    capabilities=call.client_capabilities,
+                    now=now,
+                )
+            raise ProtocolError(
+                INTERNAL_ERROR, f"Resource {call.uri!r} returned an unknown outcome"
+            )
+        except ProtocolError as error:
+            return self._error_step(call.request_id, error)
+
+    def _receive_complete(
+        self, request_id: w.RequestId, raw_params: Raw, meta: w.RequestMeta
+    ) -> Step:
+        params = _decode_params(raw_params, w.CompleteParams)
+        ref = params.ref
+        if isinstance(ref, w.PromptReference):
+            if ref.name not in self.catalog.prompts:
+                raise _invalid_params(f"Unknown prompt: {ref.name!r}")
+            target = ("ref/prompt", ref.name)
+        else:
+            if ref.uri not in self.catalog.templates:
+                raise _invalid_params(f"Unknown uri template: {ref.uri!r}")
+            target = ("ref/resource", ref.uri)
+        if target not in self.catalog.completions:
+            return self._result_step(request_id, self.completion_result(w.Completion(values=[])))
+        context = UNSET if params.context is UNSET else params.context.arguments
+        call = CompletionCall(
+            request_id=request_id,
+            ref=ref,
+            argument=params.argument,
+            context={} if context is UNSET else context,
+            meta=meta,
+        )
+        return Step(effects=(Complete(call=call),))
+
+    def completion_returned(self, call: CompletionCall, outcome: CompletionOutcome) -> Step:
+        """The handler of `call` (run for `Complete`) returned `outcome`. More than
+        `MAX_COMPLETION_VALUES` values are cut to that many, with `hasMore`."""
+        if isinstance(outcome, w.ErrorObject):
+            return self._reply_error_object(call.request_id, outcome)
+        return self._result_step(call.request_id, self.completion_result(outcome))
+
+    def completion_result(self, completion: w.Completion) -> w.CompleteResult:
+        if len(completion.values) > MAX_COMPLETION_VALUES:
+            total = len(completion.values) if completion.total is UNSET else completion.total
+            completion = w.Completion(
+                values=completion.values[:MAX_COMPLETION_VALUES], total=total, has_more=True
+            )
+        return w.CompleteResult(completion=completion, meta=self._result_meta)
+
+    # --- subscriptions/listen ------------------------------------------------------------
+
+    def _receive_listen(
+        self, request_id: w.RequestId, raw_params: Raw, meta: w.RequestMeta
+    ) -> Step:
+        wanted = _decode_params(raw_params, w.ListenParams).notifications
+        for name, items in (
+            ("taskIds", wanted.task_ids),
+            ("resourceSubscriptions", wanted.resource_subscriptions),
+        ):
+            if items is not UNSET and len(items) > MAX_SUBSCRIBED_ITEMS:
+                raise _invalid_params(
+                    f"Invalid params: params.notifications.{name} names {len(items)} items, "
+                    f"at most {MAX_SUBSCRIBED_ITEMS}"
+                )
+        if wanted.task_ids is not UNSET and not meta.client_capabilities.has_tasks:
+            raise _needs_tasks_extension("Listening for task status (taskIds) needs")
+        offered = self.catalog.capabilities()
+        agreed = w.SubscriptionFilter(
+            tools_list_changed=True if wanted.tools_list_changed is True else UNSET,
+            prompts_list_changed=(
+                True if wanted.prompts_list_changed is True and "prompts" in offered else UNSET
+            ),
+            resources_list_changed=(
+                True if wanted.resources_list_changed is True and "resources" in offered else UNSET
+            ),
+            resource_subscriptions=_unset_if_empty(
+                _unique(
+                    uri
+                    for uri in wanted.resource_subscriptions or ()
+                    if self.catalog.find_resource(uri) is not None
+                )
+            ),
+            task_ids=_unset_if_empty(_unique(wanted.task_ids or ())),
+        )
+        subscription = Subscription(request_id=request_id, notifications=agreed, meta=meta)
+        return Step(effects=(Listen(subscription=subscription),))
+
+    def subscription_acknowledged(self, subscription: Subscription) -> bytes:
+        """The stream's first message: which notifications it will carry."""
+        params = {
+            "_meta": {META_SUBSCRIPTION_ID: subscription.request_id},
+            "notifications": subscription.notifications,
+        }
+        return _notification("notifications/subscriptions/acknowledged", params)
+
+    def list_changed(self, subscription: Subscription, kind: str) -> bytes | None:
+        """`notifications/<kind>/list_changed` for this stream, or None if it did not ask.
+        `kind` is "tools", "prompts" or "resources"."""
+        wanted = subscription.notifications
+        asked = {
+            "tools": wanted.tools_list_changed,
+            "prompts": wanted.prompts_list_changed,
+            "resources": wanted.resources_list_changed,
+        }[kind]
+        if asked is not True:
+            return None
+        params = {"_meta": {META_SUBSCRIPTION_ID: subscription.request_id}}
+        return _notification(LIST_CHANGED_METHODS[kind], params)
+
+    def resource_updated(self, subscription: Subscription, uri: str) -> bytes | None:
+        """`notifications/resources/updated` for this stream, or None if it did not ask."""
+        if uri not in (subscription.notifications.resource_subscriptions or ()):
+            return None
+        params = {"_meta": {META_SUBSCRIPTION_ID: subscription.request_id}, "uri": uri}
+        return _notification("notifications/resources/updated", params)
+
+    def task_changed(self, subscription: Subscription, record: TaskRecord) -> bytes | None:
+        """`notifications/tasks` with the task's full state (as `tasks/get` shows it), or
+        None if this stream did not ask about this task."""
+        if record.task_id not in (subscription.notifications.task_ids or ()):
+            return None
+        params = msgspec.to_builtins(self._detailed_task(record))
+        params.pop("resultType", None)
+        params["_meta"] = {META_SUBSCRIPTION_ID: subscription.request_id}
+        return _notification("notifications/tasks", params)
+
+    def subscription_ended(self, subscription: Subscription) -> Reply:
+        """The response that ends a stream gracefully (the server is shutting down)."""
+        meta = {**self._meta_dict, META_SUBSCRIPTION_ID: subscription.request_id}
+        body = w.json_encoder.encode(
+            w.ResultResponse(
+                id=subscription.request_id, result={"resultType": "complete", "_meta": meta}
+            )
+        )
+        return Reply(body=body, request_id=subscription.request_id)
 
     # --- tasks/get, tasks/update, tasks/cancel ------------------------------------------
 
@@ -578,7 +927,7 @@ class ServerCore:
     def _ask(self, record: TaskRecord, outcome: InputRequired, now: float) -> TaskRecord:
         meta = record.request_meta
         capabilities = w.ClientCapabilities() if meta is None else meta.client_capabilities
-        _check_input_requests(record.tool_name, outcome.requests, capabilities)
+        _check_input_requests(f"Tool {record.tool_name!r}", outcome.requests, capabilities)
         reused = sorted(key for key in outcome.requests if key in record.issued_keys)
         if reused:
             raise ProtocolError(
@@ -618,7 +967,12 @@ class ServerCore:
     def _discover_result(self) -> w.DiscoverResult:
         return w.DiscoverResult(
             supported_versions=list(w.SUPPORTED_VERSIONS),
-            capabilities={"tools": {}, "extensions": {w.TASKS_EXTENSION: {}}},
+            capabilities={
+                "tools": {"listChanged": True},
+                **self.catalog.capabilities(),
+                "logging": {},
+                "extensions": {w.TASKS_EXTENSION: {}},
+            },
             ttl_ms=self.options.discover_ttl_ms,
             cache_scope=self.options.cache_scope,
             instructions=_unset_if_none(self.options.instructions),
@@ -698,6 +1052,27 @@ def _decode_message(data: bytes) -> w.IncomingMessage:
         raise RemoteProtocolError(INVALID_REQUEST, f"Invalid request: {_TOO_DEEP}") from None
 
 
+def resource_not_found(uri: str) -> RemoteProtocolError:
+    """The error for a `resources/read` of a uri nothing on the server names."""
+    return RemoteProtocolError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+
+
+def _prompt_arguments_bytes(arguments: dict[str, str]) -> bytes:
+    return msgspec.json.encode(arguments)
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _unset_if_empty(items: list[str]) -> list[str] | Any:
+    return items if items else UNSET
+
+
+def _notification(method: str, params: dict[str, Any]) -> bytes:
+    return w.json_encoder.encode({"jsonrpc": "2.0", "method": method, "params": params})
+
+
 def _is_request_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
@@ -723,11 +1098,13 @@ def _needs_tasks_extension(what: str) -> RemoteProtocolError:
 
 
 def _check_input_requests(
-    tool_name: str, requests: dict[str, w.InputRequest], capabilities: w.ClientCapabilities
+    what: str, requests: dict[str, w.InputRequest], capabilities: w.ClientCapabilities
 ) -> None:
-    """A server may only ask what this request's client declared it can answer."""
+    """A server may only ask what this request's client declared it can answer.
+
+    `what` names the asker, e.g. "Tool 'deploy'" or "Prompt 'review'"."""
     if not requests:
-        raise ProtocolError(INTERNAL_ERROR, f"Tool {tool_name!r} asked for input with no request")
+        raise ProtocolError(INTERNAL_ERROR, f"{what} asked for input with no request")
     for request in requests.values():
         if isinstance(request, w.ElicitRequest):
             mode = request.params.effective_mode
@@ -735,22 +1112,22 @@ def _check_input_requests(
             if getattr(request.params, needs) is UNSET:
                 raise ProtocolError(
                     INTERNAL_ERROR,
-                    f"Tool {tool_name!r} asked a {mode}-mode elicitation without {needs}",
+                    f"{what} asked a {mode}-mode elicitation without {needs}",
                 )
             if not capabilities.has_elicitation(mode):
                 needed: dict[str, Any] = {"elicitation": {} if mode == "form" else {mode: {}}}
-                raise _missing_capability(tool_name, f"elicitation ({mode} mode)", needed)
+                raise _missing_capability(what, f"elicitation ({mode} mode)", needed)
         elif isinstance(request, w.CreateMessageRequest):
             if not capabilities.has_sampling:
-                raise _missing_capability(tool_name, "sampling", {"sampling": {}})
+                raise _missing_capability(what, "sampling", {"sampling": {}})
         elif not capabilities.has_roots:
-            raise _missing_capability(tool_name, "roots", {"roots": {}})
+            raise _missing_capability(what, "roots", {"roots": {}})
 
 
-def _missing_capability(tool_name: str, what: str, needed: dict[str, Any]) -> ProtocolError:
+def _missing_capability(asker: str, what: str, needed: dict[str, Any]) -> ProtocolError:
     return ProtocolError(
         MISSING_REQUIRED_CLIENT_CAPABILITY,
-        f"Tool {tool_name!r} needs the client capability {what}, which this request lacks",
+        f"{asker} needs the client capability {what}, which this request lacks",
         {"requiredCapabilities": needed},
     )
 

@@ -310,6 +310,68 @@ class CallToolParams(_Wire):
     request_state: str | UnsetType = UNSET
 
 
+class PaginatedParams(_Wire):
+    """prompts/list, resources/list, resources/templates/list (one page: no cursor needed)."""
+
+    meta: RequestMeta = field(name="_meta")
+    cursor: str | UnsetType = UNSET
+
+
+class GetPromptParams(_Wire):
+    name: str
+    meta: RequestMeta = field(name="_meta")
+    arguments: dict[str, str] | UnsetType = UNSET
+    input_responses: dict[str, Raw] | UnsetType = UNSET
+    request_state: str | UnsetType = UNSET
+
+
+class ReadResourceParams(_Wire):
+    uri: str
+    meta: RequestMeta = field(name="_meta")
+    input_responses: dict[str, Raw] | UnsetType = UNSET
+    request_state: str | UnsetType = UNSET
+
+
+class PromptReference(_Frozen, tag_field="type", tag="ref/prompt", frozen=True):
+    name: str
+
+
+class ResourceTemplateReference(_Frozen, tag_field="type", tag="ref/resource", frozen=True):
+    uri: str
+
+
+class CompletionArgument(_Frozen, frozen=True):
+    name: str
+    value: str
+
+
+class CompletionContext(_Frozen, frozen=True):
+    arguments: dict[str, str] | UnsetType = UNSET
+
+
+class CompleteParams(_Wire):
+    ref: PromptReference | ResourceTemplateReference
+    argument: CompletionArgument
+    meta: RequestMeta = field(name="_meta")
+    context: CompletionContext | UnsetType = UNSET
+
+
+class SubscriptionFilter(_Frozen, frozen=True):
+    """What a `subscriptions/listen` stream carries; every kind is opt-in."""
+
+    tools_list_changed: bool | UnsetType = UNSET
+    prompts_list_changed: bool | UnsetType = UNSET
+    resources_list_changed: bool | UnsetType = UNSET
+    resource_subscriptions: list[str] | UnsetType = UNSET
+    task_ids: list[str] | UnsetType = UNSET
+    """Tasks extension: `notifications/tasks` for these tasks."""
+
+
+class ListenParams(_Wire):
+    notifications: SubscriptionFilter
+    meta: RequestMeta = field(name="_meta")
+
+
 class GetTaskParams(_Wire):
     task_id: str
     meta: RequestMeta = field(name="_meta")
@@ -363,6 +425,105 @@ class ListToolsResult(_Wire):
     ttl_ms: int
     cache_scope: Literal["public", "private"]
     next_cursor: str | UnsetType = UNSET
+    result_type: str = "complete"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
+class PromptArgument(_Frozen, frozen=True):
+    name: str
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    required: bool | UnsetType = UNSET
+
+
+class Prompt(_Frozen, frozen=True):
+    name: str
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    arguments: list[PromptArgument] | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+class PromptMessage(_Frozen, frozen=True):
+    role: Literal["user", "assistant"]
+    content: ContentBlock
+
+    @classmethod
+    def user(cls, text: str) -> PromptMessage:
+        return cls(role="user", content=TextContent(text=text))
+
+
+class GetPromptResult(_Frozen, frozen=True):
+    messages: list[PromptMessage]
+    description: str | UnsetType = UNSET
+    result_type: str = "complete"
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+class ListPromptsResult(_Wire):
+    prompts: list[Prompt]
+    ttl_ms: int
+    cache_scope: Literal["public", "private"]
+    next_cursor: str | UnsetType = UNSET
+    result_type: str = "complete"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
+class Resource(_Frozen, frozen=True):
+    uri: str
+    name: str
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    mime_type: str | UnsetType = UNSET
+    size: int | UnsetType = UNSET
+    annotations: dict[str, Any] | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+class ResourceTemplate(_Frozen, frozen=True):
+    uri_template: str
+    name: str
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    mime_type: str | UnsetType = UNSET
+    annotations: dict[str, Any] | UnsetType = UNSET
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+class ListResourcesResult(_Wire):
+    resources: list[Resource]
+    ttl_ms: int
+    cache_scope: Literal["public", "private"]
+    next_cursor: str | UnsetType = UNSET
+    result_type: str = "complete"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
+class ListResourceTemplatesResult(_Wire):
+    resource_templates: list[ResourceTemplate]
+    ttl_ms: int
+    cache_scope: Literal["public", "private"]
+    next_cursor: str | UnsetType = UNSET
+    result_type: str = "complete"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
+class ReadResourceResult(_Wire):
+    contents: list[ResourceContents]
+    ttl_ms: int
+    cache_scope: Literal["public", "private"]
+    result_type: str = "complete"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
+class Completion(_Frozen, frozen=True):
+    values: list[str]
+    total: int | UnsetType = UNSET
+    has_more: bool | UnsetType = UNSET
+
+
+class CompleteResult(_Wire):
+    completion: Completion
     result_type: str = "complete"
     meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
 
