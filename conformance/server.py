@@ -3,10 +3,11 @@
 `python conformance/server.py --port N` serves Streamable HTTP on http://127.0.0.1:N/mcp
 (`--port 0` picks a free port; the bound one is logged). Logs go to stderr only.
 
-For now it serves the Tasks extension fixtures (the `tasks-*` scenarios): the tools of
+It serves the Tasks extension fixtures (the `tasks-*` scenarios), which are the tools of
 examples/jobs.py (greet, slow_compute, failing_job, protocol_error_job, confirm_delete,
-multi_input, test_tool_with_task), loaded by path so there is one definition of them. Only
-the library's public API is used.
+multi_input, test_tool_with_task), and the base 2026-07-28 fixtures of base_fixtures.py
+(tools, resources, prompts, completion, MRTR, list-changed triggers). Both are loaded by
+path so each has one definition. Only the library's public API is used.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ from mcp_tasks import Server
 from mcp_tasks.transports import serve_http
 
 HOST = "127.0.0.1"  # loopback only
-JOBS = Path(__file__).resolve().parent.parent / "examples" / "jobs.py"
+HERE = Path(__file__).resolve().parent
+JOBS = HERE.parent / "examples" / "jobs.py"
+BASE_FIXTURES = HERE / "base_fixtures.py"
 
 logger = logging.getLogger("conformance.server")
 
 
 def _load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_conformance_jobs", path)
+    spec = importlib.util.spec_from_file_location(f"_conformance_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
@@ -41,10 +44,11 @@ def _load(path: Path) -> ModuleType:
 
 
 def build_server() -> Server:
-    """The examples/jobs.py server: it already declares the suite's tasks fixture tools."""
+    """The examples/jobs.py server (the tasks fixture tools) with the base fixtures added."""
     server = _load(JOBS).server
     if not isinstance(server, Server):
         raise SystemExit(f"{JOBS}: `server` is not a mcp_tasks.Server")
+    _load(BASE_FIXTURES).register(server)
     return server
 
 

@@ -39,7 +39,7 @@ server = Server("jobs", "0.1.0", tasks=TaskOptions(ttl_ms=600_000, poll_interval
 
 
 class Greeting(msgspec.Struct):
-    name: str
+    name: str = "world"
 
 
 class SlowArgs(msgspec.Struct):

@@ -176,7 +176,7 @@ class _Resource:
     mime_type: str | None
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: the server keeps a set of them
 class _Listener:
     subscription: Subscription
     wake: trio.Event = field(default_factory=trio.Event)
@@ -363,7 +363,7 @@ class Server:
             decoder = None if args_type is None else msgspec.json.Decoder(args_type)
             self.core.add_tool(spec)
             self._tools[spec.name] = _Tool(spec, handler, args_type, decoder)
-            self._publish_list_changed("tools")
+            self.notify_list_changed("tools")
             return handler
 
         return register
@@ -373,7 +373,7 @@ class Server:
         already running go on to their end."""
         self.core.remove_tool(name)
         del self._tools[name]
-        self._publish_list_changed("tools")
+        self.notify_list_changed("tools")
 
     # --- prompts -------------------------------------------------------------------------
 
@@ -401,7 +401,7 @@ class Server:
             decoder = None if args_type is None else msgspec.json.Decoder(args_type)
             self.core.catalog.add_prompt(spec)
             self._prompts[spec.name] = _Prompt(spec, handler, decoder)
-            self._publish_list_changed("prompts")
+            self.notify_list_changed("prompts")
             return handler
 
         return register
@@ -411,7 +411,7 @@ class Server:
         del self._prompts[name]
         self._completions.pop(("ref/prompt", name), None)
         self.core.catalog.completions.discard(("ref/prompt", name))
-        self._publish_list_changed("prompts")
+        self.notify_list_changed("prompts")
 
     # --- resources -----------------------------------------------------------------------
 
@@ -444,7 +444,7 @@ class Server:
             )
             self.core.catalog.add_resource(spec)
             self._resources[uri] = _Resource(handler, mime_type)
-            self._publish_list_changed("resources")
+            self.notify_list_changed("resources")
             return handler
 
         return register
@@ -452,7 +452,7 @@ class Server:
     def remove_resource(self, uri: str) -> None:
         self.core.catalog.remove_resource(uri)
         del self._resources[uri]
-        self._publish_list_changed("resources")
+        self.notify_list_changed("resources")
 
     def resource_template(
         self,
@@ -487,7 +487,7 @@ class Server:
                 )
             self.core.catalog.add_template(spec)
             self._resources[uri_template] = _Resource(handler, mime_type)
-            self._publish_list_changed("resources")
+            self.notify_list_changed("resources")
             return handler
 
         return register
@@ -812,7 +812,10 @@ class Server:
         """How many `subscriptions/listen` streams are open."""
         return len(self._listeners)
 
-    def _publish_list_changed(self, kind: str) -> None:
+    def notify_list_changed(self, kind: typing.Literal["tools", "prompts", "resources"]) -> None:
+        """Tell the `subscriptions/listen` streams that asked that a list changed. The
+        server does this itself on each registration and removal; call it when what a list
+        shows changed some other way."""
         for listener in self._listeners:
             listener.push(self.core.list_changed(listener.subscription, kind))
 

@@ -12,6 +12,9 @@ from msgspec import UNSET, Struct, UnsetType, field
 from ._wire import Prompt, PromptArgument, Resource, ResourceTemplate, Tool
 
 TaskSupport = Literal["none", "optional", "required"]
+X_MCP_HEADER: Final = "x-mcp-header"
+"""The `inputSchema` property annotation naming the `Mcp-Param-*` header of an argument."""
+_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token
 
 
 class TaskOptions(Struct, frozen=True, kw_only=True):
@@ -67,6 +70,28 @@ class ToolSpec(Struct, frozen=True, kw_only=True):
             )
         if self.input_schema.get("type") != "object":
             raise ValueError(f"tool {self.name!r}: input_schema must have type 'object'")
+        self.header_params()  # refuses a malformed x-mcp-header annotation now
+
+    def header_params(self) -> dict[str, str]:
+        """Argument name -> the `Mcp-Param-{Name}` header that mirrors it over HTTP, from
+        the `x-mcp-header` annotations on the top-level properties of `input_schema`."""
+        properties = self.input_schema.get("properties")
+        if not isinstance(properties, dict):
+            return {}
+        found: dict[str, str] = {}
+        for argument, schema in properties.items():
+            if not isinstance(schema, dict) or X_MCP_HEADER not in schema:
+                continue
+            header = schema[X_MCP_HEADER]
+            where = f"tool {self.name!r}, argument {argument!r}"
+            if not isinstance(header, str) or not _TOKEN.fullmatch(header):
+                raise ValueError(f"{where}: x-mcp-header must be an HTTP token, not {header!r}")
+            if schema.get("type") not in ("string", "integer", "boolean"):
+                raise ValueError(f"{where}: x-mcp-header needs type string, integer or boolean")
+            if header.lower() in (known.lower() for known in found.values()):
+                raise ValueError(f"{where}: x-mcp-header {header!r} is used twice")
+            found[argument] = header
+        return found
 
     def to_wire(self) -> Tool:
         return Tool(

@@ -129,6 +129,8 @@ class HttpHeaders(Struct, frozen=True, kw_only=True):
     protocol_version: str | None = None
     method: str | None = None
     name: str | None = None
+    params: dict[str, str] | None = None
+    """`Mcp-Param-{Name}` headers by lower-cased Name (None: the request had none)."""
 
 
 _SECOND_PREFIXES: dict[int, str] = {}
@@ -152,7 +154,7 @@ def iso_utc(when: float) -> str:
     return f"{prefix}.{micros // 1000:03d}Z"
 
 
-def _decode_header_value(value: str) -> str:
+def _decode_header_value(value: str, name: str = "Mcp-Name") -> str:
     value = value.strip()
     start, end = w.BASE64_HEADER_PREFIX, w.BASE64_HEADER_SUFFIX
     if value.startswith(start) and value.endswith(end) and len(value) >= len(start) + len(end):
@@ -160,7 +162,7 @@ def _decode_header_value(value: str) -> str:
             return base64.b64decode(value[len(start) : -len(end)], validate=True).decode("utf-8")
         except ValueError:  # binascii.Error, UnicodeDecodeError, non-ASCII text
             raise RemoteProtocolError(
-                HEADER_MISMATCH, "Mcp-Name header holds invalid =?base64?...?= text"
+                HEADER_MISMATCH, f"{name} header holds invalid =?base64?...?= text"
             ) from None
     return value
 
@@ -206,6 +208,8 @@ class ServerCore:
         self._meta_dict: dict[str, Any] = msgspec.to_builtins(self._result_meta)
         self._tools: dict[str, ToolSpec] = {}
         self._tools_result: w.ListToolsResult | None = None
+        self._header_params: dict[str, dict[str, str]] = {}
+        """Tool name -> argument -> its `Mcp-Param-*` header name (annotated tools only)."""
         self.catalog = Catalog(
             ttl_ms=self.options.discover_ttl_ms, cache_scope=self.options.cache_scope
         )
@@ -220,9 +224,13 @@ class ServerCore:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
         self._tools_result = None
+        header_params = tool.header_params()
+        if header_params:
+            self._header_params[tool.name] = header_params
 
     def remove_tool(self, name: str) -> None:
         del self._tools[name]
+        self._header_params.pop(name, None)
         self._tools_result = None
 
     @property
@@ -320,7 +328,7 @@ class ServerCore:
         if method in TASK_METHODS:
             return self._receive_task_request(request_id, method, raw_params, meta)
         if method == "tools/call":
-            return self._receive_call(request_id, raw_params, meta, now)
+            return self._receive_call(request_id, raw_params, meta, now, headers)
         if method == "prompts/get":
             return self._receive_get_prompt(request_id, raw_params, meta, now)
         if method == "resources/read":
@@ -396,7 +404,12 @@ class ServerCore:
         return Step(effects=(FetchTask(request=request),))
 
     def _receive_call(
-        self, request_id: w.RequestId, raw_params: Raw, meta: w.RequestMeta, now: float
+        self,
+        request_id: w.RequestId,
+        raw_params: Raw,
+        meta: w.RequestMeta,
+        now: float,
+        headers: HttpHeaders | None,
     ) -> Step:
         params = _decode_params(raw_params, w.CallToolParams)
         tool = self._tools.get(params.name)
@@ -407,6 +420,9 @@ class ServerCore:
         arguments = None if params.arguments is UNSET else params.arguments
         if arguments is not None and not bytes(arguments).lstrip().startswith(b"{"):
             raise _invalid_params("Invalid params: params.arguments must be an object")
+        header_params = self._header_params.get(tool.name)
+        if header_params is not None and headers is not None:
+            _check_param_headers(header_params, headers.params or {}, arguments)
         responses, handler_state = self._open_round(
             "tools/call", tool.name, _raw_bytes(arguments), params, now
         )
@@ -457,10 +473,15 @@ class ServerCore:
         params: w.CallToolParams | w.GetPromptParams | w.ReadResourceParams,
         now: float,
     ) -> tuple[dict[str, Raw], str | None]:
-        """The checked answers and handler state a later input round carries; none for a
-        first round (no `requestState`)."""
+        """The answers and handler state an input round carries.
+
+        With a `requestState` (a round this server asked), the answers are those to the
+        keys it asked, each checked against its request. Without one, answers are taken as
+        given (a client may answer before it is asked): the handler's typed reading
+        (`ctx.elicit_response(key)`) still refuses an answer of the wrong shape."""
         if params.request_state is UNSET:
-            return {}, None
+            given = {} if params.input_responses is UNSET else params.input_responses
+            return {key: answer.copy() for key, answer in given.items()}, None
         digest = params_digest(method, name, arguments)
         round_state = open_sealed(
             self._state_key, params.request_state, method=method, digest=digest, now=now
@@ -1050,6 +1071,41 @@ def _decode_message(data: bytes) -> w.IncomingMessage:
         ) from None
     except RecursionError:
         raise RemoteProtocolError(INVALID_REQUEST, f"Invalid request: {_TOO_DEEP}") from None
+
+
+def _check_param_headers(
+    header_params: dict[str, str], given: dict[str, str], arguments: Raw | None
+) -> None:
+    """Each annotated argument in the body must be mirrored, exactly, by its header; a
+    header without its argument is a mismatch too."""
+    values = {} if arguments is None else msgspec.json.decode(arguments)
+    for argument, header in header_params.items():
+        value = values.get(argument)
+        sent = given.get(header.lower())
+        if value is None and sent is None:
+            continue
+        name = f"Mcp-Param-{header}"
+        if sent is None:
+            raise RemoteProtocolError(
+                HEADER_MISMATCH, f"{name} header is missing (it must carry arguments.{argument})"
+            )
+        if value is None:
+            raise RemoteProtocolError(
+                HEADER_MISMATCH, f"{name} header is sent but arguments.{argument} is not"
+            )
+        if _decode_header_value(sent, name) != _header_text(value):
+            raise RemoteProtocolError(
+                HEADER_MISMATCH, f"{name} header does not match arguments.{argument}"
+            )
+
+
+def _header_text(value: Any) -> str | None:
+    """How an argument value reads in its header: None for a type headers cannot carry."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | str):
+        return str(value)
+    return None
 
 
 def resource_not_found(uri: str) -> RemoteProtocolError:

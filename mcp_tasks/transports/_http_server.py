@@ -75,6 +75,7 @@ _READ_HEADERS: Final = frozenset(
         b"mcp-name",
     }
 )
+_PARAM_PREFIX: Final = b"mcp-param-"
 _JSON: Final = (b"content-type", b"application/json")
 _CLOSE: Final = (b"connection", b"close")
 _SSE_HEADERS: Final = [
@@ -214,6 +215,7 @@ class _Serving:
     def start_drain(self) -> None:
         logger.info("draining %d connection(s)", len(self.connections))
         self.draining = True
+        self.server.end_subscriptions()  # listen streams would otherwise hold the drain
         self._hold.deadline = trio.current_time() + self.config.drain_timeout_seconds
         self._drain_started.set()
         for connection in list(self.connections):
@@ -402,10 +404,15 @@ class _Connection:
     async def _answer(self, request: h11.Request) -> None:
         self._method = request.method
         found: dict[bytes, bytes] = {}
+        params: dict[str, str] = {}
         for raw_name, value in request.headers.raw_items():  # cheaper than iterating
             name = raw_name.lower()
             if name in _READ_HEADERS:
                 found[name] = found[name] + b", " + value if name in found else value
+            elif name.startswith(_PARAM_PREFIX):  # few: h11 bounds the head's size
+                key = name[len(_PARAM_PREFIX) :].decode("ascii", "surrogateescape")
+                text = value.decode("ascii", "surrogateescape")
+                params[key] = params[key] + ", " + text if key in params else text
         refusal = self.serving.refusal_for(request, found)
         if self.h11.they_are_waiting_for_100_continue:
             if refusal is not None:
@@ -420,7 +427,7 @@ class _Connection:
         if refusal is not None:
             await self._refuse(refusal, close=False)  # the body was read: keep the connection
             return
-        await self._call_server(found, body)
+        await self._call_server(found, body, params)
 
     async def _read_body(self, content_length: bytes | None) -> bytes:
         limit = self.config.max_body_bytes
@@ -443,11 +450,14 @@ class _Connection:
 
     # --- the server's answer -------------------------------------------------------------
 
-    async def _call_server(self, found: dict[bytes, bytes], body: bytes) -> None:
+    async def _call_server(
+        self, found: dict[bytes, bytes], body: bytes, params: dict[str, str]
+    ) -> None:
         headers = HttpHeaders(
             protocol_version=_text(found.get(b"mcp-protocol-version")),
             method=_text(found.get(b"mcp-method")),
             name=_text(found.get(b"mcp-name")),
+            params=params or None,
         )
         self._streaming = False
         self._sse_allowed = _accepts_event_stream(found.get(b"accept"))
