@@ -675,9 +675,17 @@ def test_request_state_from_another_key_is_refused(make_harness: type[Harness]) 
     assert "integrity" in error_of(_retry(h, _round_one(other)))["message"]
 
 
-def test_answers_without_request_state_are_not_trusted(h: Harness) -> None:
+def test_answers_without_request_state_reach_the_handler_without_its_state(h: Harness) -> None:
+    # A client may answer before it is asked (the conformance suite does); with no sealed
+    # round there is no handler state, and nothing says which request a key answered.
     answer = {"who": {"action": "accept", "content": {"name": "A"}}}
-    result = h.call("ask_then_task", {}, caps=ALL_CAPS, extra={"inputResponses": answer})
+    result = h.call("greet_after_asking", {}, caps=ALL_CAPS, extra={"inputResponses": answer})
+    assert result["result"]["content"][0]["text"] == "Hello, A! (None)"
+
+
+def test_a_wrong_shaped_unsolicited_answer_is_asked_again(h: Harness) -> None:
+    answer = {"who": 12345}
+    result = h.call("greet_after_asking", {}, caps=ALL_CAPS, extra={"inputResponses": answer})
     assert result["result"]["resultType"] == "input_required"
 
 

@@ -62,6 +62,18 @@ def ask_then_task(call: ToolCall) -> ToolOutcome:
     return CallToolResult.text(f"Hello, {name}! ({call.handler_state})")
 
 
+def greet_after_asking(call: ToolCall) -> ToolOutcome:
+    """Asks a name in an input round, then greets (no task)."""
+    raw = call.input_responses.get("who")
+    try:
+        answer = None if raw is None else msgspec.json.decode(raw, type=ElicitResult)
+    except msgspec.ValidationError:
+        answer = None
+    if answer is None or not isinstance(answer.content, dict):
+        return InputRequired(requests={"who": ask_name()}, state="round-1")
+    return CallToolResult.text(f"Hello, {answer.content['name']}! ({call.handler_state})")
+
+
 def needs_sampling(call: ToolCall) -> ToolOutcome:
     message = SamplingMessage(role="user", content={"type": "text", "text": "hi"})
     return InputRequired(
@@ -94,6 +106,7 @@ TOOLS: dict[str, tuple[ToolSpec, Handler]] = {
     "slow": (ToolSpec(name="slow", task_support="optional"), slow),
     "required_job": (ToolSpec(name="required_job", task_support="required"), start_anyway),
     "ask_then_task": (ToolSpec(name="ask_then_task", task_support="required"), ask_then_task),
+    "greet_after_asking": (ToolSpec(name="greet_after_asking"), greet_after_asking),
     "needs_sampling": (ToolSpec(name="needs_sampling"), needs_sampling),
     "needs_roots": (ToolSpec(name="needs_roots"), needs_roots),
     "fails": (ToolSpec(name="fails"), fails),
