@@ -1,0 +1,125 @@
+"""Summarise a conformance/run: one table row per scenario run, and the verdict.
+
+    python conformance/summary.py RESULTS BASELINE REQUIREMENTS_EXIT [SCENARIO=EXIT ...]
+
+RESULTS holds `alone/` (scenarios run one by one) and `requirements/` (the
+`--requirements` run), each with the suite's `server-<scenario>-<timestamp>/checks.json`.
+A FAILURE or WARNING counts as unexpected unless conformance/baseline.yml lists the
+scenario or `scenario:check`; scored or not, it fails the run. Prints Markdown tables (also
+written to RESULTS/summary.md) and exits 1 on anything unexpected.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+_RUN_DIR = re.compile(r"^server-(?P<scenario>.+)-(?P<at>\d{4}-\d{2}-\d{2}T[\d-]+Z)$")
+_GROUP = re.compile(r"^  (?P<why>[a-z-]+) \(\d+\):$")
+_MEMBER = re.compile(r"^    - (?P<scenario>\S+) \[server\]$")
+BAD = ("FAILURE", "WARNING")
+
+
+def _baseline(path: Path) -> set[str]:
+    entries = set()
+    for line in path.read_text().splitlines():
+        entry = line.split("#", 1)[0].strip()
+        if entry.startswith("- "):
+            entries.add(entry[2:].strip())
+    return entries
+
+
+def _runs(folder: Path) -> list[tuple[str, list[dict[str, object]]]]:
+    """(scenario, checks) of each run in `folder`, in the order they ran."""
+    found = []
+    for checks in folder.glob("server-*/checks.json"):
+        match = _RUN_DIR.match(checks.parent.name)
+        if match is not None:
+            found.append((match["at"], match["scenario"], json.loads(checks.read_text())))
+    return [(scenario, checks) for _, scenario, checks in sorted(found)]
+
+
+def _not_scored(listing: Path) -> dict[str, str]:
+    """Scenario -> why it is not scored, from `conformance list --requirements`."""
+    if not listing.exists():
+        return {}
+    _, _, tail = listing.read_text().partition("never scored:")
+    notes: dict[str, str] = {}
+    why = ""
+    for line in tail.splitlines():
+        group, member = _GROUP.match(line), _MEMBER.match(line)
+        if group is not None:
+            why = group["why"]
+        elif member is not None:
+            notes[member["scenario"]] = why
+    return notes
+
+
+def _table(
+    rows: list[tuple[str, list[dict[str, object]]]], baseline: set[str], notes: dict[str, str]
+) -> tuple[list[str], int]:
+    head = ("scenario", "scored", "passed", "failed", "warn", "skipped", "checks", "verdict")
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    unexpected = 0
+    for scenario, checks in rows:
+        count = {status: 0 for status in ("SUCCESS", "FAILURE", "WARNING", "SKIPPED", "INFO")}
+        bad = []
+        for check in checks:
+            status = str(check.get("status"))
+            count[status] = count.get(status, 0) + 1
+            listed = scenario in baseline or f"{scenario}:{check.get('id')}" in baseline
+            if status in BAD and not listed:
+                bad.append(f"{check.get('id')} ({status})")
+        unexpected += len(bad)
+        verdict = "ok" if not bad else "UNEXPECTED: " + ", ".join(bad)
+        scored = "no (" + notes[scenario] + ")" if scenario in notes else "yes"
+        cells = (
+            scenario,
+            scored,
+            count["SUCCESS"],
+            count["FAILURE"],
+            count["WARNING"],
+            count["SKIPPED"],
+            len(checks),
+            verdict,
+        )
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    passed = sum(1 for _, checks in rows for c in checks if c.get("status") == "SUCCESS")
+    total = sum(len(checks) for _, checks in rows)
+    lines.append("")
+    lines.append(f"{passed}/{total} checks passed, {unexpected} unexpected failure(s)/warning(s)")
+    return lines, unexpected
+
+
+def main(argv: list[str]) -> int:
+    results, baseline_path, requirements_exit, *exits = argv
+    baseline = _baseline(Path(baseline_path))
+    root = Path(results)
+    out: list[str] = []
+    unexpected = 0
+    notes = _not_scored(root / "requirements-list.txt")
+    alone = _runs(root / "alone")
+    if alone:
+        lines, bad = _table(alone, baseline, notes)
+        out += ["### Each scenario alone", "", *lines, ""]
+        unexpected += bad
+    suite_exits = [item.rsplit("=", 1) for item in exits]
+    failed_exits = [f"{name} (exit {code})" for name, code in suite_exits if code != "0"]
+    if requirements_exit != "-":
+        lines, bad = _table(_runs(root / "requirements"), baseline, notes)
+        out += ["### --requirements 2026-07-28", "", *lines, ""]
+        unexpected += bad
+        if requirements_exit != "0":
+            failed_exits.append(f"--requirements (exit {requirements_exit})")
+    if failed_exits:
+        out.append("suite exit codes not 0: " + ", ".join(failed_exits))
+    text = "\n".join(out)
+    print(text)
+    (root / "summary.md").write_text(text + "\n")
+    return 1 if unexpected or failed_exits else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
