@@ -622,28 +622,45 @@ class ServerCore:
 
     def prompt_returned(self, call: PromptCall, outcome: PromptOutcome, now: float) -> Step:
         """The handler of `call` (run for `GetPrompt`) returned `outcome`."""
+        if isinstance(outcome, w.GetPromptResult):
+            if outcome.meta is UNSET:
+                outcome = msgspec.structs.replace(outcome, meta=self._meta_dict)
+            return self._result_step(call.request_id, outcome)
+        arguments = _prompt_arguments_bytes(call.arguments)
+        return self._error_or_round(
+            call,
+            outcome,
+            method="prompts/get",
+            digest=params_digest("prompts/get", call.prompt_name, arguments),
+            what=f"Prompt {call.prompt_name!r}",
+            now=now,
+        )
+
+    def _error_or_round(
+        self,
+        call: PromptCall | ResourceRead,
+        outcome: object,
+        *,
+        method: str,
+        digest: str,
+        what: str,
+        now: float,
+    ) -> Step:
+        """The reply to a prompt or resource handler's error or `InputRequired`."""
         try:
-            if isinstance(outcome, w.GetPromptResult):
-                if outcome.meta is UNSET:
-                    outcome = msgspec.structs.replace(outcome, meta=self._meta_dict)
-                return self._result_step(call.request_id, outcome)
             if isinstance(outcome, w.ErrorObject):
                 return self._reply_error_object(call.request_id, outcome)
             if isinstance(outcome, InputRequired):
-                arguments = _prompt_arguments_bytes(call.arguments)
-                digest = params_digest("prompts/get", call.prompt_name, arguments)
                 return self._ask_round(
                     call.request_id,
                     outcome,
-                    method="prompts/get",
+                    method=method,
                     digest=digest,
-                    what=f"Prompt {call.prompt_name!r}",
+                    what=what,
                     capabilities=call.client_capabilities,
                     now=now,
                 )
-            raise ProtocolError(
-                INTERNAL_ERROR, f"Prompt {call.prompt_name!r} returned an unknown outcome"
-            )
+            raise ProtocolError(INTERNAL_ERROR, f"{what} returned an unknown outcome")
         except ProtocolError as error:
             return self._error_step(call.request_id, error)
 
@@ -668,30 +685,19 @@ class ServerCore:
 
     def resource_returned(self, call: ResourceRead, outcome: ResourceOutcome, now: float) -> Step:
         """The handler of `call` (run for `ReadResource`) returned `outcome`."""
-        try:
-            if isinstance(outcome, list):
-                found = self.catalog.find_resource(call.uri)
-                ttl_ms = 0 if found is None else found.ttl_ms  # unregistered while it ran
-                result = self.catalog.read_result(outcome, ttl_ms, self._result_meta)
-                return self._result_step(call.request_id, result)
-            if isinstance(outcome, w.ErrorObject):
-                return self._reply_error_object(call.request_id, outcome)
-            if isinstance(outcome, InputRequired):
-                digest = params_digest("resources/read", call.uri, None)
-                return self._ask_round(
-                    call.request_id,
-                    outcome,
-                    method="resources/read",
-                    digest=digest,
-                    what=f"Resource {call.uri!r}",
-                    capabilities=call.client_capabilities,
-                    now=now,
-                )
-            raise ProtocolError(
-                INTERNAL_ERROR, f"Resource {call.uri!r} returned an unknown outcome"
-            )
-        except ProtocolError as error:
-            return self._error_step(call.request_id, error)
+        if isinstance(outcome, list):
+            found = self.catalog.find_resource(call.uri)
+            ttl_ms = 0 if found is None else found.ttl_ms  # unregistered while it ran
+            result = self.catalog.read_result(outcome, ttl_ms, self._result_meta)
+            return self._result_step(call.request_id, result)
+        return self._error_or_round(
+            call,
+            outcome,
+            method="resources/read",
+            digest=params_digest("resources/read", call.uri, None),
+            what=f"Resource {call.uri!r}",
+            now=now,
+        )
 
     def _receive_complete(
         self, request_id: w.RequestId, raw_params: Raw, meta: w.RequestMeta
