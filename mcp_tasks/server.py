@@ -29,6 +29,7 @@ process no two writers can interleave on a record.
 from __future__ import annotations
 
 import base64
+import collections
 import inspect
 import logging
 import math
@@ -128,6 +129,8 @@ class Connection:
 
     def __init__(self) -> None:
         self.in_flight: dict[RequestId, trio.CancelScope] = {}
+        self.closing = False
+        """Set by a transport whose client is gone (stdio EOF): listen streams end."""
 
     def cancel(self, request_id: RequestId) -> None:
         scope = self.in_flight.get(request_id)
@@ -179,8 +182,9 @@ class _Resource:
 @dataclass(eq=False)  # hashed by identity: the server keeps a set of them
 class _Listener:
     subscription: Subscription
+    connection: Connection | None
     wake: trio.Event = field(default_factory=trio.Event)
-    queued: list[bytes] = field(default_factory=list)
+    queued: collections.deque[bytes] = field(default_factory=collections.deque)
     ended: bool = False
 
     def push(self, message: bytes | None) -> None:
@@ -392,6 +396,11 @@ class Server:
             args_type = None
             if len(parameters) == 2:
                 args_type = typing.get_type_hints(handler).get(parameters[1])
+                if args_type is None:
+                    raise TypeError(
+                        f"prompt {handler.__name__!r}: annotate {parameters[1]!r} with the "
+                        "msgspec.Struct of its arguments"
+                    )
             spec = PromptSpec(
                 name=name or handler.__name__,
                 arguments=() if args_type is None else _prompt_arguments(args_type),
@@ -775,8 +784,8 @@ class Server:
         server ends it (the closing response)."""
         if notify is None:
             return self.core.subscription_ended(subscription)  # nowhere to send anything
-        listener = _Listener(subscription)
-        if self._closing:
+        listener = _Listener(subscription, connection)
+        if self._closing or (connection is not None and connection.closing):
             listener.end()
         self._listeners.add(listener)
         scope = trio.CancelScope()
@@ -785,14 +794,12 @@ class Server:
         try:
             with scope:
                 await notify(self.core.subscription_acknowledged(subscription))
-                while True:
-                    await listener.wake.wait()
-                    listener.wake = trio.Event()
-                    queued, listener.queued = listener.queued, []
-                    for message in queued:
-                        await notify(message)
-                    if listener.ended:
-                        break
+                while listener.queued or not listener.ended:  # what was queued goes out first
+                    if not listener.queued:
+                        await listener.wake.wait()
+                        listener.wake = trio.Event()
+                        continue
+                    await notify(listener.queued.popleft())
         finally:
             self._listeners.discard(listener)
             if connection is not None:
@@ -801,11 +808,15 @@ class Server:
             return None
         return self.core.subscription_ended(subscription)
 
-    def end_subscriptions(self) -> None:
-        """End every `subscriptions/listen` stream gracefully (each gets its closing
-        response). Transports call this when they start to shut down."""
+    def end_subscriptions(self, connection: Connection | None = None) -> None:
+        """End the `subscriptions/listen` streams gracefully, each with its closing response
+        after what was already queued for it: all of them, or those of `connection`.
+        Transports call this when they start to shut down or their client is gone."""
+        if connection is not None:
+            connection.closing = True
         for listener in self._listeners:
-            listener.end()
+            if connection is None or listener.connection is connection:
+                listener.end()
 
     @property
     def subscription_count(self) -> int:
@@ -821,7 +832,12 @@ class Server:
 
     def _publish_task(self, record: TaskRecord) -> None:
         for listener in self._listeners:
-            listener.push(self.core.task_changed(listener.subscription, record))
+            try:
+                message = self.core.task_changed(listener.subscription, record)
+            except Exception:  # a notification must never cost the task its own work
+                logger.exception("notifications/tasks for %r failed", record.task_id)
+                continue
+            listener.push(message)
 
     # --- inside a task -------------------------------------------------------------------
 

@@ -811,7 +811,8 @@ class ServerCore:
         None if this stream did not ask about this task."""
         if record.task_id not in (subscription.notifications.task_ids or ()):
             return None
-        params = msgspec.to_builtins(self._detailed_task(record))
+        # Through JSON, not to_builtins: a completed task's result is kept as raw JSON.
+        params = msgspec.json.decode(w.json_encoder.encode(self._detailed_task(record)))
         params.pop("resultType", None)
         params["_meta"] = {META_SUBSCRIPTION_ID: subscription.request_id}
         return _notification("notifications/tasks", params)

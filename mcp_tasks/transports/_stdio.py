@@ -161,6 +161,7 @@ class _Session:
         logger.debug("stdin is at EOF; finishing the requests in flight")
         for line in lines.end():
             await self._dispatch(line)
+        self._server.end_subscriptions(self._connection)  # nobody will cancel them now
 
     async def _dispatch(self, line: bytes | _Skipped) -> None:
         if line is LINE_TOO_LONG:

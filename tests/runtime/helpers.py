@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import trio
-from schema_check import check_reply
+from schema_check import CORE, TASKS, check, check_reply
 
 from mcp_tasks import TASKS_EXTENSION, Server
 from mcp_tasks.server import Connection
@@ -20,6 +20,25 @@ ALL_CAPS: dict[str, Any] = {
     "extensions": {TASKS_EXTENSION: {}},
 }
 _ids = itertools.count(1)
+_RESPONSE_DEF_FOR_METHOD = {
+    "prompts/list": "ListPromptsResultResponse",
+    "prompts/get": "GetPromptResultResponse",
+    "resources/list": "ListResourcesResultResponse",
+    "resources/templates/list": "ListResourceTemplatesResultResponse",
+    "resources/read": "ReadResourceResultResponse",
+    "completion/complete": "CompleteResultResponse",
+    "subscriptions/listen": "SubscriptionsListenResultResponse",
+}
+_NOTIFICATION_DEF_FOR_METHOD = {
+    "notifications/progress": (CORE, "ProgressNotification"),
+    "notifications/message": (CORE, "LoggingMessageNotification"),
+    "notifications/subscriptions/acknowledged": (CORE, "SubscriptionsAcknowledgedNotification"),
+    "notifications/tools/list_changed": (CORE, "ToolListChangedNotification"),
+    "notifications/prompts/list_changed": (CORE, "PromptListChangedNotification"),
+    "notifications/resources/list_changed": (CORE, "ResourceListChangedNotification"),
+    "notifications/resources/updated": (CORE, "ResourceUpdatedNotification"),
+    "notifications/tasks": (TASKS, "TaskStatusNotification"),
+}
 
 
 def trio_clock() -> float:
@@ -27,12 +46,33 @@ def trio_clock() -> float:
     return T0 + trio.current_time()
 
 
+def check_message(method: str | None, body: bytes) -> None:
+    """`check_reply`, and the catalog and listen methods it does not know (their results,
+    and their input rounds)."""
+    message = json.loads(body)
+    definition = _RESPONSE_DEF_FOR_METHOD.get(method or "")
+    if definition is None or "result" not in message:
+        check_reply(method, body)
+    elif message["result"].get("resultType") == "input_required":
+        check(CORE, "InputRequiredResult", message["result"])
+        for input_request in message["result"]["inputRequests"].values():
+            check(CORE, "InputRequest", input_request)
+    else:
+        check(CORE, definition, message)
+
+
+def check_notification(message: dict[str, Any]) -> None:
+    """A notification the server sent, against the schema of its method."""
+    filename, definition = _NOTIFICATION_DEF_FOR_METHOD[message["method"]]
+    check(filename, definition, message)
+
+
 def request(
     method: str,
     params: dict[str, Any] | None = None,
     *,
     caps: dict[str, Any] | None = None,
-    request_id: int | None = None,
+    request_id: int | str | None = None,
     **meta: Any,
 ) -> bytes:
     full = {
@@ -56,7 +96,9 @@ class Client:
         self.notifications: list[dict[str, Any]] = []
 
     async def notify(self, body: bytes) -> None:
-        self.notifications.append(json.loads(body))
+        message = json.loads(body)
+        check_notification(message)
+        self.notifications.append(message)
 
     async def send(
         self, method: str, params: dict[str, Any] | None = None, **kw: Any
@@ -64,7 +106,7 @@ class Client:
         data = request(method, params, **kw)
         reply = await self.server.handle(data, notify=self.notify, connection=self.connection)
         assert reply is not None, f"no reply to {method}"
-        check_reply(method, reply.body)
+        check_message(method, reply.body)
         decoded: dict[str, Any] = json.loads(reply.body)
         return decoded
 
