@@ -7,21 +7,36 @@ Every reply body is kept, with the method it answered, for schema validation.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from mcp_tasks.core import (
     PROTOCOL_VERSION,
     TASKS_EXTENSION,
     CancelRequest,
     CancelTask,
+    Complete,
+    CompletionCall,
+    CompletionOutcome,
     DeleteTask,
     FetchTask,
+    GetPrompt,
     HttpHeaders,
     Implementation,
+    Listen,
+    PromptCall,
+    PromptOutcome,
+    PromptReference,
+    PromptSpec,
+    ReadResource,
+    ResourceOutcome,
+    ResourceRead,
+    ResourceSpec,
+    ResourceTemplateSpec,
     ResumeTask,
     RunTool,
     SaveTask,
@@ -29,6 +44,7 @@ from mcp_tasks.core import (
     ServerOptions,
     StartTask,
     Step,
+    Subscription,
     TaskOptions,
     TaskRecord,
     ToolCall,
@@ -39,6 +55,10 @@ from mcp_tasks.core import (
 from mcp_tasks.store import MemoryTaskStore
 
 Handler = Callable[[ToolCall], ToolOutcome]
+PromptHandler = Callable[[PromptCall], PromptOutcome]
+ResourceHandler = Callable[[ResourceRead], ResourceOutcome]
+CompletionHandler = Callable[[CompletionCall], CompletionOutcome]
+CompletionTarget = tuple[Literal["ref/prompt", "ref/resource"], str]
 
 T0 = 1_785_585_600.0  # 2026-08-01T12:00:00Z
 TASKS_CAPS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
@@ -72,6 +92,12 @@ class Exchange:
 @dataclass
 class Harness:
     tools: dict[str, tuple[ToolSpec, Handler]] = field(default_factory=dict)
+    prompts: dict[str, tuple[PromptSpec, PromptHandler]] = field(default_factory=dict)
+    resources: dict[str, tuple[ResourceSpec | ResourceTemplateSpec, ResourceHandler]] = field(
+        default_factory=dict
+    )
+    """By uri, or uri template for a `ResourceTemplateSpec`."""
+    completions: dict[CompletionTarget, CompletionHandler] = field(default_factory=dict)
     task_options: TaskOptions = field(default_factory=TaskOptions)
     options: ServerOptions = field(default_factory=ServerOptions)
     now: float = T0
@@ -88,12 +114,22 @@ class Harness:
             tasks=self.task_options,
             options=self.options,
         )
+        for prompt, _ in self.prompts.values():
+            self.core.catalog.add_prompt(prompt)
+        for resource, _ in self.resources.values():
+            if isinstance(resource, ResourceSpec):
+                self.core.catalog.add_resource(resource)
+            else:
+                self.core.catalog.add_template(resource)
+        for target in self.completions:
+            self.core.catalog.add_completion(target)
         self.exchanges: list[Exchange] = []
         self.started: dict[str, ToolCall] = {}
         self.resumed: list[ResumeTask] = []
         self.cancelled: list[str] = []
         self.cancelled_requests: list[CancelRequest] = []
         self.wakes: list[WakeAt] = []
+        self.subscriptions: list[Subscription] = []
         self.ids = itertools.count(1)
 
     # --- sending --------------------------------------------------------------------
@@ -177,6 +213,33 @@ class Harness:
                         effect.call, outcome, self.now, stored_tasks=self.store.count()
                     )
                 )
+            elif isinstance(effect, GetPrompt):
+                assert reply is None
+                _, prompt_handler = self.prompts[effect.call.prompt_name]
+                reply = self.perform(
+                    self.core.prompt_returned(effect.call, prompt_handler(effect.call), self.now)
+                )
+            elif isinstance(effect, ReadResource):
+                assert reply is None
+                read = effect.call
+                _, resource_handler = self.resources[
+                    read.uri if read.template is None else read.template
+                ]
+                reply = self.perform(
+                    self.core.resource_returned(read, resource_handler(read), self.now)
+                )
+            elif isinstance(effect, Complete):
+                assert reply is None
+                ref = effect.call.ref
+                target: CompletionTarget = (
+                    ("ref/prompt", ref.name)
+                    if isinstance(ref, PromptReference)
+                    else ("ref/resource", ref.uri)
+                )
+                completion = self.completions[target](effect.call)
+                reply = self.perform(self.core.completion_returned(effect.call, completion))
+            elif isinstance(effect, Listen):
+                self.subscriptions.append(effect.subscription)
             elif isinstance(effect, FetchTask):
                 assert reply is None
                 record = self.store.get(effect.request.task_id)
@@ -200,3 +263,56 @@ class Harness:
             else:  # pragma: no cover - a new effect type the harness must learn
                 raise AssertionError(f"unknown effect {effect!r}")
         return reply
+
+
+# --- schema checks for what the catalog answers -----------------------------------------
+
+# schema_check (tests/) imports jsonschema, which ships no type stubs: load it untyped.
+_schema_check: Any = importlib.import_module("schema_check")
+CORE: str = _schema_check.CORE
+TASKS: str = _schema_check.TASKS
+_CATALOG_RESPONSE_DEF_FOR_METHOD = {
+    "prompts/list": "ListPromptsResultResponse",
+    "prompts/get": "GetPromptResultResponse",
+    "resources/list": "ListResourcesResultResponse",
+    "resources/templates/list": "ListResourceTemplatesResultResponse",
+    "resources/read": "ReadResourceResultResponse",
+    "completion/complete": "CompleteResultResponse",
+}
+
+
+def check_schema(filename: str, definition: str, instance: Any) -> None:
+    """Validate `instance` against `definition` of the official schema `filename`."""
+    _schema_check.check(filename, definition, instance)
+
+
+def check_any_reply(method: str | None, body: bytes) -> None:
+    """`schema_check.check_reply`, which also knows prompts, resources and completion."""
+    definition = _CATALOG_RESPONSE_DEF_FOR_METHOD.get(method or "")
+    message = json.loads(body)
+    if definition is None or "error" in message:
+        _schema_check.check_reply(None if definition else method, body)
+    elif message["result"].get("resultType") == "input_required":
+        check_schema(CORE, "JSONRPCResultResponse", message)
+        check_schema(CORE, "InputRequiredResult", message["result"])
+        for request in message["result"]["inputRequests"].values():
+            check_schema(CORE, "InputRequest", request)
+    else:
+        check_schema(CORE, definition, message)
+
+
+def checked_harnesses() -> Iterator[type[Harness]]:
+    """The body of a `make_harness` fixture whose replies are checked with `check_any_reply`
+    when the test ends (conftest's knows only tools and tasks)."""
+    made: list[Harness] = []
+
+    class Checked(Harness):
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            made.append(self)
+
+    yield Checked
+    for harness in made:
+        for exchange in harness.exchanges:
+            if exchange.reply is not None:
+                check_any_reply(exchange.method, exchange.reply)
