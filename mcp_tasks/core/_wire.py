@@ -410,6 +410,16 @@ class Tool(_Frozen, frozen=True):
     meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
 
 
+class _ListResult(_Wire):
+    """A page of a list method: a cacheable result (`ttlMs`, `cacheScope` required)."""
+
+    ttl_ms: int
+    cache_scope: Literal["public", "private"]
+    next_cursor: str | UnsetType = UNSET
+    result_type: str = "complete"
+    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+
+
 class DiscoverResult(_Wire):
     supported_versions: list[str]
     capabilities: dict[str, Any]
@@ -420,13 +430,8 @@ class DiscoverResult(_Wire):
     meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
 
 
-class ListToolsResult(_Wire):
+class ListToolsResult(_ListResult, kw_only=True):
     tools: list[Tool]
-    ttl_ms: int
-    cache_scope: Literal["public", "private"]
-    next_cursor: str | UnsetType = UNSET
-    result_type: str = "complete"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
 
 
 class PromptArgument(_Frozen, frozen=True):
@@ -460,13 +465,8 @@ class GetPromptResult(_Frozen, frozen=True):
     meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
 
 
-class ListPromptsResult(_Wire):
+class ListPromptsResult(_ListResult, kw_only=True):
     prompts: list[Prompt]
-    ttl_ms: int
-    cache_scope: Literal["public", "private"]
-    next_cursor: str | UnsetType = UNSET
-    result_type: str = "complete"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
 
 
 class Resource(_Frozen, frozen=True):
@@ -490,22 +490,12 @@ class ResourceTemplate(_Frozen, frozen=True):
     meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
 
 
-class ListResourcesResult(_Wire):
+class ListResourcesResult(_ListResult, kw_only=True):
     resources: list[Resource]
-    ttl_ms: int
-    cache_scope: Literal["public", "private"]
-    next_cursor: str | UnsetType = UNSET
-    result_type: str = "complete"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
 
 
-class ListResourceTemplatesResult(_Wire):
+class ListResourceTemplatesResult(_ListResult, kw_only=True):
     resource_templates: list[ResourceTemplate]
-    ttl_ms: int
-    cache_scope: Literal["public", "private"]
-    next_cursor: str | UnsetType = UNSET
-    result_type: str = "complete"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
 
 
 class ReadResourceResult(_Wire):
