@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import base64
 import datetime
+import decimal
 import math
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
@@ -1100,19 +1102,26 @@ def _check_param_headers(
             raise RemoteProtocolError(
                 HEADER_MISMATCH, f"{name} header is sent but arguments.{argument} is not"
             )
-        if _decode_header_value(sent, name) != _header_text(value):
+        if not _header_mirrors(_decode_header_value(sent, name), value):
             raise RemoteProtocolError(
                 HEADER_MISMATCH, f"{name} header does not match arguments.{argument}"
             )
 
 
-def _header_text(value: Any) -> str | None:
-    """How an argument value reads in its header: None for a type headers cannot carry."""
+_NUMBER: Final = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+
+
+def _header_mirrors(text: str, value: Any) -> bool:
+    """Whether header `text` carries argument `value`: strings exactly, booleans as
+    `true`/`false`, numbers by value (`042`, `+42` and `42.0` all carry 42, as SEP-2243
+    asks); objects, arrays and anything else never."""
     if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | str):
-        return str(value)
-    return None
+        return text == ("true" if value else "false")
+    if isinstance(value, str):
+        return text == value
+    if isinstance(value, int | float) and _NUMBER.fullmatch(text):
+        return decimal.Decimal(text) == value  # exact, also for integers beyond 2**53
+    return False
 
 
 def resource_not_found(uri: str) -> RemoteProtocolError:
