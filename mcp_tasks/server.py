@@ -262,6 +262,23 @@ def _first_paragraph(handler: Handler) -> Any:
     return doc.split("\n\n")[0] if doc else UNSET
 
 
+def _listing(
+    handler: Handler,
+    name: str | None,
+    title: str | None,
+    description: str | None,
+    mime_type: str | None,
+) -> dict[str, Any]:
+    """How a resource or template is listed: its name defaults to the handler's, its
+    description to the docstring's first paragraph."""
+    return {
+        "name": name or handler.__name__,
+        "title": UNSET if title is None else title,
+        "description": description or _first_paragraph(handler),
+        "mime_type": UNSET if mime_type is None else mime_type,
+    }
+
+
 def _input_schema(args_type: Any) -> dict[str, Any]:
     if args_type is None or args_type in (dict, Any) or typing.get_origin(args_type) is dict:
         return {"type": "object"}
@@ -419,7 +436,6 @@ class Server:
         self.core.catalog.remove_prompt(name)
         del self._prompts[name]
         self._completions.pop(("ref/prompt", name), None)
-        self.core.catalog.completions.discard(("ref/prompt", name))
         self.notify_list_changed("prompts")
 
     # --- resources -----------------------------------------------------------------------
@@ -444,12 +460,7 @@ class Server:
         def register(handler: Handler) -> Handler:
             _handler_parameters("resource", handler, most=1)
             spec = ResourceSpec(
-                uri=uri,
-                name=name or handler.__name__,
-                title=UNSET if title is None else title,
-                description=description or _first_paragraph(handler),
-                mime_type=UNSET if mime_type is None else mime_type,
-                ttl_ms=ttl_ms,
+                uri=uri, ttl_ms=ttl_ms, **_listing(handler, name, title, description, mime_type)
             )
             self.core.catalog.add_resource(spec)
             self._resources[uri] = _Resource(handler, mime_type)
@@ -480,11 +491,8 @@ class Server:
         def register(handler: Handler) -> Handler:
             spec = ResourceTemplateSpec(
                 uri_template=uri_template,
-                name=name or handler.__name__,
-                title=UNSET if title is None else title,
-                description=description or _first_paragraph(handler),
-                mime_type=UNSET if mime_type is None else mime_type,
                 ttl_ms=ttl_ms,
+                **_listing(handler, name, title, description, mime_type),
             )
             if not inspect.iscoroutinefunction(handler):
                 raise TypeError(f"resource template {handler.__name__!r} must be async")

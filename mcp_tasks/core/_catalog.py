@@ -47,7 +47,9 @@ class Catalog:
         self._cached.pop("prompts", None)
 
     def remove_prompt(self, name: str) -> None:
+        """Take the prompt away, and the completion of its arguments with it."""
         del self.prompts[name]
+        self.completions.discard(("ref/prompt", name))
         self._cached.pop("prompts", None)
 
     def add_resource(self, resource: ResourceSpec) -> None:
