@@ -32,12 +32,12 @@ from mcp_tasks.core import (
     ServerCore,
     StartTask,
     Step,
+    TaskRecord,
     ToolCall,
     ToolOutcome,
     ToolSpec,
     WakeAt,
 )
-from mcp_tasks.store import MemoryTaskStore
 
 
 def shout(call: ToolCall) -> ToolOutcome:
@@ -50,7 +50,7 @@ def shout(call: ToolCall) -> ToolOutcome:
 
 class MiniShell:
     def __init__(self) -> None:
-        self.store = MemoryTaskStore()
+        self.records: dict[str, TaskRecord] = {}  # the store (the real ones are async)
         self.handlers = {"shout": shout}
         self.core = ServerCore(
             info=Implementation(name="mini", version="1.0"),
@@ -65,7 +65,7 @@ class MiniShell:
         while self.pending:  # run started tasks to the end (a real shell runs them apart)
             job = self.pending.pop(0)
             outcome = self.handlers[job.call.tool_name](job.call)
-            record = self.store.get(job.task_id)  # as stored now: it may have been cancelled
+            record = self.records.get(job.task_id)  # as stored now: it may have been cancelled
             if record is not None:
                 self.perform(self.core.task_returned(record, outcome, time.time()))
         return None if reply is None else reply.body
@@ -76,17 +76,18 @@ class MiniShell:
             now = time.time()
             if isinstance(effect, RunTool):
                 outcome = self.handlers[effect.call.tool_name](effect.call)
-                stored = self.store.count()
+                stored = len(self.records)
                 reply = self.perform(
                     self.core.tool_returned(effect.call, outcome, now, stored_tasks=stored)
                 )
             elif isinstance(effect, FetchTask):
-                record = self.store.get(effect.request.task_id)
+                record = self.records.get(effect.request.task_id)
                 reply = self.perform(self.core.handle_task_request(effect.request, record, now))
             elif isinstance(effect, SaveTask):
-                self.store.save(effect.record, effect.expected_version)
+                # One thread, no await: nothing else can have written since the core read it.
+                self.records[effect.record.task_id] = effect.record
             elif isinstance(effect, DeleteTask):
-                self.store.delete(effect.task_id, effect.expected_version)
+                self.records.pop(effect.task_id, None)
             elif isinstance(effect, StartTask | ResumeTask):
                 self.pending.append(effect)
             elif isinstance(effect, CancelTask | CancelRequest | WakeAt):

@@ -16,20 +16,28 @@ order, in one place (`_perform`):
   shows `input_required`) and waits on an event that `tasks/update` sets once answered;
   a handler that *returns* `InputRequired` instead is run again with the answers;
 * expiry runs in one loop that sleeps until the store's next deadline;
+* a task's handler holds a lease on the task in the store while it runs; a lease that
+  lapses (its process died) is found by `_reap_lapsed`, and the core fails the task or,
+  for a resumable tool, runs it again (`task_orphaned`). With a store that several
+  processes share, each renews its leases, and `cancel`/`resume` for a handler running
+  elsewhere travel as `Signal`s, as do record changes for `notifications/tasks`;
 * prompts, resources and completions run their handler in the request task, like a
   `tools/call` without a task; their `InputRequired` rounds are sealed by the core;
 * a `subscriptions/listen` request stays in its request task for the life of the stream:
   it sends the acknowledgement, then whatever `_publish` queued for it, until the client
   closes the stream or the server ends it (`end_subscriptions`, or leaving `running()`).
 
-Reading a record and writing its successor never has an `await` in between, so within one
-process no two writers can interleave on a record.
+Store calls are awaited (durable stores work in a thread), so two writers may interleave
+on a record, in one process or several: every write is a compare-and-set on the record's
+version, and the loser of a race reads the record again and asks the core anew
+(`_transition`).
 """
 
 from __future__ import annotations
 
 import base64
 import collections
+import functools
 import inspect
 import logging
 import math
@@ -94,15 +102,17 @@ from .core import (
     Subscription,
     TaskOptions,
     TaskRecord,
+    TaskRequest,
     TaskStatus,
     TaskSupport,
     ToolCall,
     ToolOutcome,
     ToolSpec,
+    VersionConflict,
     WakeAt,
     resource_not_found,
 )
-from .store import MemoryTaskStore, TaskStore
+from .store import MemoryTaskStore, Signal, StoreFull, TaskStore
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -112,6 +122,8 @@ Handler = Callable[..., Awaitable[Any]]
 MAX_QUEUED_NOTIFICATIONS = 1024
 """Notifications a `subscriptions/listen` stream may have waiting for its client; a client
 that falls further behind gets its stream ended (it may listen again and re-read)."""
+MAX_CONFLICT_RETRIES = 50
+"""How often one transition is decided anew after losing a compare-and-set race."""
 
 
 class ToolError(Exception):
@@ -323,6 +335,7 @@ class Server:
         store: TaskStore | None = None,
         state_key: bytes | None = None,
         shutdown_grace_seconds: float = 5.0,
+        lease_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.info = Implementation(name=name, version=version)
@@ -335,6 +348,11 @@ class Server:
             options=options,
         )
         self.shutdown_grace_seconds = shutdown_grace_seconds
+        if lease_seconds <= 0:
+            raise ValueError("lease_seconds must be positive")
+        self.lease_seconds = lease_seconds
+        """With a shared store: how long after its process dies a task is failed (or run
+        again) by another. Leases are renewed every third of it."""
         self._clock = clock
         self._tools: dict[str, _Tool] = {}
         self._prompts: dict[str, _Prompt] = {}
@@ -359,12 +377,15 @@ class Server:
         title: str | None = None,
         annotations: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
+        resumable: bool = False,
     ) -> Callable[[ToolHandler], ToolHandler]:
         """Register an async tool handler `(ctx, args)` or `(ctx)`.
 
         `args` is typed with a msgspec Struct: its JSON Schema is the tool's `inputSchema`,
         and arguments that do not fit are refused with -32602 naming the field. Pass
         `input_schema` to publish a schema of your own instead (the Struct still decodes).
+        `resumable=True` says the handler may safely run again from the start: a task whose
+        server stopped mid-run (restart, crash) runs again instead of failing.
         """
 
         def register(handler: ToolHandler) -> ToolHandler:
@@ -380,6 +401,7 @@ class Server:
                 title=UNSET if title is None else title,
                 description=description or _first_paragraph(handler),
                 annotations=UNSET if annotations is None else annotations,
+                resumable=resumable,
             )
             decoder = None if args_type is None else msgspec.json.Decoder(args_type)
             self.core.add_tool(spec)
@@ -557,22 +579,34 @@ class Server:
         self._all_tasks_ended = None
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            expiry = trio.CancelScope()
-            nursery.start_soon(self._expire_loop, expiry)
+            background = trio.CancelScope()
+            await self._reap_lapsed()  # tasks a previous process left unfinished
+            nursery.start_soon(self._expire_loop, background)
+            if self.store.shared:
+                nursery.start_soon(self._lease_loop, background)
+            if self.store.signals is not None:
+                await nursery.start(self._signal_loop, background)
             try:
                 yield self
             finally:
                 self._closing = True
                 self.end_subscriptions()
-                expiry.cancel()
+                background.cancel()
                 if self._running:
                     self._all_tasks_ended = trio.Event()
                     # Shielded: leaving by cancellation (Ctrl-C) still grants the grace period.
                     with trio.move_on_after(self.shutdown_grace_seconds) as grace:
                         grace.shield = True
                         await self._all_tasks_ended.wait()
+                unfinished = list(self._running)
                 for running in self._running.values():
                     running.scope.cancel()
+                if unfinished and self.store.shared:
+                    # Let the leases lapse now, so another process takes these tasks over
+                    # at once instead of a lease time from now.
+                    with trio.move_on_after(self.shutdown_grace_seconds) as handover:
+                        handover.shield = True
+                        await self.store.renew(unfinished, self.now())
                 nursery.cancel_scope.cancel()
                 self._nursery = None
 
@@ -616,29 +650,71 @@ class Server:
             elif isinstance(effect, Listen):
                 reply = await self._listen(effect.subscription, notify, connection)
             elif isinstance(effect, FetchTask):
-                record = self.store.get(effect.request.task_id)
-                step = self.core.handle_task_request(effect.request, record, self.now())
-                reply = await self._perform(step)
+                request = effect.request
+                reply = await self._transition(
+                    request.task_id, functools.partial(self._decide_request, request)
+                )
             elif isinstance(effect, SaveTask):
-                self.store.save(effect.record, effect.expected_version)
+                limit = None if effect.expected_version is not None else self._max_tasks
+                await self.store.save(effect.record, effect.expected_version, limit=limit)
                 if self._listeners:
                     self._publish_task(effect.record)
             elif isinstance(effect, DeleteTask):
-                self.store.delete(effect.task_id, effect.expected_version)
+                await self.store.delete(effect.task_id, effect.expected_version)
             elif isinstance(effect, StartTask):
                 self._start(effect.call)
             elif isinstance(effect, ResumeTask):
-                self._resume(effect)
+                await self._route_resume(effect)
             elif isinstance(effect, CancelTask):
-                running = self._running.get(effect.task_id)
-                if running is not None:
-                    running.scope.cancel()
+                await self._route_cancel(effect.task_id)
             elif isinstance(effect, CancelRequest):
                 if connection is not None:
                     connection.cancel(effect.request_id)
             elif isinstance(effect, WakeAt):
                 self._wake.set()
         return reply
+
+    def _decide_request(self, request: TaskRequest, record: TaskRecord | None) -> Step:
+        return self.core.handle_task_request(request, record, self.now())
+
+    @property
+    def _max_tasks(self) -> int:
+        return self.core.task_options.max_tasks
+
+    async def _transition(
+        self, task_id: str, decide: Callable[[TaskRecord | None], Step]
+    ) -> Reply | None:
+        """Read the record, let `decide` (the core) say what happens, perform it; when a
+        write finds the record changed underneath it, read it again and decide anew."""
+        for _ in range(MAX_CONFLICT_RETRIES):
+            record = await self.store.get(task_id)
+            try:
+                return await self._perform(decide(record))
+            except VersionConflict:
+                continue
+        raise RuntimeError(
+            f"task {task_id!r} kept changing underneath {MAX_CONFLICT_RETRIES} writes"
+        )
+
+    async def _route_cancel(self, task_id: str) -> None:
+        running = self._running.get(task_id)
+        if running is not None:
+            running.scope.cancel()
+        elif (signals := self.store.signals) is not None:
+            await signals.publish(Signal("cancel", task_id, self.store.origin))
+
+    async def _route_resume(self, effect: ResumeTask) -> None:
+        """Answers are in: wake the handler where it waits, here or in the process holding
+        the task's lease; with no live handler anywhere, run it again here."""
+        signals = self.store.signals
+        if effect.task_id in self._running or signals is None:
+            self._resume(effect)
+            return
+        holder = await self.store.lease_holder(effect.task_id, self.now())
+        if holder is None or holder == self.store.origin:
+            self._resume(effect)
+        else:
+            await signals.publish(Signal("resume", effect.task_id, self.store.origin))
 
     # --- a tools/call, before (or without) a task -----------------------------------------
 
@@ -670,8 +746,15 @@ class Server:
                     connection.in_flight.pop(request_id, None)
             if scope.cancelled_caught:
                 return None  # the client cancelled the request: it wants no reply
-        step = self.core.tool_returned(call, outcome, self.now(), stored_tasks=self.store.count())
-        return await self._perform(step, notify, connection)
+        # The store checks the task limit as it creates the record, across every process
+        # sharing it; only when it refuses does the core hear the count, and answer so.
+        try:
+            return await self._perform(
+                self.core.tool_returned(call, outcome, self.now()), notify, connection
+            )
+        except StoreFull as full:
+            step = self.core.tool_returned(call, outcome, self.now(), stored_tasks=full.limit)
+            return await self._perform(step, notify, connection)
 
     async def _invoke(self, tool: _Tool, context: ToolContext, call: ToolCall) -> ToolOutcome:
         """Run the handler; every way it can end becomes an outcome (cancellation aside)."""
@@ -883,6 +966,7 @@ class Server:
         )
         try:
             with running.scope:
+                await self.store.claim(task_id, self._lease_until())
                 outcome = await self._invoke(tool, context, call)
         finally:
             if self._running.get(task_id) is running:
@@ -890,52 +974,157 @@ class Server:
             if not self._running and self._all_tasks_ended is not None:
                 self._all_tasks_ended.set()
         if running.scope.cancelled_caught:
-            return  # cancelled, expired or shut down: the record says so already, or is gone
-        record = self.store.get(task_id)
-        if record is not None:
-            await self._perform(self.core.task_returned(record, outcome, self.now()))
+            # Cancelled or expired: the record says so already, or is gone. Shut down: the
+            # lease stays, so the task is taken over (or failed) as one left unfinished.
+            if not self._closing:
+                await self._release(task_id)
+            return
+        now = self.now()
+        await self._transition(
+            task_id, _if_stored(lambda record: self.core.task_returned(record, outcome, now))
+        )
+        await self._release(task_id)
+
+    async def _release(self, task_id: str) -> None:
+        if task_id not in self._running:  # not run again meanwhile
+            await self.store.release(task_id)
+
+    def _lease_until(self) -> float:
+        # A store only this process uses hears of no other process to take over: its
+        # leases never lapse while it runs (and all of them do when it is opened anew).
+        return self.now() + self.lease_seconds if self.store.shared else math.inf
 
     async def _set_status(self, task_id: str, message: str | None) -> None:
-        record = self.store.get(task_id)
-        if record is not None:
-            await self._perform(self.core.set_status_message(record, message, self.now()))
+        now = self.now()
+        await self._transition(
+            task_id,
+            _if_stored(lambda record: self.core.set_status_message(record, message, now)),
+        )
 
     async def _ask(self, task_id: str, running: _RunningTask, request: InputRequest) -> Raw:
-        record = self.store.get(task_id)
-        if record is None:
-            await _stop_run(running)  # the task is gone (expired): nothing will answer
-        assert record is not None
-        number = len(record.issued_keys) + 1
-        while f"input-{number}" in record.issued_keys:
-            number += 1
-        key = f"input-{number}"
-        event = running.waiting[key] = trio.Event()
-        await self._perform(
-            self.core.task_returned(record, InputRequired(requests={key: request}), self.now())
-        )
-        after = self.store.get(task_id)
-        if after is None or after.status is not TaskStatus.INPUT_REQUIRED:
-            # The core refused the question (the client cannot answer it) and failed the
-            # task: nothing will answer, so this run ends here.
-            running.waiting.pop(key, None)
-            await _stop_run(running)
-        await event.wait()
-        return running.answers.pop(key)
+        event = trio.Event()
+        asked: list[str] = []
 
-    # --- expiry ------------------------------------------------------------------------------
+        def decide(record: TaskRecord | None) -> Step:
+            for key in asked:  # decided before, on a record that has changed since
+                running.waiting.pop(key, None)
+            asked.clear()
+            if record is None:
+                return Step()
+            number = len(record.issued_keys) + 1
+            while f"input-{number}" in record.issued_keys:
+                number += 1
+            key = f"input-{number}"
+            asked.append(key)
+            # Waiting before the question is saved: the answer may come as soon as it is.
+            running.waiting[key] = event
+            outcome = InputRequired(requests={key: request})
+            return self.core.task_returned(record, outcome, self.now())
+
+        await self._transition(task_id, decide)
+        after = await self.store.get(task_id)
+        if not asked or after is None or after.status is not TaskStatus.INPUT_REQUIRED:
+            # The task is gone (expired), or the core refused the question (the client
+            # cannot answer it) and failed the task: nothing will answer, so the run ends.
+            for key in asked:
+                running.waiting.pop(key, None)
+            if not event.is_set():
+                await _stop_run(running)
+        await event.wait()
+        return running.answers.pop(asked[0])
+
+    # --- expiry, leases, signals ---------------------------------------------------------
 
     async def _expire_loop(self, scope: trio.CancelScope) -> None:
+        # Another process may index an earlier deadline without waking this one: with a
+        # shared store, look again at least every `_poll_seconds`.
+        most = self._poll_seconds if self.store.shared else math.inf
         with scope:
             while True:
-                deadline = self.store.next_deadline()
+                deadline = await self.store.next_deadline()
                 delay = math.inf if deadline is None else deadline - self.now()
                 if delay > 0:
-                    with trio.move_on_after(delay):
+                    with trio.move_on_after(min(delay, most)):
                         await self._wake.wait()
                     self._wake = trio.Event()
-                    continue
-                for record in self.store.pop_due(self.now()):
-                    await self._perform(self.core.expire_task(record, self.now()))
+                    if delay > most:
+                        continue
+                now = self.now()
+                for record in await self.store.pop_due(now):
+                    try:
+                        await self._perform(self.core.expire_task(record, now))
+                    except VersionConflict:  # changed since it came due: decide on it anew
+                        await self._transition(
+                            record.task_id,
+                            _if_stored(functools.partial(self._decide_expiry, now=now)),
+                        )
+
+    def _decide_expiry(self, record: TaskRecord, now: float) -> Step:
+        return self.core.expire_task(record, now)
+
+    @property
+    def _poll_seconds(self) -> float:
+        return min(1.0, self.lease_seconds / 3)
+
+    async def _lease_loop(self, scope: trio.CancelScope) -> None:
+        """Renew this process's leases, and take over the tasks of processes that died."""
+        with scope:
+            while True:
+                await trio.sleep(self.lease_seconds / 3)
+                if self._running:
+                    await self.store.renew(list(self._running), self._lease_until())
+                await self._reap_lapsed()
+
+    async def _reap_lapsed(self) -> None:
+        now = self.now()
+        for task_id in await self.store.lapsed(now):
+            logger.warning("task %r: the process running it stopped; taking it over", task_id)
+            await self._transition(
+                task_id, _if_stored(lambda record: self.core.task_orphaned(record, now))
+            )
+
+    async def _signal_loop(
+        self,
+        scope: trio.CancelScope,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        signals = self.store.signals
+        assert signals is not None and self._nursery is not None
+        with scope:
+            async with signals.listen() as stream:
+                task_status.started()
+                async for signal in stream:
+                    if signal.kind == "cancel":
+                        running = self._running.get(signal.task_id)
+                        if running is not None:
+                            running.scope.cancel()
+                    elif signal.kind == "resume":
+                        self._nursery.start_soon(self._resume_from_signal, signal.task_id)
+                    elif signal.origin != self.store.origin and self._wants_task(signal.task_id):
+                        self._nursery.start_soon(self._publish_stored_task, signal.task_id)
+
+    async def _resume_from_signal(self, task_id: str) -> None:
+        record = await self.store.get(task_id)
+        call = None if record is None else self.core.resume_call(record)
+        if call is not None and record is not None and record.status is TaskStatus.WORKING:
+            self._resume(ResumeTask(task_id=task_id, call=call))
+
+    def _wants_task(self, task_id: str) -> bool:
+        return any(
+            task_id in (listener.subscription.notifications.task_ids or ())
+            for listener in self._listeners
+        )
+
+    async def _publish_stored_task(self, task_id: str) -> None:
+        record = await self.store.get(task_id)
+        if record is not None:
+            self._publish_task(record)
+
+
+def _if_stored(decide: Callable[[TaskRecord], Step]) -> Callable[[TaskRecord | None], Step]:
+    """`decide`, for a record that may be gone meanwhile (then nothing happens)."""
+    return lambda record: Step() if record is None else decide(record)
 
 
 def _error_object(error: Exception, what: str, uri: str | None = None) -> ErrorObject:

@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from core.harness import Harness
+from redis_server import running_redis
 from schema_check import check_reply
 
 
@@ -27,3 +28,10 @@ def make_harness() -> Iterator[type[Harness]]:
         for exchange in harness.exchanges:
             if exchange.reply is not None:
                 check_reply(exchange.method, exchange.reply)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A redis-server of the test session's own (see tests/redis_server.py)."""
+    with running_redis() as url:
+        yield url

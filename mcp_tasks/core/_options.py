@@ -62,6 +62,9 @@ class ToolSpec(Struct, frozen=True, kw_only=True):
     description: str | UnsetType = UNSET
     output_schema: dict[str, Any] | UnsetType = UNSET
     annotations: dict[str, Any] | UnsetType = UNSET
+    resumable: bool = False
+    """Safe to run again from the start: a task whose server stopped mid-run restarts
+    (keeping the answers it was given) instead of failing."""
 
     def __post_init__(self) -> None:
         if self.task_support not in ("none", "optional", "required"):

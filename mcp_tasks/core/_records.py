@@ -67,8 +67,21 @@ class TaskRecord(Struct, kw_only=True, frozen=True):
         return msgspec.structs.replace(self, version=self.version + 1, **changes)
 
 
+_RAW_OR_NONE = ("arguments", "result")
+"""Fields typed `Raw | None`: msgspec decodes a Raw only on its own, never in a union, so
+the stored form reads them as Raw, JSON `null` standing for None."""
+
+_StoredRecord = msgspec.defstruct(
+    "_StoredRecord",
+    [
+        (f.name, Raw, f.default) if f.name in _RAW_OR_NONE else (f.name, f.type, f.default)
+        for f in msgspec.structs.fields(TaskRecord)
+    ],
+    kw_only=True,
+)
 _record_encoder = msgspec.json.Encoder()
-_record_decoder = msgspec.json.Decoder(TaskRecord)
+_record_decoder = msgspec.json.Decoder(_StoredRecord)
+_NULL = b"null"
 
 
 def encode_record(record: TaskRecord) -> bytes:
@@ -76,4 +89,10 @@ def encode_record(record: TaskRecord) -> bytes:
 
 
 def decode_record(data: bytes) -> TaskRecord:
-    return _record_decoder.decode(data)
+    """The record `encode_record` wrote, exactly (raw JSON fields byte for byte)."""
+    stored = _record_decoder.decode(data)
+    fields = msgspec.structs.asdict(stored)
+    for name in _RAW_OR_NONE:
+        if bytes(fields[name]) == _NULL:
+            fields[name] = None
+    return TaskRecord(**fields)

@@ -980,6 +980,39 @@ class ServerCore:
         updated = record.replace(status_message=message, last_updated_at=now)
         return Step(effects=(SaveTask(record=updated, expected_version=record.version),))
 
+    def task_orphaned(self, record: TaskRecord, now: float) -> Step:
+        """The process running `record`'s handler stopped before the task ended (a
+        restart, a crash, a lease that lapsed). A resumable tool runs again from the start,
+        keeping the answers it was given; any other task fails, saying why."""
+        if record.status.is_terminal:
+            return Step()
+        if record.is_expired(now):
+            return self.expire_task(record, now)
+        tool = self._tools.get(record.tool_name)
+        if tool is not None and tool.resumable and record.request_meta is not None:
+            restarted = record.replace(
+                status=next_status(record.status, TaskEvent.RESTART),
+                input_requests=None,
+                status_message=RESTARTED_MESSAGE,
+                last_updated_at=now,
+            )
+            return Step(
+                effects=(
+                    SaveTask(record=restarted, expected_version=record.version),
+                    StartTask(task_id=record.task_id, call=_task_call(restarted)),
+                )
+            )
+        error = w.ErrorObject(code=INTERNAL_ERROR, message=ORPHANED_MESSAGE)
+        failed = _finish(record, TaskEvent.ORPHAN, now, error=error, status_message=error.message)
+        return Step(effects=(SaveTask(record=failed, expected_version=record.version),))
+
+    def resume_call(self, record: TaskRecord) -> ToolCall | None:
+        """The call that runs `record`'s handler again with every answer it has so far,
+        or None if the task is not running (it ended)."""
+        if record.status.is_terminal or record.request_meta is None:
+            return None
+        return _task_call(record)
+
     def expire_task(self, record: TaskRecord, now: float) -> Step:
         """A `WakeAt` came due: remove the record if its TTL has run out."""
         expires_at = record.expires_at
@@ -1230,6 +1263,13 @@ def _without_related_task_meta(result: w.CallToolResult) -> w.CallToolResult:
         return result
     meta = {k: v for k, v in result.meta.items() if k != RELATED_TASK_META}
     return msgspec.structs.replace(result, meta=meta or UNSET)
+
+
+ORPHANED_MESSAGE = (
+    "The server restarted before the task finished: the process running it stopped, "
+    "and its work is lost"
+)
+RESTARTED_MESSAGE = "Running again from the start: the server restarted before it finished"
 
 
 def _task_call(record: TaskRecord) -> ToolCall:

@@ -47,6 +47,10 @@ class TaskEvent(enum.StrEnum):
     FAIL = "fail"
     CANCEL = "cancel"
     EXPIRE = "expire"
+    ORPHAN = "orphan"
+    """The process running the handler stopped (restart, crash, lost lease)."""
+    RESTART = "restart"
+    """Like ORPHAN, for a resumable tool: its handler runs again from the start."""
 
 
 _TERMINAL: Final = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
@@ -62,6 +66,8 @@ TRANSITIONS: Final = [
     (TaskEvent.FAIL, _ACTIVE, TaskStatus.FAILED),
     (TaskEvent.CANCEL, _ACTIVE, TaskStatus.CANCELLED),
     (TaskEvent.EXPIRE, _ACTIVE, TaskStatus.FAILED),
+    (TaskEvent.ORPHAN, _ACTIVE, TaskStatus.FAILED),
+    (TaskEvent.RESTART, _ACTIVE, TaskStatus.WORKING),
 ]
 
 MACHINE: Final = Machine(

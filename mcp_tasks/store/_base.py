@@ -1,50 +1,138 @@
 """The store contract: records in, records out, compare-and-set on `version`.
 
-A store knows no status rules and reads no clock: the core decides what a record becomes,
-the store only keeps it. Writes name the version they expect to replace (None for a new
-record), so two writers never overwrite each other: the loser gets `VersionConflict`, and
-reloads. Expiry is indexed by `expires_at` so that finding the records whose time has come
-costs O(expired), not O(all tasks).
+A store knows no status rules: the core decides what a record becomes, the store only
+keeps it. Every method is async, because durable stores do their I/O in a worker thread.
+
+* Writes name the version they expect to replace (None for a new record), so two writers,
+  in one process or several, never overwrite each other: the loser gets `VersionConflict`,
+  reloads and decides again. A new record may carry a `limit`: the store refuses it with
+  `StoreFull` when it already holds that many, checked in the same atomic step, so the
+  limit holds across every process sharing the store.
+* Expiry is indexed by `expires_at`: `pop_due` finds the records whose time has come in
+  O(expired), each once, even when several processes ask.
+* A process running a task's handler holds a *lease* on the task. A lease that lapses (its
+  process died and stopped renewing it) is handed, once, to whichever process asks
+  `lapsed`; that process fails the task or runs it again (`ServerCore.task_orphaned`).
+* A store that several processes share (`shared`) also carries `Signal`s between them:
+  cancel this task, resume that one, this record changed.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import Literal, Protocol
+
+import msgspec
 
 from ..core import TaskRecord
 
 
+class StoreFull(Exception):
+    """A new record was refused: the store holds its `limit` of records already."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the store holds its limit of {limit} tasks")
+        self.limit = limit
+
+
+class Signal(msgspec.Struct, frozen=True):
+    """A message between the processes sharing a store.
+
+    `cancel`: stop the handler of `task_id`; `resume`: its answers are in, wake the handler
+    (or run it again); `changed`: the record was saved (for `notifications/tasks`).
+    """
+
+    kind: Literal["cancel", "resume", "changed"]
+    task_id: str
+    origin: str
+    """The process that sent it (a process ignores its own `changed`)."""
+
+
+class Signals(Protocol):
+    async def publish(self, signal: Signal) -> None:
+        """Send `signal` to every process listening, this one included."""
+        ...
+
+    def listen(self) -> AbstractAsyncContextManager[AsyncIterator[Signal]]:
+        """Signals as they arrive, for as long as the context is open."""
+        ...
+
+
 class TaskStore(Protocol):
-    def get(self, task_id: str) -> TaskRecord | None:
+    shared: bool
+    """Other processes may use the same records: leases must be renewed while handlers
+    run, and `signals` carries what one process tells the others."""
+
+    origin: str
+    """This process's name in leases and signals (random, one per store object)."""
+
+    @property
+    def signals(self) -> Signals | None:
+        """The channel between processes, or None for a store only one process uses."""
+        ...
+
+    async def get(self, task_id: str) -> TaskRecord | None:
         """The record, or None if there is none (never created, or deleted)."""
         ...
 
-    def save(self, record: TaskRecord, expected_version: int | None) -> None:
+    async def save(
+        self, record: TaskRecord, expected_version: int | None, *, limit: int | None = None
+    ) -> None:
         """Write `record` if the stored version equals `expected_version` (None: absent).
 
-        Raises `VersionConflict` otherwise, and writes nothing.
+        Raises `VersionConflict` otherwise, and writes nothing. A new record with `limit`
+        raises `StoreFull` if the store holds `limit` records already.
         """
         ...
 
-    def delete(self, task_id: str, expected_version: int | None = None) -> bool:
-        """Remove the record (if at `expected_version`, when given). False if absent.
-
-        Raises `VersionConflict` if the stored version differs from `expected_version`.
-        """
+    async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
+        """Remove the record (if at `expected_version`, when given) and its lease. False if
+        absent. Raises `VersionConflict` if the stored version differs."""
         ...
 
-    def count(self) -> int:
+    async def count(self) -> int:
         """How many records the store holds."""
         ...
 
-    def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
-        """Up to `limit` records whose `expires_at` is at or before `now`, each returned once.
+    async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
+        """Up to `limit` records whose `expires_at` is at or before `now`, each returned once
+        (to one process only).
 
         The records stay stored: hand each to the core's `expire_task` and perform its
-        effects (which delete it). A record saved again with a new expiry is indexed anew.
+        effects (which delete it). A record saved again is indexed anew.
         """
         ...
 
-    def next_deadline(self) -> float | None:
+    async def next_deadline(self) -> float | None:
         """The earliest `expires_at` indexed (possibly of a record deleted since), or None."""
         ...
+
+    async def claim(self, task_id: str, until: float) -> None:
+        """Take the lease on `task_id` for this process (`origin`) until `until`."""
+        ...
+
+    async def renew(self, task_ids: list[str], until: float) -> None:
+        """Extend this process's leases on `task_ids` to `until` (those it still holds)."""
+        ...
+
+    async def release(self, task_id: str) -> None:
+        """Give up this process's lease on `task_id` (nothing if another holds it)."""
+        ...
+
+    async def lease_holder(self, task_id: str, now: float) -> str | None:
+        """The `origin` holding a live lease on `task_id`, or None."""
+        ...
+
+    async def lapsed(self, now: float, limit: int = 100) -> list[str]:
+        """Up to `limit` tasks whose lease ran out by `now`, each returned once (to one
+        process only); their leases are gone. A store opened anew by one process (SQLite)
+        counts every lease it finds as lapsed: their holder is gone."""
+        ...
+
+    async def aclose(self) -> None:
+        """Let go of connections and files."""
+        ...
+
+
+__all__ = ["Signal", "Signals", "StoreFull", "TaskStore"]

@@ -1,48 +1,65 @@
-"""The in-memory store: a dict of records and a heap of expiry times.
+"""The in-memory store: a dict of records and a heap of expiry times. One process only.
 
 Entries in the heap are never removed eagerly: a record deleted early, or saved with a new
 expiry, leaves its old entry behind, and `pop_due` skips entries that no longer match the
 stored record. Every entry is pushed once and popped once, so expiry costs O(expired · log n).
+Its async methods never yield to trio: reading a record and writing its successor cannot
+interleave with another writer in the same process.
 """
 
 from __future__ import annotations
 
 import heapq
+import secrets
 
 from ..core import TaskRecord, VersionConflict
+from ._base import Signals, StoreFull
 
 
 class MemoryTaskStore:
+    shared = False
+
     def __init__(self) -> None:
+        self.origin = "mem_" + secrets.token_hex(6)
         self._records: dict[str, TaskRecord] = {}
         self._expiry_heap: list[tuple[float, str]] = []
+        self._leases: dict[str, float] = {}
 
-    def get(self, task_id: str) -> TaskRecord | None:
+    @property
+    def signals(self) -> Signals | None:
+        return None
+
+    async def get(self, task_id: str) -> TaskRecord | None:
         return self._records.get(task_id)
 
-    def save(self, record: TaskRecord, expected_version: int | None) -> None:
+    async def save(
+        self, record: TaskRecord, expected_version: int | None, *, limit: int | None = None
+    ) -> None:
         current = self._records.get(record.task_id)
         found = None if current is None else current.version
         if found != expected_version:
             raise VersionConflict(record.task_id, expected_version, found)
+        if current is None and limit is not None and len(self._records) >= limit:
+            raise StoreFull(limit)
         self._records[record.task_id] = record
         expires_at = record.expires_at
         if expires_at is not None and (current is None or current.expires_at != expires_at):
             heapq.heappush(self._expiry_heap, (expires_at, record.task_id))
 
-    def delete(self, task_id: str, expected_version: int | None = None) -> bool:
+    async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
         current = self._records.get(task_id)
         if current is None:
             return False
         if expected_version is not None and current.version != expected_version:
             raise VersionConflict(task_id, expected_version, current.version)
         del self._records[task_id]
+        self._leases.pop(task_id, None)
         return True
 
-    def count(self) -> int:
+    async def count(self) -> int:
         return len(self._records)
 
-    def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
+    async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
         due: list[TaskRecord] = []
         heap = self._expiry_heap
         while heap and heap[0][0] <= now and len(due) < limit:
@@ -52,8 +69,31 @@ class MemoryTaskStore:
                 due.append(record)
         return due
 
-    def next_deadline(self) -> float | None:
+    async def next_deadline(self) -> float | None:
         return self._expiry_heap[0][0] if self._expiry_heap else None
+
+    # Leases: one process holds them all, and they end with it, so none ever lapses.
+
+    async def claim(self, task_id: str, until: float) -> None:
+        self._leases[task_id] = until
+
+    async def renew(self, task_ids: list[str], until: float) -> None:
+        for task_id in task_ids:
+            if task_id in self._leases:
+                self._leases[task_id] = until
+
+    async def release(self, task_id: str) -> None:
+        self._leases.pop(task_id, None)
+
+    async def lease_holder(self, task_id: str, now: float) -> str | None:
+        until = self._leases.get(task_id)
+        return self.origin if until is not None and until > now else None
+
+    async def lapsed(self, now: float, limit: int = 100) -> list[str]:
+        return []
+
+    async def aclose(self) -> None:
+        pass
 
     def __len__(self) -> int:
         return len(self._records)

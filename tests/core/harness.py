@@ -50,9 +50,9 @@ from mcp_tasks.core import (
     ToolCall,
     ToolOutcome,
     ToolSpec,
+    VersionConflict,
     WakeAt,
 )
-from mcp_tasks.store import MemoryTaskStore
 
 Handler = Callable[[ToolCall], ToolOutcome]
 PromptHandler = Callable[[PromptCall], PromptOutcome]
@@ -77,6 +77,43 @@ def meta(caps: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
         "io.modelcontextprotocol/clientInfo": {"name": "test-client", "version": "1.0"},
         **extra,
     }
+
+
+class RecordBook:
+    """The shell's records for core tests: a synchronous dict with the stores' version
+    check (the real stores are async and tested against their own contract)."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, TaskRecord] = {}
+
+    def get(self, task_id: str) -> TaskRecord | None:
+        return self.records.get(task_id)
+
+    def save(self, record: TaskRecord, expected_version: int | None) -> None:
+        current = self.records.get(record.task_id)
+        found = None if current is None else current.version
+        if found != expected_version:
+            raise VersionConflict(record.task_id, expected_version, found)
+        self.records[record.task_id] = record
+
+    def delete(self, task_id: str, expected_version: int | None = None) -> bool:
+        current = self.records.get(task_id)
+        if current is None:
+            return False
+        if expected_version is not None and current.version != expected_version:
+            raise VersionConflict(task_id, expected_version, current.version)
+        del self.records[task_id]
+        return True
+
+    def count(self) -> int:
+        return len(self.records)
+
+    def pop_due(self, now: float) -> list[TaskRecord]:
+        """Every record whose time has come (the core tests hold a handful)."""
+        return sorted(
+            (r for r in self.records.values() if r.is_expired(now)),
+            key=lambda r: (r.expires_at, r.task_id),
+        )
 
 
 @dataclass
@@ -105,7 +142,7 @@ class Harness:
 
     def __post_init__(self) -> None:
         counter = itertools.count(1)
-        self.store = MemoryTaskStore()
+        self.store = RecordBook()
         self.core = ServerCore(
             info=Implementation(name="test-server", version="0.1.0"),
             tools=[spec for spec, _ in self.tools.values()],

@@ -8,6 +8,8 @@ The expected table below is written out from the rules, not read from the librar
 * input_answered: input_required -> working;
 * complete / fail / cancel: working | input_required -> completed / failed / cancelled;
 * expire: working | input_required -> failed;
+* orphan (its process stopped): working | input_required -> failed;
+* restart (the same, for a resumable tool): working | input_required -> working;
 * nothing leaves a terminal status.
 """
 
@@ -18,6 +20,7 @@ import re
 import types
 from typing import Any, Final
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -57,10 +60,10 @@ from mcp_tasks.core import (
     next_status,
     transition_table,
 )
+from mcp_tasks.core._server import RESTARTED_MESSAGE
 from mcp_tasks.core._state import MACHINE
-from mcp_tasks.store import MemoryTaskStore
 
-from .harness import ALL_CAPS, Harness
+from .harness import ALL_CAPS, Harness, RecordBook
 from .tools import TOOLS, ask_name
 
 W = TaskStatus.WORKING
@@ -84,6 +87,10 @@ EXPECTED: Final[dict[tuple[TaskStatus, TaskEvent], TaskStatus]] = {
     (IR, TaskEvent.CANCEL): X,
     (W, TaskEvent.EXPIRE): F,
     (IR, TaskEvent.EXPIRE): F,
+    (W, TaskEvent.ORPHAN): F,
+    (IR, TaskEvent.ORPHAN): F,
+    (W, TaskEvent.RESTART): W,
+    (IR, TaskEvent.RESTART): W,
 }
 
 ALL_PAIRS: Final = list(itertools.product(TaskStatus, TaskEvent))
@@ -96,9 +103,9 @@ def _pair_id(pair: tuple[TaskStatus, TaskEvent]) -> str:
 # --- the table, pair by pair ----------------------------------------------------------------
 
 
-def test_there_are_thirty_pairs_and_eleven_legal_ones() -> None:
-    assert len(ALL_PAIRS) == 30 and len(set(ALL_PAIRS)) == 30
-    assert len(EXPECTED) == 11
+def test_there_are_forty_pairs_and_fifteen_legal_ones() -> None:
+    assert len(ALL_PAIRS) == 40 and len(set(ALL_PAIRS)) == 40
+    assert len(EXPECTED) == 15
 
 
 @pytest.mark.parametrize(("status", "event"), ALL_PAIRS, ids=[_pair_id(p) for p in ALL_PAIRS])
@@ -221,8 +228,8 @@ def _check_reply_once(method: str | None, body: bytes) -> None:
         _SCHEMA_CHECKED.add((method, body))
 
 
-class CountingStore(MemoryTaskStore):
-    """A memory store that counts writes and checks each one bumps the version."""
+class CountingStore(RecordBook):
+    """A record book that counts writes and checks each one bumps the version."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -387,6 +394,43 @@ class TaskLifecycle(RuleBasedStateMachine):
             self.message = message
         record = self.h.record(self.task_id)
         self.h.perform(self.h.core.set_status_message(record, message, self.h.now))
+
+    @precondition(lambda self: self.present)
+    @rule(resumable=st.booleans())
+    def process_stops(self, resumable: bool) -> None:
+        """The process running the handler stops; another (or the same, restarted) takes
+        the task over: it fails (orphan), or a resumable tool runs again (restart)."""
+        assert self.status is not None
+        event = TaskEvent.RESTART if resumable else TaskEvent.ORPHAN
+        started = dict(self.h.started)
+        applied = False
+        if self.status in TERMINAL:
+            self.pairs.add((self.status, event))  # over already: nothing to take over
+        elif self._expired():
+            self._expire()
+        elif self._event(event):
+            applied = True
+            self.outstanding = {}
+            self.message = RESTARTED_MESSAGE if resumable else None
+        spec = self.h.core.tools["slow"]
+        if resumable:
+            self.h.core.remove_tool("slow")
+            self.h.core.add_tool(msgspec.structs.replace(spec, resumable=True))
+        try:
+            self.h.perform(self.h.core.task_orphaned(self.h.record(self.task_id), self.h.now))
+        finally:
+            self.h.core.remove_tool("slow")
+            self.h.core.add_tool(msgspec.structs.replace(spec, resumable=False))
+        record = self.store.get(self.task_id)
+        if applied and resumable:  # runs again, from the start, with its answers
+            call = self.h.started[self.task_id]
+            assert call is not started.get(self.task_id) and call.in_task
+            assert set(call.input_responses) == self.answered
+        elif applied:
+            assert record is not None and record.error is not None
+            assert "restarted before the task finished" in record.error.message
+        else:
+            assert self.h.started == started
 
     # --- the client's requests ---------------------------------------------------------------
 
@@ -587,6 +631,8 @@ def _apply(machine: TaskLifecycle, event: TaskEvent) -> None:
         machine.handler_ends("reused_key", 0, True)
     elif event is TaskEvent.CANCEL:
         machine.cancels()
+    elif event in (TaskEvent.ORPHAN, TaskEvent.RESTART):
+        machine.process_stops(event is TaskEvent.RESTART)
     else:
         machine.time_reaches_the_ttl()
         machine.wake_up()

@@ -312,7 +312,7 @@ async def test_expiry_removes_the_task_at_its_ttl(autojump_clock: MockClock) -> 
         await trio.sleep(0.2)
         error = (await client.send("tasks/get", {"taskId": task_id}))["error"]
         assert error["code"] == -32602
-        assert server.store.count() == 0 and server._running == {}
+        assert await server.store.count() == 0 and server._running == {}
 
 
 async def test_shutdown_gives_tasks_a_grace_period_then_cancels(autojump_clock: MockClock) -> None:

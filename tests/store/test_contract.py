@@ -1,30 +1,62 @@
-"""The store contract, for every store: records in and out, compare-and-set, expiry index.
+"""The store contract, run unchanged on every store: memory, SQLite (a real file) and Redis
+(a real redis-server): records in and out exactly, compare-and-set, the task limit, the
+expiry index, leases.
 
-Later stores (SQLite, Redis) join by adding a factory to STORES.
+Where a store may be shared by several processes (Redis), "another process" is a second
+store object on the same server and prefix: it shares nothing with the first but Redis.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
 
+import msgspec
 import pytest
+import trio
+from msgspec import Raw
 
 from mcp_tasks.core import (
     CallToolResult,
+    ClientCapabilities,
+    ElicitParams,
+    ElicitRequest,
+    ErrorObject,
+    RequestMeta,
     TaskRecord,
     TaskStatus,
     VersionConflict,
     decode_record,
     encode_record,
 )
-from mcp_tasks.store import MemoryTaskStore, TaskStore
+from mcp_tasks.store import (
+    MemoryTaskStore,
+    RedisTaskStore,
+    SQLiteTaskStore,
+    StoreFull,
+    TaskStore,
+)
 
-STORES: dict[str, Callable[[], TaskStore]] = {"memory": MemoryTaskStore}
+KINDS = ["memory", "sqlite", "redis"]
 
 
-@pytest.fixture(params=sorted(STORES))
-def store(request: pytest.FixtureRequest) -> TaskStore:
-    return STORES[request.param]()
+@pytest.fixture(params=KINDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    made = _make(request, tmp_path)
+    try:
+        yield made
+    finally:
+        await made.aclose()
+
+
+def _make(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
+    if request.param == "memory":
+        return MemoryTaskStore()
+    if request.param == "sqlite":
+        return SQLiteTaskStore(tmp_path / "tasks.db")
+    url = request.getfixturevalue("redis_url")
+    return RedisTaskStore(url, prefix="t" + secrets.token_hex(6))
 
 
 def record(
@@ -42,84 +74,188 @@ def record(
     )
 
 
-def test_a_saved_record_reads_back_equal(store: TaskStore) -> None:
-    store.save(record(), None)
-    assert store.get("t1") == record() and store.get("t2") is None
-    assert store.count() == 1
+def full_record() -> TaskRecord:
+    """A record with every field set, awkward values included."""
+    ask = ElicitRequest(params=ElicitParams(message="Name? é ✓ \x00", requested_schema={}))
+    return record().replace(
+        status=TaskStatus.INPUT_REQUIRED,
+        status_message="waiting on “you”",
+        arguments=Raw(b'{"n":1.5e300,"s":"\\u2028","deep":[[[]]],"neg":-0.0}'),
+        request_meta=RequestMeta(
+            protocol_version="2026-07-28",
+            client_capabilities=ClientCapabilities(),
+            progress_token="p",
+        ),
+        prior_responses={"a": Raw(b'{"x":1}')},
+        handler_state="opaque state",
+        input_requests={"input-1": ask},
+        input_responses={"k": Raw(b"[1,2]")},
+        issued_keys=frozenset({"input-1", "k"}),
+    )
 
 
-def test_create_refuses_an_existing_id(store: TaskStore) -> None:
-    store.save(record(), None)
-    with pytest.raises(VersionConflict, match="t1"):
-        store.save(record(), None)
+async def test_a_saved_record_reads_back_exactly(store: TaskStore) -> None:
+    original = full_record()
+    await store.save(original, None)
+    back = await store.get("t1")
+    assert back == original  # Raw fields compare byte for byte
+    assert back is not None and back.arguments is not None and original.arguments is not None
+    assert bytes(back.arguments) == bytes(original.arguments)
+    assert await store.get("t2") is None
+    assert await store.count() == 1
 
 
-def test_replace_needs_the_stored_version(store: TaskStore) -> None:
+@pytest.mark.parametrize("ending", ["result", "error"])
+async def test_results_and_errors_round_trip_exactly(store: TaskStore, ending: str) -> None:
     first = record()
-    store.save(first, None)
-    second = first.replace(status=TaskStatus.CANCELLED)
+    await store.save(first, None)
+    if ending == "result":
+        result = Raw(msgspec.json.encode(CallToolResult.text("done ✓")))
+        done = first.replace(status=TaskStatus.COMPLETED, result=result)
+    else:
+        error = ErrorObject(code=-32603, message="boom", data={"why": [1, None]})
+        done = first.replace(status=TaskStatus.FAILED, error=error)
+    await store.save(done, 1)
+    assert await store.get("t1") == done
+
+
+async def test_create_refuses_an_existing_id(store: TaskStore) -> None:
+    await store.save(record(), None)
+    with pytest.raises(VersionConflict) as caught:
+        await store.save(record(), None)
+    assert caught.value.found == 1
+
+
+async def test_replace_needs_the_stored_version(store: TaskStore) -> None:
+    first = record()
+    await store.save(first, None)
+    second = first.replace(status_message="x")
     with pytest.raises(VersionConflict):
-        store.save(second, 2)
-    store.save(second, 1)
-    third = first.replace(status=TaskStatus.FAILED)  # a writer that read version 1 too
-    with pytest.raises(VersionConflict) as lost:
-        store.save(third, 1)
-    assert (lost.value.expected, lost.value.found) == (1, 2)
-    assert store.get("t1") == second
+        await store.save(second, 2)
+    await store.save(second, 1)
+    third = second.replace(status_message="y")
+    with pytest.raises(VersionConflict) as caught:
+        await store.save(third, 1)
+    assert (caught.value.expected, caught.value.found) == (1, 2)
+    assert await store.get("t1") == second
 
 
-def test_replace_of_a_missing_record_conflicts(store: TaskStore) -> None:
+async def test_replace_of_a_missing_record_conflicts(store: TaskStore) -> None:
     with pytest.raises(VersionConflict):
-        store.save(record(version=2), 1)
+        await store.save(record(version=2), 1)
+    assert await store.get("t1") is None
 
 
-def test_delete_with_and_without_a_version(store: TaskStore) -> None:
-    store.save(record(), None)
+async def test_delete_with_and_without_a_version(store: TaskStore) -> None:
+    await store.save(record(), None)
     with pytest.raises(VersionConflict):
-        store.delete("t1", 5)
-    assert store.delete("t1", 1) is True
-    assert store.delete("t1") is False and store.get("t1") is None and store.count() == 0
+        await store.delete("t1", 5)
+    assert await store.delete("t1", 1) is True
+    assert await store.delete("t1") is False
+    assert await store.get("t1") is None and await store.count() == 0
 
 
-def test_pop_due_returns_only_records_whose_time_has_come(store: TaskStore) -> None:
-    store.save(record("a", created_at=100.0), None)  # expires 101
-    store.save(record("b", created_at=105.0), None)  # expires 106
-    store.save(record("c", ttl_ms=None), None)  # never
-    assert store.next_deadline() == 101.0
-    assert store.pop_due(100.999) == []
-    assert [r.task_id for r in store.pop_due(101.0)] == ["a"]
-    assert store.pop_due(101.0) == []  # each record comes due once
-    assert store.get("a") is not None  # still stored until the core says delete
-    assert [r.task_id for r in store.pop_due(10_000)] == ["b"]
+async def test_concurrent_transitions_never_lose_one(store: TaskStore) -> None:
+    """Twenty writers each add their key by read, change, compare-and-set, retry: every
+    key ends up in the record and the version counts every write."""
+    await store.save(record(), None)
+
+    async def add(key: str) -> None:
+        while True:
+            current = await store.get("t1")
+            assert current is not None
+            try:
+                await store.save(
+                    current.replace(issued_keys=current.issued_keys | {key}), current.version
+                )
+                return
+            except VersionConflict:
+                await trio.lowlevel.checkpoint()
+
+    keys = {f"k{n}" for n in range(20)}
+    async with trio.open_nursery() as nursery:
+        for key in keys:
+            nursery.start_soon(add, key)
+    final = await store.get("t1")
+    assert final is not None and final.issued_keys == keys and final.version == 21
 
 
-def test_pop_due_skips_deleted_records_and_honours_the_limit(store: TaskStore) -> None:
+async def test_the_limit_refuses_new_records_only(store: TaskStore) -> None:
+    await store.save(record("a"), None, limit=2)
+    await store.save(record("b"), None, limit=2)
+    with pytest.raises(StoreFull) as caught:
+        await store.save(record("c"), None, limit=2)
+    assert caught.value.limit == 2 and await store.get("c") is None
+    await store.save(record("a").replace(status_message="fine"), 1, limit=2)  # a change
+    await store.delete("b")
+    await store.save(record("c"), None, limit=2)  # room again
+    assert await store.count() == 2
+
+
+async def test_pop_due_returns_only_records_whose_time_has_come(store: TaskStore) -> None:
+    await store.save(record("a", created_at=100.0), None)  # expires 101
+    await store.save(record("b", created_at=105.0), None)  # expires 106
+    await store.save(record("c", ttl_ms=None), None)  # never
+    assert await store.next_deadline() == 101.0
+    assert await store.pop_due(100.999) == []
+    assert [r.task_id for r in await store.pop_due(101.0)] == ["a"]
+    assert await store.pop_due(101.0) == []  # each record comes due once
+    assert await store.get("a") is not None  # still stored until the core says delete
+    assert [r.task_id for r in await store.pop_due(10_000)] == ["b"]
+
+
+async def test_pop_due_skips_deleted_records_and_honours_the_limit(store: TaskStore) -> None:
     for n in range(5):
-        store.save(record(f"t{n}", created_at=100.0 + n), None)
-    store.delete("t0")
-    assert [r.task_id for r in store.pop_due(1000, limit=2)] == ["t1", "t2"]
-    assert [r.task_id for r in store.pop_due(1000)] == ["t3", "t4"]
+        await store.save(record(f"t{n}", created_at=100.0 + n), None)
+    await store.delete("t0")
+    assert [r.task_id for r in await store.pop_due(1000, limit=2)] == ["t1", "t2"]
+    assert [r.task_id for r in await store.pop_due(1000)] == ["t3", "t4"]
 
 
-def test_a_new_expiry_is_indexed_anew(store: TaskStore) -> None:
+async def test_a_new_expiry_is_indexed_anew(store: TaskStore) -> None:
     first = record()
-    store.save(first, None)
+    await store.save(first, None)
     longer = first.replace(ttl_ms=5000)
-    store.save(longer, 1)
-    assert store.pop_due(101.0) == []
-    assert store.pop_due(105.0) == [longer]
+    await store.save(longer, 1)
+    assert await store.pop_due(101.0) == []
+    assert await store.pop_due(105.0) == [longer]
+
+
+async def test_a_lease_is_held_renewed_and_released(store: TaskStore) -> None:
+    await store.save(record(), None)
+    assert await store.lease_holder("t1", 0.0) is None
+    await store.claim("t1", 50.0)
+    assert await store.lease_holder("t1", 10.0) == store.origin
+    await store.renew(["t1"], 80.0)
+    assert await store.lease_holder("t1", 60.0) == store.origin
+    await store.release("t1")
+    assert await store.lease_holder("t1", 60.0) is None
+    assert await store.lapsed(1000.0) == []  # released leases never lapse
+
+
+async def test_deleting_a_record_drops_its_lease(store: TaskStore) -> None:
+    await store.save(record(), None)
+    await store.claim("t1", 50.0)
+    await store.delete("t1")
+    assert await store.lease_holder("t1", 10.0) is None
+    assert await store.lapsed(1000.0) == []
 
 
 def test_records_round_trip_through_json() -> None:
     done = record().replace(status=TaskStatus.COMPLETED, result=None, status_message="ok")
     assert decode_record(encode_record(done)) == done
-    assert CallToolResult.text("x").result_type == "complete"
 
 
-def test_memory_expiry_cost_is_proportional_to_what_expired() -> None:
+async def test_memory_expiry_cost_is_proportional_to_what_expired() -> None:
     store = MemoryTaskStore()
     for n in range(10_000):
-        store.save(record(f"t{n}", created_at=100.0 + n), None)
+        await store.save(record(f"t{n}", created_at=100.0 + n), None)
     heap = store._expiry_heap
-    assert len(store.pop_due(104.0)) == 4
+    assert len(await store.pop_due(104.0)) == 4
     assert len(heap) == 10_000 - 4  # popped exactly the expired entries, touched no others
+
+
+async def test_a_memory_lease_never_lapses() -> None:
+    store = MemoryTaskStore()
+    await store.claim("t1", 5.0)
+    assert await store.lapsed(1e12) == []  # one process: its leases end with it

@@ -1,0 +1,49 @@
+"""Stores named by URL, as `mcp-tasks serve --store URL` takes them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+from ._base import TaskStore
+from ._memory import MemoryTaskStore
+from ._redis import RedisTaskStore
+from ._sqlite import SQLiteTaskStore
+
+STORE_URL_HELP = (
+    "memory:// (the default), sqlite:///relative/path.db, sqlite:////absolute/path.db "
+    "(add ?synchronous=full to survive power loss), or redis://127.0.0.1:6379/0 "
+    "(add ?prefix=NAME to keep several servers' tasks apart)"
+)
+
+
+def open_store(url: str | None) -> TaskStore:
+    """The store `url` names (see `STORE_URL_HELP`); memory for None or "memory://".
+
+    Raises ValueError for a URL that names no store, naming what would.
+    """
+    if url is None or url in ("memory", "memory://"):
+        return MemoryTaskStore()
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        return _open_sqlite(url)
+    if scheme in ("redis", "rediss", "unix"):
+        return RedisTaskStore(url)
+    raise ValueError(f"no store for {url!r}; use {STORE_URL_HELP}")
+
+
+def _open_sqlite(url: str) -> TaskStore:
+    rest = url[len("sqlite:") :]
+    path, _, query = rest.partition("?")
+    if not path.startswith("///") or len(path) == 3:
+        raise ValueError(
+            f"a SQLite store URL is sqlite:///relative/path.db or sqlite:////absolute/path.db, "
+            f"not {url!r}"
+        )
+    options = dict(parse_qsl(query))
+    synchronous = options.pop("synchronous", "normal").lower()
+    if options:
+        raise ValueError(f"unknown SQLite store option(s) {sorted(options)} in {url!r}")
+    if synchronous not in ("normal", "full"):
+        raise ValueError(f"synchronous must be 'normal' or 'full', not {synchronous!r}")
+    return SQLiteTaskStore(Path(path[3:]), synchronous=synchronous)  # type: ignore[arg-type]

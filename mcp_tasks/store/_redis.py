@@ -1,0 +1,289 @@
+"""The Redis store: tasks that several server processes share, on one or more machines.
+
+Layout, under a key prefix (`mcp_tasks` unless the URL says `?prefix=`):
+
+* `{p}:task:{id}` a hash: `v` the version, `r` the record's JSON;
+* `{p}:ids` the set of task ids (the task limit counts it), `{p}:due` a sorted set of ids
+  by expiry time, `{p}:leases` a sorted set of ids by lease end, `{p}:holders` a hash of
+  id -> the process holding its lease;
+* `{p}:signals` the pub/sub channel that carries `Signal`s between the processes.
+
+Every write that reads before it writes (compare-and-set, the task limit, popping due
+records and lapsed leases) is one Lua script, so it is atomic however many processes ask.
+A save also publishes a `changed` signal in the same script: a `subscriptions/listen`
+stream held on another process hears of it without a second round trip. redis-py is
+blocking; every call runs in a trio worker thread. One Redis server, not a cluster (the
+scripts touch keys they build).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import msgspec
+import trio
+
+from ..core import TaskRecord, VersionConflict, decode_record, encode_record
+from ._base import Signal, StoreFull
+
+try:
+    import redis
+except ImportError:  # pragma: no cover - the extra is not installed
+    redis = None  # type: ignore[assignment]
+
+T = TypeVar("T")
+
+_SAVE = """
+local current = redis.call('HGET', KEYS[1], 'v')
+if ARGV[2] == '' then
+    if current then return {'conflict', current} end
+    if ARGV[6] ~= '' and redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[6]) then
+        return {'full'}
+    end
+elseif current ~= ARGV[2] then
+    return {'conflict', current or ''}
+end
+redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[4])
+redis.call('SADD', KEYS[2], ARGV[1])
+if ARGV[5] ~= '' then
+    redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
+else
+    redis.call('ZREM', KEYS[3], ARGV[1])
+end
+redis.call('PUBLISH', KEYS[4], ARGV[7])
+return {'ok'}
+"""
+
+_DELETE = """
+local current = redis.call('HGET', KEYS[1], 'v')
+if not current then return {'gone'} end
+if ARGV[2] ~= '' and current ~= ARGV[2] then return {'conflict', current} end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
+return {'ok'}
+"""
+
+_POP_DUE = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+local found = {}
+for _, id in ipairs(ids) do
+    redis.call('ZREM', KEYS[1], id)
+    local record = redis.call('HGET', ARGV[3] .. id, 'r')
+    if record then table.insert(found, record) end
+end
+return found
+"""
+
+_LAPSED = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+for _, id in ipairs(ids) do
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[2], id)
+end
+return ids
+"""
+
+_RENEW = """
+for i = 3, #ARGV do
+    if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[1] then
+        redis.call('ZADD', KEYS[1], 'XX', ARGV[2], ARGV[i])
+    end
+end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
+    redis.call('HDEL', KEYS[2], ARGV[1])
+    redis.call('ZREM', KEYS[1], ARGV[1])
+end
+return 0
+"""
+
+_signal_encoder = msgspec.json.Encoder()
+_signal_decoder = msgspec.json.Decoder(Signal)
+
+
+class RedisTaskStore:
+    shared = True
+
+    def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str | None = None) -> None:
+        if redis is None:
+            raise ImportError("the Redis store needs redis-py: pip install 'mcp-tasks[redis]'")
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        prefix = query.pop("prefix", "mcp_tasks") if prefix is None else prefix
+        self.url = urlunsplit(parts._replace(query=urlencode(query)))
+        self.prefix = prefix
+        self.origin = "redis_" + secrets.token_hex(6)
+        self._client = redis.Redis.from_url(self.url)
+        self._ids = f"{prefix}:ids"
+        self._due = f"{prefix}:due"
+        self._leases = f"{prefix}:leases"
+        self._holders = f"{prefix}:holders"
+        self._channel = f"{prefix}:signals"
+        self._task_prefix = f"{prefix}:task:"
+        self._save = self._client.register_script(_SAVE)
+        self._delete = self._client.register_script(_DELETE)
+        self._pop_due = self._client.register_script(_POP_DUE)
+        self._lapsed = self._client.register_script(_LAPSED)
+        self._renew = self._client.register_script(_RENEW)
+        self._release = self._client.register_script(_RELEASE)
+        self.signals = _RedisSignals(self)
+
+    @staticmethod
+    async def _run(work: Callable[[], T]) -> T:
+        return await trio.to_thread.run_sync(work)
+
+    def _key(self, task_id: str) -> str:
+        return self._task_prefix + task_id
+
+    async def ping(self) -> None:
+        """Raise if the server cannot be reached (redis-py's ConnectionError)."""
+        await self._run(self._client.ping)
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        key = self._key(task_id)
+        data: bytes | None = await self._run(lambda: self._client.hget(key, "r"))  # type: ignore[arg-type, return-value]
+        return None if data is None else decode_record(data)
+
+    async def save(
+        self, record: TaskRecord, expected_version: int | None, *, limit: int | None = None
+    ) -> None:
+        task_id = record.task_id
+        expires_at = record.expires_at
+        changed = _signal_encoder.encode(Signal("changed", task_id, self.origin))
+        keys = [self._key(task_id), self._ids, self._due, self._channel]
+        args: list[bytes | str] = [
+            task_id,
+            "" if expected_version is None else str(expected_version),
+            str(record.version),
+            encode_record(record),
+            "" if expires_at is None else repr(expires_at),
+            "" if limit is None else str(limit),
+            changed,
+        ]
+        answer = await self._run(lambda: self._save(keys=keys, args=args))
+        if answer[0] == b"conflict":
+            raise VersionConflict(task_id, expected_version, _version(answer[1]))
+        if answer[0] == b"full":
+            assert limit is not None
+            raise StoreFull(limit)
+
+    async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
+        keys = [self._key(task_id), self._ids, self._due, self._leases, self._holders]
+        args = [task_id, "" if expected_version is None else str(expected_version)]
+        answer = await self._run(lambda: self._delete(keys=keys, args=args))
+        if answer[0] == b"conflict":
+            raise VersionConflict(task_id, expected_version, _version(answer[1]))
+        return bool(answer[0] == b"ok")
+
+    async def count(self) -> int:
+        return int(await self._run(lambda: self._client.scard(self._ids)))
+
+    async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
+        args: list[str | int] = [repr(now), limit, self._task_prefix]
+        found = await self._run(lambda: self._pop_due(keys=[self._due], args=args))
+        return [decode_record(data) for data in found]
+
+    async def next_deadline(self) -> float | None:
+        first = await self._run(lambda: self._client.zrange(self._due, 0, 0, withscores=True))
+        return float(first[0][1]) if first else None
+
+    async def claim(self, task_id: str, until: float) -> None:
+        def work() -> None:
+            with self._client.pipeline(transaction=True) as pipe:
+                pipe.hset(self._holders, task_id, self.origin)
+                pipe.zadd(self._leases, {task_id: until})
+                pipe.execute()
+
+        await self._run(work)
+
+    async def renew(self, task_ids: list[str], until: float) -> None:
+        if task_ids:
+            keys = [self._leases, self._holders]
+            args = [self.origin, repr(until), *task_ids]
+            await self._run(lambda: self._renew(keys=keys, args=args))
+
+    async def release(self, task_id: str) -> None:
+        keys = [self._leases, self._holders]
+        await self._run(lambda: self._release(keys=keys, args=[task_id, self.origin]))
+
+    async def lease_holder(self, task_id: str, now: float) -> str | None:
+        def work() -> tuple[Any, Any]:
+            with self._client.pipeline(transaction=True) as pipe:
+                pipe.hget(self._holders, task_id)
+                pipe.zscore(self._leases, task_id)
+                holder, until = pipe.execute()
+            return holder, until
+
+        holder, until = await self._run(work)
+        if holder is None or until is None or float(until) <= now:
+            return None
+        return str(holder.decode())
+
+    async def lapsed(self, now: float, limit: int = 100) -> list[str]:
+        keys = [self._leases, self._holders]
+        ids = await self._run(lambda: self._lapsed(keys=keys, args=[repr(now), limit]))
+        return [task_id.decode() for task_id in ids]
+
+    async def aclose(self) -> None:
+        await self._run(self._client.close)
+
+    def __repr__(self) -> str:
+        return f"RedisTaskStore({self.url!r}, prefix={self.prefix!r})"
+
+
+class _RedisSignals:
+    """Signals over the store's pub/sub channel; a worker thread waits for each message."""
+
+    def __init__(self, store: RedisTaskStore) -> None:
+        self._store = store
+
+    async def publish(self, signal: Signal) -> None:
+        store = self._store
+        data = _signal_encoder.encode(signal)
+        await store._run(lambda: store._client.publish(store._channel, data))
+
+    @asynccontextmanager
+    async def listen(self) -> AsyncIterator[AsyncIterator[Signal]]:
+        store = self._store
+        pubsub = store._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        await store._run(lambda: pubsub.subscribe(store._channel))
+        try:
+            yield _Messages(pubsub)
+        finally:
+            with trio.CancelScope(shield=True):
+                await store._run(pubsub.close)
+
+
+class _Messages:
+    def __init__(self, pubsub: Any) -> None:
+        self._pubsub = pubsub
+
+    def __aiter__(self) -> _Messages:
+        return self
+
+    async def __anext__(self) -> Signal:
+        while True:
+            # Abandoned on cancel: the thread returns within its timeout, and nobody waits.
+            message = await trio.to_thread.run_sync(
+                lambda: self._pubsub.get_message(timeout=0.5), abandon_on_cancel=True
+            )
+            if message is None or message.get("type") != "message":
+                continue
+            try:
+                return _signal_decoder.decode(message["data"])
+            except msgspec.DecodeError:
+                continue  # not ours: someone else publishes on the channel
+
+
+def _version(found: bytes) -> int | None:
+    return int(found) if found else None

@@ -1,0 +1,237 @@
+"""The SQLite store: tasks in one file that outlive the process. One process at a time.
+
+Records are kept as the JSON of `encode_record`, beside their version (for the
+compare-and-set) and the time they come due (for expiry, indexed). The connection runs in
+WAL mode and is used from one worker thread at a time (`trio.to_thread` with a limiter of
+one), so each method is one short transaction that no other write interleaves with; with
+`synchronous=NORMAL` (the default) a write survives the process being killed the moment it
+returns, and `synchronous=FULL` makes it survive a power cut too, at an fsync per write.
+
+A lock file beside the database (`<path>.lock`, `flock`) keeps a second process out: the
+leases in the file belong to whichever process has it open, so when the store is opened
+every lease found there is lapsed, its holder gone, and the server takes those tasks over
+at start (fails them, or runs resumable ones again). Several processes sharing tasks need
+the Redis store.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import trio
+
+from ..core import TaskRecord, VersionConflict, decode_record, encode_record
+from ._base import Signals, StoreFull
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    due_at REAL,
+    record BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_due ON tasks (due_at) WHERE due_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS leases (
+    task_id TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    until REAL NOT NULL
+);
+"""
+
+
+class StoreLocked(Exception):
+    """The SQLite file is open in another process."""
+
+
+class SQLiteTaskStore:
+    shared = False
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, synchronous: Literal["normal", "full"] = "normal"
+    ) -> None:
+        if synchronous not in ("normal", "full"):
+            raise ValueError(f"synchronous must be 'normal' or 'full', not {synchronous!r}")
+        self.path = Path(path)
+        self.origin = "sqlite_" + secrets.token_hex(6)
+        self._lock_file = open(f"{self.path}.lock", "a")  # noqa: SIM115 - held while open
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            raise StoreLocked(
+                f"{self.path} is open in another process; one process at a time uses a SQLite "
+                "store (several processes share tasks through the Redis store)"
+            ) from None
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._db.executescript(_SCHEMA)
+            # Whoever held these leases is gone: we hold the lock now.
+            self._db.execute("UPDATE leases SET until = -1")
+            (self._count,) = self._db.execute("SELECT COUNT(*) FROM tasks").fetchone()
+        except BaseException:
+            self._lock_file.close()
+            raise
+        self._limiter = trio.CapacityLimiter(1)
+
+    @property
+    def signals(self) -> Signals | None:
+        return None
+
+    async def _run(self, work: Callable[[], T]) -> T:
+        return await trio.to_thread.run_sync(work, limiter=self._limiter)
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        def work() -> bytes | None:
+            row = self._db.execute(
+                "SELECT record FROM tasks WHERE task_id = ?", (task_id,)
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        data = await self._run(work)
+        return None if data is None else decode_record(data)
+
+    async def save(
+        self, record: TaskRecord, expected_version: int | None, *, limit: int | None = None
+    ) -> None:
+        data = encode_record(record)
+        task_id, due_at = record.task_id, record.expires_at
+
+        def work() -> None:
+            db = self._db
+            if expected_version is None:
+                if limit is not None and self._count >= limit:
+                    row = db.execute("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,))
+                    if row.fetchone() is None:
+                        raise StoreFull(limit)
+                try:
+                    db.execute(
+                        "INSERT INTO tasks (task_id, version, due_at, record) VALUES (?, ?, ?, ?)",
+                        (task_id, record.version, due_at, data),
+                    )
+                except sqlite3.IntegrityError:
+                    raise VersionConflict(task_id, None, self._version(task_id)) from None
+                self._count += 1
+                return
+            changed = db.execute(
+                "UPDATE tasks SET version = ?, due_at = ?, record = ? "
+                "WHERE task_id = ? AND version = ?",
+                (record.version, due_at, data, task_id, expected_version),
+            ).rowcount
+            if changed != 1:
+                raise VersionConflict(task_id, expected_version, self._version(task_id))
+
+        await self._run(work)
+
+    def _version(self, task_id: str) -> int | None:
+        row = self._db.execute("SELECT version FROM tasks WHERE task_id = ?", (task_id,))
+        found = row.fetchone()
+        return None if found is None else int(found[0])
+
+    async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
+        def work() -> bool:
+            db = self._db
+            found = self._version(task_id)
+            if found is None:
+                return False
+            if expected_version is not None and found != expected_version:
+                raise VersionConflict(task_id, expected_version, found)
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))
+                db.execute("DELETE FROM leases WHERE task_id = ?", (task_id,))
+            self._count -= 1
+            return True
+
+        return await self._run(work)
+
+    async def count(self) -> int:
+        return int(self._count)
+
+    async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
+        def work() -> list[bytes]:
+            db = self._db
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                rows = db.execute(
+                    "SELECT task_id, record FROM tasks WHERE due_at <= ? "
+                    "ORDER BY due_at, task_id LIMIT ?",
+                    (now, limit),
+                ).fetchall()
+                db.executemany(
+                    "UPDATE tasks SET due_at = NULL WHERE task_id = ?", [(r[0],) for r in rows]
+                )
+            return [bytes(r[1]) for r in rows]
+
+        return [decode_record(data) for data in await self._run(work)]
+
+    async def next_deadline(self) -> float | None:
+        def work() -> float | None:
+            row = self._db.execute(
+                "SELECT due_at FROM tasks WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1"
+            ).fetchone()
+            return None if row is None else float(row[0])
+
+        return await self._run(work)
+
+    async def claim(self, task_id: str, until: float) -> None:
+        await self._run(
+            lambda: self._db.execute(
+                "INSERT OR REPLACE INTO leases (task_id, holder, until) VALUES (?, ?, ?)",
+                (task_id, self.origin, until),
+            )
+        )
+
+    async def renew(self, task_ids: list[str], until: float) -> None:
+        rows = [(until, task_id, self.origin) for task_id in task_ids]
+        await self._run(
+            lambda: self._db.executemany(
+                "UPDATE leases SET until = ? WHERE task_id = ? AND holder = ?", rows
+            )
+        )
+
+    async def release(self, task_id: str) -> None:
+        await self._run(
+            lambda: self._db.execute(
+                "DELETE FROM leases WHERE task_id = ? AND holder = ?", (task_id, self.origin)
+            )
+        )
+
+    async def lease_holder(self, task_id: str, now: float) -> str | None:
+        def work() -> str | None:
+            row = self._db.execute(
+                "SELECT holder FROM leases WHERE task_id = ? AND until > ?", (task_id, now)
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._run(work)
+
+    async def lapsed(self, now: float, limit: int = 100) -> list[str]:
+        def work() -> list[str]:
+            db = self._db
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                rows = db.execute(
+                    "SELECT task_id FROM leases WHERE until <= ? ORDER BY until LIMIT ?",
+                    (now, limit),
+                ).fetchall()
+                db.executemany("DELETE FROM leases WHERE task_id = ?", rows)
+            return [str(row[0]) for row in rows]
+
+        return await self._run(work)
+
+    async def aclose(self) -> None:
+        await self._run(self._db.close)
+        self._lock_file.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteTaskStore({str(self.path)!r})"
