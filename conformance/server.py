@@ -2,6 +2,8 @@
 
 `python conformance/server.py --port N` serves Streamable HTTP on http://127.0.0.1:N/mcp
 (`--port 0` picks a free port; the bound one is logged). Logs go to stderr only.
+`--store URL` keeps its tasks in SQLite or Redis (`mcp_tasks.store.open_store`; memory
+when absent), so the same scenarios check every store.
 
 It serves the Tasks extension fixtures (the `tasks-*` scenarios), which are the tools of
 examples/jobs.py (greet, slow_compute, failing_job, protocol_error_job, confirm_delete,
@@ -23,6 +25,7 @@ from types import ModuleType
 import trio
 
 from mcp_tasks import Server
+from mcp_tasks.store import STORE_URL_HELP, open_store
 from mcp_tasks.transports import serve_http
 
 HOST = "127.0.0.1"  # loopback only
@@ -53,10 +56,23 @@ def build_server() -> Server:
 
 
 async def _serve(server: Server, port: int) -> None:
+    try:
+        await _serve_until_signalled(server, port)
+    finally:
+        with trio.CancelScope(shield=True):
+            await server.store.aclose()
+
+
+async def _serve_until_signalled(server: Server, port: int) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery, server.running():
             bound = await nursery.start(serve_http, server, HOST, port)
-            logger.info("conformance fixture server on http://%s:%d/mcp", HOST, bound)
+            logger.info(
+                "conformance fixture server on http://%s:%d/mcp, tasks in %r",
+                HOST,
+                bound,
+                server.store,
+            )
             async for signum in signals:
                 logger.info("signal %d: stopping", signum)
                 break
@@ -71,13 +87,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
+    parser.add_argument("--store", metavar="URL", help=STORE_URL_HELP)
     args = parser.parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    trio.run(_serve, build_server(), args.port)
+    server = build_server()
+    if args.store is not None:
+        try:
+            server.use_store(open_store(args.store))
+        except (ValueError, OSError) as error:
+            parser.error(f"--store: {error}")
+    trio.run(_serve, server, args.port)
 
 
 if __name__ == "__main__":

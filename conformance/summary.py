@@ -2,8 +2,9 @@
 
     python conformance/summary.py RESULTS BASELINE REQUIREMENTS_EXIT [SCENARIO=EXIT ...]
 
-RESULTS holds `alone/` (scenarios run one by one) and `requirements/` (the
-`--requirements` run), each with the suite's `server-<scenario>-<timestamp>/checks.json`.
+RESULTS holds `alone/` (scenarios run one by one), `alone-<store>/` (the tasks scenarios
+again on a durable store) and `requirements/` (the `--requirements` run), each with the
+suite's `server-<scenario>-<timestamp>/checks.json`.
 A FAILURE or WARNING counts as unexpected unless conformance/baseline.yml lists the
 scenario or `scenario:check`; scored or not, it fails the run. Prints Markdown tables (also
 written to RESULTS/summary.md) and exits 1 on anything unexpected.
@@ -104,6 +105,11 @@ def main(argv: list[str]) -> int:
     if alone:
         lines, bad = _table(alone, baseline, notes)
         out += ["### Each scenario alone", "", *lines, ""]
+        unexpected += bad
+    for folder in sorted(root.glob("alone-*")):
+        store = folder.name.removeprefix("alone-")
+        lines, bad = _table(_runs(folder), baseline, notes)
+        out += [f"### The tasks scenarios alone, tasks in the {store} store", "", *lines, ""]
         unexpected += bad
     suite_exits = [item.rsplit("=", 1) for item in exits]
     failed_exits = [f"{name} (exit {code})" for name, code in suite_exits if code != "0"]

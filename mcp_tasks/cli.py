@@ -52,6 +52,7 @@ from .core._wire import (
     CallToolResult,
 )
 from .server import Server
+from .store import STORE_URL_HELP, StoreLocked, TaskStore, open_store
 from .transports._stdio import serve_stdio
 
 DEFAULT_HOST = "127.0.0.1"
@@ -97,7 +98,26 @@ def main() -> None:
     show_default=True,
     help="Logs go to stderr.",
 )
-def serve(target: str, address: tuple[str, int] | None, stdio: bool, log_level: str) -> None:
+@click.option(
+    "--store",
+    "store_url",
+    metavar="URL",
+    help=f"Where tasks are kept: {STORE_URL_HELP}.",
+)
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    help="With a shared (Redis) store: how soon the tasks of a process that died are failed, "
+    "or run again if resumable, by another (default: the server's, 30).",
+)
+def serve(  # noqa: PLR0917 - click passes every option
+    target: str,
+    address: tuple[str, int] | None,
+    stdio: bool,
+    log_level: str,
+    store_url: str | None,
+    lease_seconds: float | None,
+) -> None:
     """Serve the mcp_tasks.Server named by TARGET.
 
     TARGET is a file (examples/jobs.py) or a module (package.module), optionally followed by
@@ -111,6 +131,10 @@ def serve(target: str, address: tuple[str, int] | None, stdio: bool, log_level: 
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     server = load_server(target)
+    if store_url is not None:
+        server.use_store(_open_store(store_url))
+    if lease_seconds is not None:
+        server.lease_seconds = lease_seconds
     host, port = address or (DEFAULT_HOST, DEFAULT_PORT)
     transport = _stdio_transport() if stdio else _http_transport(host, port)
     try:
@@ -122,6 +146,13 @@ def serve(target: str, address: tuple[str, int] | None, stdio: bool, log_level: 
         if failure is None:
             raise
         raise click.ClickException(f"cannot serve: {failure}") from None
+
+
+def _open_store(url: str) -> TaskStore:
+    try:
+        return open_store(url)
+    except (ValueError, StoreLocked, ImportError, OSError) as error:
+        raise click.BadParameter(str(error), param_hint="--store") from None
 
 
 def _os_error(error: BaseException) -> OSError | None:
@@ -238,6 +269,18 @@ def _say(message: str) -> None:
 
 
 async def _run(server: Server, serve: Serve) -> None:
+    try:
+        await server.store.count()  # reachable before anything is served
+    except Exception as error:
+        raise click.ClickException(f"cannot use the task store {server.store!r}: {error}") from None
+    try:
+        await _serve_until_stopped(server, serve)
+    finally:
+        with trio.CancelScope(shield=True):
+            await server.store.aclose()
+
+
+async def _serve_until_stopped(server: Server, serve: Serve) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             transport = trio.CancelScope()

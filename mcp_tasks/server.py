@@ -579,13 +579,8 @@ class Server:
         self._all_tasks_ended = None
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            background = trio.CancelScope()
             await self._reap_lapsed()  # tasks a previous process left unfinished
-            nursery.start_soon(self._expire_loop, background)
-            if self.store.shared:
-                nursery.start_soon(self._lease_loop, background)
-            if self.store.signals is not None:
-                await nursery.start(self._signal_loop, background)
+            background: trio.CancelScope = await nursery.start(self._background)
             try:
                 yield self
             finally:
@@ -609,6 +604,13 @@ class Server:
                         await self.store.renew(unfinished, self.now())
                 nursery.cancel_scope.cancel()
                 self._nursery = None
+
+    def use_store(self, store: TaskStore) -> None:
+        """Keep tasks in `store` from now on (e.g. one `open_store(url)` opened). Only
+        before `running()`: tasks already stored elsewhere are not moved."""
+        if self._nursery is not None:
+            raise RuntimeError("use_store() while the server is running: stop it first")
+        self.store = store
 
     @property
     def is_running(self) -> bool:
@@ -714,7 +716,7 @@ class Server:
         if holder is None or holder == self.store.origin:
             self._resume(effect)
         else:
-            await signals.publish(Signal("resume", effect.task_id, self.store.origin))
+            await signals.publish(Signal("resume", effect.task_id, self.store.origin, to=holder))
 
     # --- a tools/call, before (or without) a task -----------------------------------------
 
@@ -1035,29 +1037,61 @@ class Server:
 
     # --- expiry, leases, signals ---------------------------------------------------------
 
-    async def _expire_loop(self, scope: trio.CancelScope) -> None:
+    async def _background(
+        self, *, task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Expiry, and with a shared store leases and signals, until its scope is cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._keep_going, self._expire_loop)
+            if self.store.shared:
+                nursery.start_soon(self._keep_going, self._lease_loop)
+            if self.store.signals is not None:
+                await nursery.start(self._keep_going, self._signal_loop)
+            task_status.started(nursery.cancel_scope)
+
+    async def _keep_going(
+        self,
+        loop: Callable[..., Awaitable[None]],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run `loop` again a moment after it fails (the store was unreachable, say): a
+        store's hiccup must not end the server."""
+        once = _StartedOnce(task_status)
+        while True:
+            try:
+                await loop(task_status=once)
+                return
+            except Exception:
+                logger.exception("%s failed; starting it again", loop.__name__)
+            once.started()  # serve on without it meanwhile
+            await trio.sleep(self._poll_seconds)
+
+    async def _expire_loop(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         # Another process may index an earlier deadline without waking this one: with a
         # shared store, look again at least every `_poll_seconds`.
         most = self._poll_seconds if self.store.shared else math.inf
-        with scope:
-            while True:
-                deadline = await self.store.next_deadline()
-                delay = math.inf if deadline is None else deadline - self.now()
-                if delay > 0:
-                    with trio.move_on_after(min(delay, most)):
-                        await self._wake.wait()
-                    self._wake = trio.Event()
-                    if delay > most:
-                        continue
-                now = self.now()
-                for record in await self.store.pop_due(now):
-                    try:
-                        await self._perform(self.core.expire_task(record, now))
-                    except VersionConflict:  # changed since it came due: decide on it anew
-                        await self._transition(
-                            record.task_id,
-                            _if_stored(functools.partial(self._decide_expiry, now=now)),
-                        )
+        task_status.started()
+        while True:
+            deadline = await self.store.next_deadline()
+            delay = math.inf if deadline is None else deadline - self.now()
+            if delay > 0:
+                with trio.move_on_after(min(delay, most)):
+                    await self._wake.wait()
+                self._wake = trio.Event()
+                if delay > most:
+                    continue
+            now = self.now()
+            for record in await self.store.pop_due(now):
+                try:
+                    await self._perform(self.core.expire_task(record, now))
+                except VersionConflict:  # changed since it came due: decide on it anew
+                    await self._transition(
+                        record.task_id,
+                        _if_stored(functools.partial(self._decide_expiry, now=now)),
+                    )
 
     def _decide_expiry(self, record: TaskRecord, now: float) -> Step:
         return self.core.expire_task(record, now)
@@ -1066,14 +1100,16 @@ class Server:
     def _poll_seconds(self) -> float:
         return min(1.0, self.lease_seconds / 3)
 
-    async def _lease_loop(self, scope: trio.CancelScope) -> None:
+    async def _lease_loop(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Renew this process's leases, and take over the tasks of processes that died."""
-        with scope:
-            while True:
-                await trio.sleep(self.lease_seconds / 3)
-                if self._running:
-                    await self.store.renew(list(self._running), self._lease_until())
-                await self._reap_lapsed()
+        task_status.started()
+        while True:
+            await trio.sleep(self.lease_seconds / 3)
+            if self._running:
+                await self.store.renew(list(self._running), self._lease_until())
+            await self._reap_lapsed()
 
     async def _reap_lapsed(self) -> None:
         now = self.now()
@@ -1084,25 +1120,22 @@ class Server:
             )
 
     async def _signal_loop(
-        self,
-        scope: trio.CancelScope,
-        *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         signals = self.store.signals
         assert signals is not None and self._nursery is not None
-        with scope:
-            async with signals.listen() as stream:
-                task_status.started()
-                async for signal in stream:
-                    if signal.kind == "cancel":
-                        running = self._running.get(signal.task_id)
-                        if running is not None:
-                            running.scope.cancel()
-                    elif signal.kind == "resume":
+        async with signals.listen() as stream:
+            task_status.started()
+            async for signal in stream:
+                if signal.kind == "cancel":
+                    running = self._running.get(signal.task_id)
+                    if running is not None:
+                        running.scope.cancel()
+                elif signal.kind == "resume":
+                    if signal.to == self.store.origin:
                         self._nursery.start_soon(self._resume_from_signal, signal.task_id)
-                    elif signal.origin != self.store.origin and self._wants_task(signal.task_id):
-                        self._nursery.start_soon(self._publish_stored_task, signal.task_id)
+                elif signal.origin != self.store.origin and self._wants_task(signal.task_id):
+                    self._nursery.start_soon(self._publish_stored_task, signal.task_id)
 
     async def _resume_from_signal(self, task_id: str) -> None:
         record = await self.store.get(task_id)
@@ -1120,6 +1153,20 @@ class Server:
         record = await self.store.get(task_id)
         if record is not None:
             self._publish_task(record)
+
+
+class _StartedOnce:
+    """A task status that passes on only the first `started()`: a loop run again after
+    a failure starts again without telling its nursery twice."""
+
+    def __init__(self, status: trio.TaskStatus[None]) -> None:
+        self._status = status
+        self._told = False
+
+    def started(self, value: None = None) -> None:
+        if not self._told:
+            self._told = True
+            self._status.started(value)
 
 
 def _if_stored(decide: Callable[[TaskRecord], Step]) -> Callable[[TaskRecord | None], Step]:

@@ -47,6 +47,8 @@ class Signal(msgspec.Struct, frozen=True):
     task_id: str
     origin: str
     """The process that sent it (a process ignores its own `changed`)."""
+    to: str | None = None
+    """The one process meant to act on it (`resume`: the lease holder), or None: all."""
 
 
 class Signals(Protocol):

@@ -95,5 +95,8 @@ class MemoryTaskStore:
     async def aclose(self) -> None:
         pass
 
+    def __repr__(self) -> str:
+        return "MemoryTaskStore()"
+
     def __len__(self) -> int:
         return len(self._records)

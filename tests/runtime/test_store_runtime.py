@@ -1,0 +1,310 @@
+"""The server on its durable stores, in process and on the real clock: a real SQLite file,
+a real redis-server. Two `Server` objects on one Redis prefix stand for two processes: they
+share nothing but Redis, so whatever crosses between them crosses through it.
+
+(The same with real processes, kill -9 included: tests/store/test_sqlite_restart.py and
+tests/store/test_redis_processes.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from mcp_tasks import (
+    START_TASK,
+    CallToolResult,
+    Server,
+    TaskOptions,
+    ToolContext,
+    ToolOutcome,
+)
+from mcp_tasks.core import TaskRecord, TaskStatus
+from mcp_tasks.server import Connection
+from mcp_tasks.store import MemoryTaskStore, RedisTaskStore, SQLiteTaskStore, TaskStore
+
+from .helpers import Client, check_notification, request
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+
+def build(store: TaskStore, *, max_tasks: int = 1000, lease_seconds: float = 30.0) -> Server:
+    server = Server(
+        "stores",
+        "1",
+        tasks=TaskOptions(ttl_ms=600_000, max_tasks=max_tasks),
+        store=store,
+        lease_seconds=lease_seconds,
+        shutdown_grace_seconds=0.5,
+    )
+    server.runs = []  # type: ignore[attr-defined]
+
+    @server.tool(task_support="required")
+    async def blocks(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        server.runs.append(ctx.task_id)  # type: ignore[attr-defined]
+        await ctx.set_status_message("blocking")
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    @server.tool(task_support="required")
+    async def asks(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        server.runs.append(ctx.task_id)  # type: ignore[attr-defined]
+        answer = await ctx.elicit("Name?", NAME_SCHEMA)
+        return CallToolResult.text(f"hello {(answer.content or {}).get('name')}")
+
+    return server
+
+
+@asynccontextmanager
+async def running(*servers: Server) -> AsyncIterator[list[Client]]:
+    async with trio.open_nursery() as nursery:
+        stops: list[trio.Event] = []
+        for server in servers:
+            stop = trio.Event()
+            stops.append(stop)
+            await nursery.start(_run, server, stop)
+        try:
+            yield [Client(server) for server in servers]
+        finally:
+            for stop in stops:
+                stop.set()
+
+
+async def _run(
+    server: Server,
+    stop: trio.Event,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    async with server.running():
+        task_status.started()
+        await stop.wait()
+
+
+async def wait_for(check: Callable[[], bool], seconds: float = 10) -> None:
+    """Until `check()` is true (what another task or server does), under one deadline."""
+    with trio.fail_after(seconds):
+        while not check():
+            await trio.sleep(0.01)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    if request.param == "sqlite":
+        made: TaskStore = SQLiteTaskStore(tmp_path / "tasks.db")
+    else:
+        made = RedisTaskStore(request.getfixturevalue("redis_url"), prefix=_prefix())
+    try:
+        yield made
+    finally:
+        await made.aclose()
+
+
+def _prefix() -> str:
+    return "rt" + secrets.token_hex(6)
+
+
+# --- one server on each durable store --------------------------------------------------------
+
+
+async def test_a_task_lives_and_ends_on_the_store(store: TaskStore) -> None:
+    server = build(store)
+    async with running(server) as (client,):
+        task_id = await client.start("asks")
+        task = await client.wait_status(task_id, "input_required")
+        (key,) = task["inputRequests"]
+        await client.send(
+            "tasks/update",
+            {
+                "taskId": task_id,
+                "inputResponses": {key: {"action": "accept", "content": {"name": "x"}}},
+            },
+        )
+        done = await client.wait_status(task_id, "completed")
+        assert done["result"]["content"][0]["text"] == "hello x"
+        stored = await store.get(task_id)
+        assert stored is not None and stored.status.value == "completed"
+        assert await store.lease_holder(task_id, server.now()) is None  # released at the end
+
+        blocked = await client.start("blocks")
+        await client.wait_status(blocked, "working")
+        assert await store.lease_holder(blocked, server.now()) == store.origin
+        await client.send("tasks/cancel", {"taskId": blocked})
+        assert (await client.get(blocked))["status"] == "cancelled"
+
+
+async def test_the_task_limit_is_the_stores(store: TaskStore) -> None:
+    async with running(build(store, max_tasks=2)) as (client,):
+        await client.start("blocks")
+        await client.start("blocks")
+        refused = await client.call("blocks")
+        assert refused["error"]["code"] == -32603
+        assert "Too many tasks" in refused["error"]["message"]
+
+
+# --- two servers, one Redis -------------------------------------------------------------------
+
+
+@pytest.fixture
+def pair(redis_url: str) -> tuple[Server, Server]:
+    prefix = _prefix()
+    return (
+        build(RedisTaskStore(redis_url, prefix=prefix), max_tasks=3),
+        build(RedisTaskStore(redis_url, prefix=prefix), max_tasks=3),
+    )
+
+
+async def test_any_server_answers_for_any_task(pair: tuple[Server, Server]) -> None:
+    a, b = pair
+    async with running(a, b) as (on_a, on_b):
+        task_id = await on_a.start("blocks")
+        seen = await on_b.get(task_id)  # created durably before the reply: no wait
+        assert seen["taskId"] == task_id and seen["status"] == "working"
+
+
+async def test_cancel_through_one_stops_the_handler_on_the_other(
+    pair: tuple[Server, Server],
+) -> None:
+    a, b = pair
+    async with running(a, b) as (on_a, on_b):
+        task_id = await on_a.start("blocks")
+        await wait_for(lambda: task_id in a._running)
+        await on_b.send("tasks/cancel", {"taskId": task_id})
+        await wait_for(lambda: task_id not in a._running)  # A's handler is gone
+        assert (await on_a.get(task_id))["status"] == "cancelled"
+        assert b.runs == []  # type: ignore[attr-defined]
+
+
+async def test_an_answer_on_one_reaches_the_handler_waiting_on_the_other(
+    pair: tuple[Server, Server],
+) -> None:
+    a, b = pair
+    async with running(a, b) as (on_a, on_b):
+        task_id = await on_a.start("asks")
+        task = await on_b.wait_status(task_id, "input_required")
+        (key,) = task["inputRequests"]
+        answer = {key: {"action": "accept", "content": {"name": "from b"}}}
+        await on_b.send("tasks/update", {"taskId": task_id, "inputResponses": answer})
+        done = await on_b.wait_status(task_id, "completed")
+        assert done["result"]["content"][0]["text"] == "hello from b"
+        assert a.runs == [task_id] and b.runs == []  # type: ignore[attr-defined]
+
+
+async def test_the_task_limit_holds_across_servers(pair: tuple[Server, Server]) -> None:
+    a, b = pair
+    async with running(a, b) as (on_a, on_b):
+        await on_a.start("blocks")
+        await on_b.start("blocks")
+        await on_a.start("blocks")
+        refused = await on_b.call("blocks")
+        assert "Too many tasks" in refused["error"]["message"]
+
+
+async def test_a_lapsed_lease_fails_the_task_on_the_other(redis_url: str) -> None:
+    prefix = _prefix()
+    dead = RedisTaskStore(redis_url, prefix=prefix)  # the process that died, as it left things
+    record = TaskRecord(
+        task_id="tsk_orphan",
+        version=1,
+        tool_name="blocks",
+        status=TaskStatus.WORKING,
+        created_at=time.time(),
+        last_updated_at=time.time(),
+        ttl_ms=600_000,
+        poll_interval_ms=None,
+    )
+    await dead.save(record, None)
+    await dead.claim("tsk_orphan", time.time() + 0.3)
+    survivor = build(RedisTaskStore(redis_url, prefix=prefix), lease_seconds=0.3)
+    async with running(survivor) as (client,):
+        failed = await client.wait_status("tsk_orphan", "failed")
+    assert "restarted before the task finished" in failed["error"]["message"]
+    await dead.aclose()
+
+
+async def test_task_notifications_reach_a_stream_on_the_other(
+    pair: tuple[Server, Server],
+) -> None:
+    a, b = pair
+    frames: list[dict[str, Any]] = []
+    got_cancelled = trio.Event()
+
+    async def notify(body: bytes) -> None:
+        message = json.loads(body)
+        frames.append(message)
+        if message.get("method") == "notifications/tasks":
+            check_notification(message)
+            if message["params"]["status"] == "cancelled":
+                got_cancelled.set()
+
+    async with running(a, b) as (on_a, _):
+        task_id = await on_a.start("blocks")
+        listen = request("subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: b.handle(listen, notify=notify, connection=Connection()))
+            await wait_for(lambda: bool(frames))  # acknowledged: listening
+            await on_a.send("tasks/cancel", {"taskId": task_id})
+            with trio.fail_after(10):
+                await got_cancelled.wait()
+            b.end_subscriptions()
+    notes = [f["params"] for f in frames if f.get("method") == "notifications/tasks"]
+    assert {note["taskId"] for note in notes} == {task_id}
+    assert notes[-1]["status"] == "cancelled"
+
+
+async def test_memory_is_not_shared() -> None:
+    assert MemoryTaskStore().shared is False and MemoryTaskStore().signals is None
+
+
+class Interleaved(MemoryTaskStore):
+    """A memory store where, once armed, another writer changes the record right after the
+    server reads it: the race two processes on a shared store run into."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed: str | None = None
+        self.interleaved = 0
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        record = await super().get(task_id)
+        if record is not None and self.armed == task_id:
+            self.armed = None
+            self.interleaved += 1
+            await self.save(record.replace(status_message="changed elsewhere"), record.version)
+        return record
+
+
+@pytest.mark.parametrize("method", ["tasks/cancel", "tasks/update"])
+async def test_a_transition_that_loses_a_race_is_decided_again(method: str) -> None:
+    store = Interleaved()
+    async with running(build(store)) as (client,):
+        task_id = await client.start("asks")
+        task = await client.wait_status(task_id, "input_required")
+        (key,) = task["inputRequests"]
+        before = await store.get(task_id)
+        assert before is not None
+        store.armed = task_id
+        params: dict[str, Any] = {"taskId": task_id}
+        if method == "tasks/update":
+            params["inputResponses"] = {key: {"action": "accept", "content": {"name": "y"}}}
+        reply = await client.send(method, params)
+        assert "result" in reply and store.interleaved == 1
+        after = await store.get(task_id)
+        assert after is not None and after.version >= before.version + 2  # both writes kept
+        if method == "tasks/cancel":
+            assert after.status is TaskStatus.CANCELLED
+        else:
+            done = await client.wait_status(task_id, "completed")
+            assert done["result"]["content"][0]["text"] == "hello y"
