@@ -138,12 +138,17 @@ def run_limit_server() -> None:
 
 
 def build_request(workload: str, task_id: str) -> bytes:
+    """One POST for `workload`: "tasks/get" (of `task_id`), or "tools/call NAME" (the tool
+    NAME; `greet` is asked to greet "bench", any other tool gets no arguments)."""
     params: dict[str, Any]
     if workload == "tasks/get":
         method, name, params = "tasks/get", task_id, {"taskId": task_id}
     else:
-        method, name = "tools/call", "greet"
-        params = {"name": "greet", "arguments": {"name": "bench"}}
+        method, _, tool = workload.partition(" ")
+        if method != "tools/call" or not tool:
+            raise ValueError(f"a workload is 'tasks/get' or 'tools/call NAME', not {workload!r}")
+        arguments = {"name": "bench"} if tool == "greet" else {}
+        name, params = tool, {"name": tool, "arguments": arguments}
     meta = {
         "io.modelcontextprotocol/protocolVersion": VERSION,
         "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS,
@@ -251,8 +256,11 @@ def started_server(kind: str) -> Any:
         process.wait(timeout=10)
 
 
-def completed_task(port: int) -> str:
-    """Create a task on the MCP server and wait until it has completed; its id."""
+def completed_task(
+    port: int, tool: str = "slow_compute", arguments: dict[str, Any] | None = None
+) -> str:
+    """Create a task on the MCP server (a call of `tool`, by default `slow_compute` for
+    10 ms) and wait until it has completed; its id."""
 
     def post(method: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
         meta = {
@@ -269,8 +277,10 @@ def completed_task(port: int) -> str:
         connection.close()
         return reply
 
-    call = {"name": "slow_compute", "arguments": {"seconds": 0.01, "label": "bench"}}
-    task_id: str = post("tools/call", "slow_compute", call)["result"]["taskId"]
+    if arguments is None:
+        arguments = {"seconds": 0.01, "label": "bench"} if tool == "slow_compute" else {}
+    call = {"name": tool, "arguments": arguments}
+    task_id: str = post("tools/call", tool, call)["result"]["taskId"]
     deadline = time.monotonic() + 10
     while post("tasks/get", task_id, {"taskId": task_id})["result"]["status"] != "completed":
         if time.monotonic() > deadline:

@@ -99,6 +99,14 @@ def main() -> None:
     help="Logs go to stderr.",
 )
 @click.option(
+    "--allow-host",
+    "allowed_hosts",
+    metavar="NAME",
+    multiple=True,
+    help="A Host header to accept besides the loopback names (NAME or NAME:PORT; repeat it), "
+    "e.g. the public name a reverse proxy passes on. Bound to loopback, others are refused.",
+)
+@click.option(
     "--store",
     "store_url",
     metavar="URL",
@@ -115,6 +123,7 @@ def serve(  # noqa: PLR0917 - click passes every option
     address: tuple[str, int] | None,
     stdio: bool,
     log_level: str,
+    allowed_hosts: tuple[str, ...],
     store_url: str | None,
     lease_seconds: float | None,
 ) -> None:
@@ -136,7 +145,9 @@ def serve(  # noqa: PLR0917 - click passes every option
     if lease_seconds is not None:
         server.lease_seconds = lease_seconds
     host, port = address or (DEFAULT_HOST, DEFAULT_PORT)
-    transport = _stdio_transport() if stdio else _http_transport(host, port)
+    if stdio and allowed_hosts:
+        raise click.UsageError("--allow-host is for --http: stdio has no Host header.")
+    transport = _stdio_transport() if stdio else _http_transport(host, port, allowed_hosts)
     try:
         trio.run(_run, server, transport)
     except KeyboardInterrupt:  # before the signal handlers were in place
@@ -247,16 +258,17 @@ def _stdio_transport() -> Serve:
     return serve
 
 
-def _http_transport(host: str, port: int) -> Serve:
+def _http_transport(host: str, port: int, allowed_hosts: Sequence[str] = ()) -> Serve:
     try:  # imported here so that stdio never depends on it
         from .transports._http_server import HttpConfig, serve_http  # noqa: PLC0415
     except ImportError as error:
         raise click.ClickException(f"the HTTP transport is not available: {error}") from None
-    endpoint = HttpConfig().endpoint
+    config = HttpConfig(allowed_hosts=frozenset(allowed_hosts))
+    endpoint = config.endpoint
 
     async def serve(server: Server) -> None:
         async with trio.open_nursery() as nursery:
-            bound = await nursery.start(serve_http, server, host, port)
+            bound = await nursery.start(partial(serve_http, config=config), server, host, port)
             shown = f"[{host}]" if ":" in host else host
             name = f"{server.info.name} {server.info.version}"
             _say(f"serving {name} on http://{shown}:{bound}{endpoint}")

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -21,6 +21,7 @@ import click
 import pytest
 import trio
 from click.testing import CliRunner
+from redis_server import free_port
 from runtime.helpers import request
 from schema_check import check_reply
 
@@ -140,10 +141,10 @@ def test_a_bad_http_address_is_refused(address: str) -> None:
 
 
 def test_the_default_transport_is_http_on_localhost_8000(monkeypatch: pytest.MonkeyPatch) -> None:
-    chosen: list[tuple[str, int]] = []
+    chosen: list[tuple[str, int, tuple[str, ...]]] = []
 
-    def fake_http(host: str, port: int) -> cli_module.Serve:
-        chosen.append((host, port))
+    def fake_http(host: str, port: int, allowed_hosts: Sequence[str]) -> cli_module.Serve:
+        chosen.append((host, port, tuple(allowed_hosts)))
 
         async def serve(server: Server) -> None:
             pass
@@ -153,7 +154,39 @@ def test_the_default_transport_is_http_on_localhost_8000(monkeypatch: pytest.Mon
     monkeypatch.setattr(cli_module, "_http_transport", fake_http)
     assert run_cli("serve", str(JOBS)).exit_code == 0
     assert run_cli("serve", str(JOBS), "--http", "[::1]:9000").exit_code == 0
-    assert chosen == [("127.0.0.1", 8000), ("::1", 9000)]
+    proxied = run_cli("serve", str(JOBS), "--allow-host", "mcp.example.com", "--allow-host", "b:1")
+    assert proxied.exit_code == 0
+    assert chosen == [
+        ("127.0.0.1", 8000, ()),
+        ("::1", 9000, ()),
+        ("127.0.0.1", 8000, ("mcp.example.com", "b:1")),
+    ]
+
+
+def test_allow_host_is_for_http_only() -> None:
+    result = run_cli("serve", str(JOBS), "--stdio", "--allow-host", "x")
+    assert result.exit_code == 2 and "--allow-host is for --http" in result.output
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("bogus://x", "no store for 'bogus://x'"),
+        ("sqlite://relative.db", "sqlite:///relative/path.db"),
+        ("sqlite:///x.db?journal=off", "unknown SQLite store option"),
+        ("sqlite:///x.db?synchronous=sometimes", "synchronous must be"),
+    ],
+)
+def test_a_bad_store_url_is_refused_naming_what_works(url: str, words: str) -> None:
+    result = run_cli("serve", str(JOBS), "--stdio", "--store", url)
+    assert result.exit_code == 2 and "--store" in result.output and words in result.output
+
+
+def test_an_unreachable_store_is_refused_before_serving() -> None:
+    nobody = f"redis://127.0.0.1:{free_port()}/0"  # a port nothing listens on
+    result = run_cli("serve", str(JOBS), "--stdio", "--store", nobody)
+    assert result.exit_code == 1
+    assert "cannot use the task store RedisTaskStore" in result.output
 
 
 def test_an_address_in_use_is_a_clear_error() -> None:
