@@ -12,7 +12,8 @@ Every write that reads before it writes (compare-and-set, the task limit, poppin
 records and lapsed leases) is one Lua script, so it is atomic however many processes ask.
 A save also publishes a `changed` signal in the same script: a `subscriptions/listen`
 stream held on another process hears of it without a second round trip. redis-py is
-blocking; every call runs in a trio worker thread. One Redis server, not a cluster (the
+blocking; calls run in one worker thread, batched (`BatchingWorker`); the pub/sub reader
+waits in a thread of its own. One Redis server, not a cluster (the
 scripts touch keys they build).
 """
 
@@ -29,6 +30,7 @@ import trio
 
 from ..core import TaskRecord, VersionConflict, decode_record, encode_record
 from ._base import Signal, StoreFull
+from ._worker import BatchingWorker
 
 try:
     import redis
@@ -137,10 +139,10 @@ class RedisTaskStore:
         self._renew = self._client.register_script(_RENEW)
         self._release = self._client.register_script(_RELEASE)
         self.signals = _RedisSignals(self)
+        self._worker = BatchingWorker()
 
-    @staticmethod
-    async def _run(work: Callable[[], T]) -> T:
-        return await trio.to_thread.run_sync(work)
+    async def _run(self, work: Callable[[], T]) -> T:
+        return await self._worker.run(work)
 
     def _key(self, task_id: str) -> str:
         return self._task_prefix + task_id

@@ -2,10 +2,10 @@
 
 Records are kept as the JSON of `encode_record`, beside their version (for the
 compare-and-set) and the time they come due (for expiry, indexed). The connection runs in
-WAL mode and is used from one worker thread at a time (`trio.to_thread` with a limiter of
-one), so each method is one short transaction that no other write interleaves with; with
-`synchronous=NORMAL` (the default) a write survives the process being killed the moment it
-returns, and `synchronous=FULL` makes it survive a power cut too, at an fsync per write.
+WAL mode and is used by one worker thread at a time (`BatchingWorker`), so each method is
+one short transaction that no other write interleaves with. With `synchronous=NORMAL` (the
+default) a write survives the process being killed the moment it returns, and
+`synchronous=FULL` makes it survive a power cut too, at an fsync per write.
 
 A lock file beside the database (`<path>.lock`, `flock`) keeps a second process out: the
 leases in the file belong to whichever process has it open, so when the store is opened
@@ -24,10 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, TypeVar
 
-import trio
-
 from ..core import TaskRecord, VersionConflict, decode_record, encode_record
 from ._base import Signals, StoreFull
+from ._worker import BatchingWorker
 
 T = TypeVar("T")
 
@@ -81,14 +80,14 @@ class SQLiteTaskStore:
         except BaseException:
             self._lock_file.close()
             raise
-        self._limiter = trio.CapacityLimiter(1)
+        self._worker = BatchingWorker()
 
     @property
     def signals(self) -> Signals | None:
         return None
 
     async def _run(self, work: Callable[[], T]) -> T:
-        return await trio.to_thread.run_sync(work, limiter=self._limiter)
+        return await self._worker.run(work)
 
     async def get(self, task_id: str) -> TaskRecord | None:
         def work() -> bytes | None:
