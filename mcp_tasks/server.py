@@ -347,6 +347,7 @@ class Server:
             tasks=tasks,
             options=options,
         )
+        self._state_key_given = state_key is not None
         self.shutdown_grace_seconds = shutdown_grace_seconds
         if lease_seconds <= 0:
             raise ValueError("lease_seconds must be positive")
@@ -579,6 +580,8 @@ class Server:
         self._all_tasks_ended = None
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            if not self._state_key_given:  # share the store's, so any process opens a round
+                self.core.use_state_key(await self.store.shared_key(secrets.token_bytes(32)))
             await self._reap_lapsed()  # tasks a previous process left unfinished
             background: trio.CancelScope = await nursery.start(self._background)
             try:

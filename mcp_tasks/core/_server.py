@@ -221,6 +221,13 @@ class ServerCore:
 
     # --- configuration ---------------------------------------------------------------
 
+    def use_state_key(self, state_key: bytes) -> None:
+        """Seal and open `requestState` with `state_key` from now on (servers that share
+        tasks share it, so a round sealed by one is opened by another)."""
+        if len(state_key) < 16:
+            raise ValueError("state_key must hold at least 16 random bytes")
+        self._state_key = state_key
+
     def add_tool(self, tool: ToolSpec) -> None:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")

@@ -132,6 +132,12 @@ class TaskStore(Protocol):
         counts every lease it finds as lapsed: their holder is gone."""
         ...
 
+    async def shared_key(self, proposal: bytes) -> bytes:
+        """The secret every process on this store uses to seal `requestState`: the first
+        process's `proposal`, kept in the store (a store only one process uses may keep
+        it across restarts, or return `proposal`)."""
+        ...
+
     async def aclose(self) -> None:
         """Let go of connections and files."""
         ...

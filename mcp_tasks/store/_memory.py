@@ -92,6 +92,9 @@ class MemoryTaskStore:
     async def lapsed(self, now: float, limit: int = 100) -> list[str]:
         return []
 
+    async def shared_key(self, proposal: bytes) -> bytes:
+        return proposal
+
     async def aclose(self) -> None:
         pass
 

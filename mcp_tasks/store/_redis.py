@@ -236,6 +236,17 @@ class RedisTaskStore:
         ids = await self._run(lambda: self._lapsed(keys=keys, args=[repr(now), limit]))
         return [task_id.decode() for task_id in ids]
 
+    async def shared_key(self, proposal: bytes) -> bytes:
+        key = f"{self.prefix}:state_key"
+
+        def work() -> bytes:
+            self._client.set(key, proposal, nx=True)
+            found = self._client.get(key)
+            assert isinstance(found, bytes)
+            return found
+
+        return await self._run(work)
+
     async def aclose(self) -> None:
         await self._run(self._client.close)
 

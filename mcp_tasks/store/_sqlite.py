@@ -38,6 +38,10 @@ CREATE TABLE IF NOT EXISTS tasks (
     record BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks (due_at) WHERE due_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS leases (
     task_id TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
@@ -225,6 +229,17 @@ class SQLiteTaskStore:
                 ).fetchall()
                 db.executemany("DELETE FROM leases WHERE task_id = ?", rows)
             return [str(row[0]) for row in rows]
+
+        return await self._run(work)
+
+    async def shared_key(self, proposal: bytes) -> bytes:
+        def work() -> bytes:
+            self._db.execute(
+                "INSERT OR IGNORE INTO settings (name, value) VALUES ('state_key', ?)",
+                (proposal,),
+            )
+            row = self._db.execute("SELECT value FROM settings WHERE name = 'state_key'")
+            return bytes(row.fetchone()[0])
 
         return await self._run(work)
 

@@ -9,6 +9,7 @@
 | asks_by_returning | returns `InputRequired`; runs again (anywhere) when answered |
 | resumable_counter | resumable: appends a line to `path` per run; blocks on the first run |
 | | and completes on any later one ("ran N times") |
+| asks_first | asks a name in an MRTR round before the task exists, then greets in a task |
 
 Every tool is a task (`task_support="required"`). TTL 10 minutes unless `TASK_TTL_MS` says.
 """
@@ -114,3 +115,16 @@ async def resumable_counter(ctx: ToolContext, args: CounterArgs) -> ToolOutcome:
         await ctx.set_status_message("first run: blocking")
         await trio.sleep_forever()
     return CallToolResult.text(f"ran {count} times")
+
+
+@server.tool(task_support="required")
+async def asks_first(ctx: ToolContext) -> ToolOutcome:
+    """Ask a name before the task exists (an MRTR round, sealed in requestState), then
+    start a task that greets with it."""
+    answer = ctx.elicit_response("name")
+    if answer is None:
+        ask = ElicitRequest(params=ElicitParams(message="Your name?", requested_schema=NAME_SCHEMA))
+        return InputRequired(requests={"name": ask})
+    if not ctx.in_task:
+        return START_TASK
+    return CallToolResult.text(f"hello {(answer.content or {}).get('name', 'nobody')}")

@@ -241,6 +241,32 @@ async def test_deleting_a_record_drops_its_lease(store: TaskStore) -> None:
     assert await store.lapsed(1000.0) == []
 
 
+async def test_the_first_proposed_key_is_the_shared_key(store: TaskStore) -> None:
+    first = await store.shared_key(b"k" * 32)
+    again = await store.shared_key(b"z" * 32)
+    if store.shared or isinstance(store, SQLiteTaskStore):  # kept: later proposals lose
+        assert first == again == b"k" * 32
+    else:  # one process, nothing to share
+        assert (first, again) == (b"k" * 32, b"z" * 32)
+
+
+async def test_processes_on_one_redis_share_the_key(redis_url: str) -> None:
+    prefix = "k" + secrets.token_hex(6)
+    one, other = RedisTaskStore(redis_url, prefix=prefix), RedisTaskStore(redis_url, prefix=prefix)
+    assert await one.shared_key(b"a" * 32) == await other.shared_key(b"b" * 32) == b"a" * 32
+    await one.aclose()
+    await other.aclose()
+
+
+async def test_sqlite_keeps_its_key_across_a_reopen(tmp_path: Path) -> None:
+    store = SQLiteTaskStore(tmp_path / "k.db")
+    assert await store.shared_key(b"a" * 32) == b"a" * 32
+    await store.aclose()
+    reopened = SQLiteTaskStore(tmp_path / "k.db")
+    assert await reopened.shared_key(b"b" * 32) == b"a" * 32
+    await reopened.aclose()
+
+
 def test_records_round_trip_through_json() -> None:
     done = record().replace(status=TaskStatus.COMPLETED, result=None, status_message="ok")
     assert decode_record(encode_record(done)) == done

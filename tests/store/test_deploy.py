@@ -21,7 +21,8 @@ import pytest
 import trio
 from redis_server import free_port
 
-from mcp_tasks import CallToolResult
+from mcp_tasks import CallToolResult, ElicitParams, ElicitResult, TextContent
+from mcp_tasks.client import connect_http
 from mcp_tasks.core import FailedTask, InputRequiredTask, WorkingTask
 
 from .served import (
@@ -129,6 +130,22 @@ async def test_round_robin_any_process_answers_for_any_task(redis_url: str, tmp_
             assert text.startswith("hello bo from process ")
             ran_on.add(int(text.rsplit(" ", 1)[1]))
         assert ran_on <= pids and len(ran_on) >= 2  # created all over, answered all over
+
+
+async def test_input_rounds_before_a_task_cross_processes(redis_url: str, tmp_path: Path) -> None:
+    """An MRTR round sealed by one process is opened by whichever gets the retry: the
+    processes share the store's sealing key."""
+
+    async def answer(params: ElicitParams) -> ElicitResult:
+        return ElicitResult(action="accept", content={"name": "round"})
+
+    async with (
+        deployment(redis_url, tmp_path) as (url, _),
+        connect_http(url, on_elicit=answer) as client,
+    ):
+        for _ in range(4):  # round robin: retries land on other processes
+            result = await client.call_tool("asks_first")
+            assert result.content == [TextContent(text="hello round")]
 
 
 async def test_routing_on_mcp_name_keeps_a_tool_on_one_process(
