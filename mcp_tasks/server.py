@@ -173,6 +173,9 @@ class _Tool:
 @dataclass
 class _RunningTask:
     scope: trio.CancelScope
+    record: TaskRecord | None = None
+    """The record as this process last saved it: the first guess of what is stored (a
+    compare-and-set tells when another process changed it since)."""
     waiting: dict[str, trio.Event] = field(default_factory=dict)
     answers: dict[str, Raw] = field(default_factory=dict)
 
@@ -647,6 +650,7 @@ class Server:
         self, step: Step, notify: Notify | None = None, connection: Connection | None = None
     ) -> Reply | None:
         reply = step.reply
+        created: dict[str, TaskRecord] = {}
         for effect in step.effects:
             if isinstance(effect, RunTool):
                 reply = await self._run_call(effect.call, notify, connection)
@@ -660,14 +664,22 @@ class Server:
                     request.task_id, functools.partial(self._decide_request, request)
                 )
             elif isinstance(effect, SaveTask):
-                limit = None if effect.expected_version is not None else self._max_tasks
-                await self.store.save(effect.record, effect.expected_version, limit=limit)
+                record = effect.record
+                if effect.expected_version is None:  # a new task: its handler starts here
+                    await self.store.save(
+                        record, None, limit=self._max_tasks, lease_until=self._lease_until()
+                    )
+                    created[record.task_id] = record
+                else:
+                    await self.store.save(record, effect.expected_version)
+                    if (running := self._running.get(record.task_id)) is not None:
+                        running.record = record
                 if self._listeners:
-                    self._publish_task(effect.record)
+                    self._publish_task(record)
             elif isinstance(effect, DeleteTask):
                 await self.store.delete(effect.task_id, effect.expected_version)
             elif isinstance(effect, StartTask):
-                self._start(effect.call)
+                self._start(effect.call, created.get(effect.task_id))
             elif isinstance(effect, ResumeTask):
                 await self._route_resume(effect)
             elif isinstance(effect, CancelTask):
@@ -687,15 +699,22 @@ class Server:
         return self.core.task_options.max_tasks
 
     async def _transition(
-        self, task_id: str, decide: Callable[[TaskRecord | None], Step]
+        self,
+        task_id: str,
+        decide: Callable[[TaskRecord | None], Step],
+        known: TaskRecord | None = None,
     ) -> Reply | None:
-        """Read the record, let `decide` (the core) say what happens, perform it; when a
-        write finds the record changed underneath it, read it again and decide anew."""
+        """Read the record (or take `known`, as this process last wrote it), let `decide`
+        (the core) say what happens, perform it; when a write finds the record changed
+        underneath it, read it again and decide anew."""
+        record = known
         for _ in range(MAX_CONFLICT_RETRIES):
-            record = await self.store.get(task_id)
+            if record is None:
+                record = await self.store.get(task_id)
             try:
                 return await self._perform(decide(record))
             except VersionConflict:
+                record = None
                 continue
         raise RuntimeError(
             f"task {task_id!r} kept changing underneath {MAX_CONFLICT_RETRIES} writes"
@@ -937,11 +956,13 @@ class Server:
 
     # --- inside a task -------------------------------------------------------------------
 
-    def _start(self, call: ToolCall) -> None:
+    def _start(self, call: ToolCall, created: TaskRecord | None = None) -> None:
+        """Run the handler of task `call.task_id` in the server's nursery; `created` is the
+        record if this process just created it (and took its lease)."""
         assert self._nursery is not None and call.task_id is not None
         # Shielded: a task ends by its own scope only (tasks/cancel, expiry, the end of the
         # shutdown grace), never because whoever runs the server was cancelled.
-        running = _RunningTask(scope=trio.CancelScope(shield=True))
+        running = _RunningTask(scope=trio.CancelScope(shield=True), record=created)
         self._running[call.task_id] = running
         self._nursery.start_soon(self._run_task, call, running)
 
@@ -971,7 +992,8 @@ class Server:
         )
         try:
             with running.scope:
-                await self.store.claim(task_id, self._lease_until())
+                if running.record is None:  # not created just now: not leased yet
+                    await self.store.claim(task_id, self._lease_until())
                 outcome = await self._invoke(tool, context, call)
         finally:
             if self._running.get(task_id) is running:
@@ -979,16 +1001,21 @@ class Server:
             if not self._running and self._all_tasks_ended is not None:
                 self._all_tasks_ended.set()
         if running.scope.cancelled_caught:
-            # Cancelled or expired: the record says so already, or is gone. Shut down: the
-            # lease stays, so the task is taken over (or failed) as one left unfinished.
-            if not self._closing:
-                await self._release(task_id)
+            # Cancelled, failed or expired: the record says so already (a terminal save drops
+            # the lease), or is gone with its lease. Shut down: the lease stays, so the task
+            # is taken over (or failed) as one left unfinished.
             return
         now = self.now()
-        await self._transition(
-            task_id, _if_stored(lambda record: self.core.task_returned(record, outcome, now))
-        )
-        await self._release(task_id)
+        saved: list[TaskRecord] = []
+
+        def decide(record: TaskRecord) -> Step:
+            step = self.core.task_returned(record, outcome, now)
+            saved[:] = [effect.record for effect in step.effects if isinstance(effect, SaveTask)]
+            return step
+
+        await self._transition(task_id, _if_stored(decide), running.record)
+        if saved and not saved[-1].status.is_terminal:  # waits for answers: nothing runs
+            await self._release(task_id)  # (a terminal save drops the lease itself)
 
     async def _release(self, task_id: str) -> None:
         if task_id not in self._running:  # not run again meanwhile
@@ -1001,9 +1028,11 @@ class Server:
 
     async def _set_status(self, task_id: str, message: str | None) -> None:
         now = self.now()
+        running = self._running.get(task_id)
         await self._transition(
             task_id,
             _if_stored(lambda record: self.core.set_status_message(record, message, now)),
+            None if running is None else running.record,
         )
 
     async def _ask(self, task_id: str, running: _RunningTask, request: InputRequest) -> Raw:
@@ -1026,8 +1055,8 @@ class Server:
             outcome = InputRequired(requests={key: request})
             return self.core.task_returned(record, outcome, self.now())
 
-        await self._transition(task_id, decide)
-        after = await self.store.get(task_id)
+        await self._transition(task_id, decide, running.record)
+        after = running.record  # as the transition saved it
         if not asked or after is None or after.status is not TaskStatus.INPUT_REQUIRED:
             # The task is gone (expired), or the core refused the question (the client
             # cannot answer it) and failed the task: nothing will answer, so the run ends.

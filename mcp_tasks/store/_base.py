@@ -79,12 +79,20 @@ class TaskStore(Protocol):
         ...
 
     async def save(
-        self, record: TaskRecord, expected_version: int | None, *, limit: int | None = None
+        self,
+        record: TaskRecord,
+        expected_version: int | None,
+        *,
+        limit: int | None = None,
+        lease_until: float | None = None,
     ) -> None:
         """Write `record` if the stored version equals `expected_version` (None: absent).
 
         Raises `VersionConflict` otherwise, and writes nothing. A new record with `limit`
-        raises `StoreFull` if the store holds `limit` records already.
+        raises `StoreFull` if the store holds `limit` records already. With `lease_until`,
+        this process takes the task's lease in the same step (a task is never stored
+        unleased while its handler starts). A record saved terminal loses its lease: no
+        handler runs for it any more.
         """
         ...
 
@@ -111,7 +119,8 @@ class TaskStore(Protocol):
         ...
 
     async def claim(self, task_id: str, until: float) -> None:
-        """Take the lease on `task_id` for this process (`origin`) until `until`."""
+        """Take the lease on `task_id` for this process (`origin`) until `until`, as a
+        handler starts on a stored task (one just created took it in `save`)."""
         ...
 
     async def renew(self, task_ids: list[str], until: float) -> None:

@@ -33,7 +33,12 @@ class MemoryTaskStore:
         return self._records.get(task_id)
 
     async def save(
-        self, record: TaskRecord, expected_version: int | None, *, limit: int | None = None
+        self,
+        record: TaskRecord,
+        expected_version: int | None,
+        *,
+        limit: int | None = None,
+        lease_until: float | None = None,
     ) -> None:
         current = self._records.get(record.task_id)
         found = None if current is None else current.version
@@ -42,6 +47,10 @@ class MemoryTaskStore:
         if current is None and limit is not None and len(self._records) >= limit:
             raise StoreFull(limit)
         self._records[record.task_id] = record
+        if lease_until is not None:
+            self._leases[record.task_id] = lease_until
+        if record.status.is_terminal:
+            self._leases.pop(record.task_id, None)
         expires_at = record.expires_at
         if expires_at is not None and (current is None or current.expires_at != expires_at):
             heapq.heappush(self._expiry_heap, (expires_at, record.task_id))

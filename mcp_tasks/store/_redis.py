@@ -56,6 +56,14 @@ if ARGV[5] ~= '' then
 else
     redis.call('ZREM', KEYS[3], ARGV[1])
 end
+if ARGV[8] ~= '' then
+    redis.call('HSET', KEYS[6], ARGV[1], ARGV[9])
+    redis.call('ZADD', KEYS[5], ARGV[8], ARGV[1])
+end
+if ARGV[10] == '1' then
+    redis.call('HDEL', KEYS[6], ARGV[1])
+    redis.call('ZREM', KEYS[5], ARGV[1])
+end
 redis.call('PUBLISH', KEYS[4], ARGV[7])
 return {'ok'}
 """
@@ -139,7 +147,7 @@ class RedisTaskStore:
         self._renew = self._client.register_script(_RENEW)
         self._release = self._client.register_script(_RELEASE)
         self.signals = _RedisSignals(self)
-        self._worker = BatchingWorker()
+        self._worker = BatchingWorker(lambda: self._client.pipeline(transaction=False))
 
     async def _run(self, work: Callable[[], T]) -> T:
         return await self._worker.run(work)
@@ -153,16 +161,25 @@ class RedisTaskStore:
 
     async def get(self, task_id: str) -> TaskRecord | None:
         key = self._key(task_id)
-        data: bytes | None = await self._run(lambda: self._client.hget(key, "r"))  # type: ignore[arg-type, return-value]
+        # Piped: the gets queued together (polls, mostly) take one round trip.
+        data: bytes | None = await self._worker.run_piped(
+            lambda pipeline: pipeline.hget(key, "r"), lambda reply: reply
+        )
         return None if data is None else decode_record(data)
 
     async def save(
-        self, record: TaskRecord, expected_version: int | None, *, limit: int | None = None
+        self,
+        record: TaskRecord,
+        expected_version: int | None,
+        *,
+        limit: int | None = None,
+        lease_until: float | None = None,
     ) -> None:
         task_id = record.task_id
         expires_at = record.expires_at
         changed = _signal_encoder.encode(Signal("changed", task_id, self.origin))
         keys = [self._key(task_id), self._ids, self._due, self._channel]
+        keys += [self._leases, self._holders]
         args: list[bytes | str] = [
             task_id,
             "" if expected_version is None else str(expected_version),
@@ -171,6 +188,9 @@ class RedisTaskStore:
             "" if expires_at is None else repr(expires_at),
             "" if limit is None else str(limit),
             changed,
+            "" if lease_until is None else repr(lease_until),
+            self.origin,
+            "1" if record.status.is_terminal else "",
         ]
         answer = await self._run(lambda: self._save(keys=keys, args=args))
         if answer[0] == b"conflict":

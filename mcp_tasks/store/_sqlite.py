@@ -104,13 +104,17 @@ class SQLiteTaskStore:
         return None if data is None else decode_record(data)
 
     async def save(
-        self, record: TaskRecord, expected_version: int | None, *, limit: int | None = None
+        self,
+        record: TaskRecord,
+        expected_version: int | None,
+        *,
+        limit: int | None = None,
+        lease_until: float | None = None,
     ) -> None:
         data = encode_record(record)
         task_id, due_at = record.task_id, record.expires_at
 
-        def work() -> None:
-            db = self._db
+        def write(db: sqlite3.Connection) -> None:
             if expected_version is None:
                 if limit is not None and self._count >= limit:
                     row = db.execute("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,))
@@ -123,15 +127,32 @@ class SQLiteTaskStore:
                     )
                 except sqlite3.IntegrityError:
                     raise VersionConflict(task_id, None, self._version(task_id)) from None
+            else:
+                changed = db.execute(
+                    "UPDATE tasks SET version = ?, due_at = ?, record = ? "
+                    "WHERE task_id = ? AND version = ?",
+                    (record.version, due_at, data, task_id, expected_version),
+                ).rowcount
+                if changed != 1:
+                    raise VersionConflict(task_id, expected_version, self._version(task_id))
+            if lease_until is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO leases (task_id, holder, until) VALUES (?, ?, ?)",
+                    (task_id, self.origin, lease_until),
+                )
+            if record.status.is_terminal:
+                db.execute("DELETE FROM leases WHERE task_id = ?", (task_id,))
+
+        def work() -> None:
+            db = self._db
+            if lease_until is None and not record.status.is_terminal:
+                write(db)  # one statement: atomic as it is
+            else:
+                with db:
+                    db.execute("BEGIN IMMEDIATE")
+                    write(db)
+            if expected_version is None:
                 self._count += 1
-                return
-            changed = db.execute(
-                "UPDATE tasks SET version = ?, due_at = ?, record = ? "
-                "WHERE task_id = ? AND version = ?",
-                (record.version, due_at, data, task_id, expected_version),
-            ).rowcount
-            if changed != 1:
-                raise VersionConflict(task_id, expected_version, self._version(task_id))
 
         await self._run(work)
 

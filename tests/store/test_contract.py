@@ -233,6 +233,29 @@ async def test_a_lease_is_held_renewed_and_released(store: TaskStore) -> None:
     assert await store.lapsed(1000.0) == []  # released leases never lapse
 
 
+async def test_a_new_record_can_take_its_lease_as_it_is_written(store: TaskStore) -> None:
+    await store.save(record(), None, lease_until=50.0)
+    assert await store.lease_holder("t1", 10.0) == store.origin
+
+
+async def test_a_terminal_save_drops_the_lease(store: TaskStore) -> None:
+    first = record()
+    await store.save(first, None, lease_until=50.0)
+    waiting = first.replace(status=TaskStatus.INPUT_REQUIRED)
+    await store.save(waiting, 1)
+    assert await store.lease_holder("t1", 10.0) == store.origin  # still running
+    await store.save(waiting.replace(status=TaskStatus.CANCELLED), 2)
+    assert await store.lease_holder("t1", 10.0) is None
+    assert await store.lapsed(1000.0) == []  # nothing left to take over
+
+
+async def test_a_refused_write_takes_no_lease(store: TaskStore) -> None:
+    await store.save(record("a"), None, limit=1)
+    with pytest.raises(StoreFull):
+        await store.save(record("b"), None, limit=1, lease_until=50.0)
+    assert await store.lease_holder("b", 10.0) is None
+
+
 async def test_deleting_a_record_drops_its_lease(store: TaskStore) -> None:
     await store.save(record(), None)
     await store.claim("t1", 50.0)

@@ -1,11 +1,16 @@
 """The stores' worker: calls that queue while a thread hop is out go together in the next
-one, in order, each with its own result or exception; a cancelled caller still waits."""
+one, in order, each with its own result or exception; a cancelled caller still waits; piped
+calls (a real redis-server) share one pipeline."""
 
 from __future__ import annotations
 
+import secrets
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+import redis
 import trio
 import trio.testing
 
@@ -86,3 +91,39 @@ async def test_a_cancelled_caller_still_waits_for_its_call() -> None:
         assert got == []  # still waiting on its call, cancelled or not
         release.set()
     assert got == ["written"]  # it learned what the store did
+
+
+async def test_piped_calls_share_a_round_trip_and_keep_their_own_replies(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    key = "worker-test:" + secrets.token_hex(4)
+    client.hset(key, "field", "value")
+    pipelines: list[object] = []
+
+    def pipeline() -> object:
+        made = client.pipeline(transaction=False)
+        pipelines.append(made)
+        return made
+
+    worker = BatchingWorker(pipeline)
+    release = threading.Event()
+    replies: dict[str, object] = {}
+
+    async def piped(name: str, stage: Callable[[Any], None]) -> None:
+        try:
+            replies[name] = await worker.run_piped(stage, lambda reply: reply)
+        except redis.ResponseError as error:
+            replies[name] = f"error: {error}"
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(worker.run, lambda: release.wait(10))  # holds the first hop
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(piped, "get", lambda p: p.hget(key, "field"))
+        nursery.start_soon(piped, "wrong", lambda p: p.incr(key))  # a hash: WRONGTYPE
+        nursery.start_soon(piped, "missing", lambda p: p.hget(key, "nothing"))
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+    assert len(pipelines) == 1  # the three went in one pipeline
+    assert replies["get"] == b"value" and replies["missing"] is None
+    assert str(replies["wrong"]).startswith("error: WRONGTYPE")
+    client.delete(key)
+    client.close()
