@@ -112,7 +112,7 @@ from .core import (
     WakeAt,
     resource_not_found,
 )
-from .store import MemoryTaskStore, Signal, StoreFull, TaskStore
+from .store import MemoryTaskStore, Signal, StoreFull, StoreUnavailable, TaskStore
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -122,6 +122,8 @@ Handler = Callable[..., Awaitable[Any]]
 MAX_QUEUED_NOTIFICATIONS = 1024
 """Notifications a `subscriptions/listen` stream may have waiting for its client; a client
 that falls further behind gets its stream ended (it may listen again and re-read)."""
+STORE_RETRY_SECONDS = 60.0
+"""How long a finished handler's outcome waits for an unavailable store before it is lost."""
 MAX_CONFLICT_RETRIES = 50
 """How often one transition is decided anew after losing a compare-and-set race."""
 
@@ -607,7 +609,10 @@ class Server:
                     # at once instead of a lease time from now.
                     with trio.move_on_after(self.shutdown_grace_seconds) as handover:
                         handover.shield = True
-                        await self.store.renew(unfinished, self.now())
+                        try:
+                            await self.store.renew(unfinished, self.now())
+                        except StoreUnavailable as error:  # they lapse in their own time
+                            logger.warning("leases not handed over: %s", error)
                 nursery.cancel_scope.cancel()
                 self._nursery = None
 
@@ -644,7 +649,15 @@ class Server:
         if self._nursery is None:
             raise RuntimeError("use `async with server.running():` around the transport")
         step = self.core.receive(data, self.now(), headers)
-        return await self._perform(step, notify, connection)
+        try:
+            return await self._perform(step, notify, connection)
+        except StoreUnavailable as error:
+            logger.warning("the task store is unavailable: %s", error)
+            request_id = _request_id_of(step)
+            if request_id is None:
+                return None  # a notification: nobody to tell
+            message = f"The task store is unavailable; try again shortly ({error})"
+            return self.core.error_reply(request_id, INTERNAL_ERROR, message, http_status=503)
 
     async def _perform(
         self, step: Step, notify: Notify | None = None, connection: Connection | None = None
@@ -1013,9 +1026,26 @@ class Server:
             saved[:] = [effect.record for effect in step.effects if isinstance(effect, SaveTask)]
             return step
 
-        await self._transition(task_id, _if_stored(decide), running.record)
+        await self._keep_trying(
+            f"saving the outcome of task {task_id!r}",
+            lambda: self._transition(task_id, _if_stored(decide), running.record),
+        )
         if saved and not saved[-1].status.is_terminal:  # waits for answers: nothing runs
             await self._release(task_id)  # (a terminal save drops the lease itself)
+
+    async def _keep_trying(self, what: str, attempt: Callable[[], Awaitable[Any]]) -> None:
+        """`attempt()` until the store takes it, for up to `STORE_RETRY_SECONDS`: a handler's
+        outcome must not be lost to a store's blip. Past that it is (the task is then taken
+        over as one whose process stopped, once its lease lapses)."""
+        with trio.move_on_after(STORE_RETRY_SECONDS):
+            while True:
+                try:
+                    await attempt()
+                    return
+                except StoreUnavailable as error:
+                    logger.warning("%s: %s; trying again", what, error)
+                await trio.sleep(self._poll_seconds)
+        logger.error("%s: the store stayed unavailable; giving up", what)
 
     async def _release(self, task_id: str) -> None:
         if task_id not in self._running:  # not run again meanwhile
@@ -1029,11 +1059,14 @@ class Server:
     async def _set_status(self, task_id: str, message: str | None) -> None:
         now = self.now()
         running = self._running.get(task_id)
-        await self._transition(
-            task_id,
-            _if_stored(lambda record: self.core.set_status_message(record, message, now)),
-            None if running is None else running.record,
-        )
+        try:
+            await self._transition(
+                task_id,
+                _if_stored(lambda record: self.core.set_status_message(record, message, now)),
+                None if running is None else running.record,
+            )
+        except StoreUnavailable as error:  # progress is worth no more than a warning
+            logger.warning("task %r: status message not saved: %s", task_id, error)
 
     async def _ask(self, task_id: str, running: _RunningTask, request: InputRequest) -> Raw:
         event = trio.Event()
@@ -1170,7 +1203,11 @@ class Server:
                     self._nursery.start_soon(self._publish_stored_task, signal.task_id)
 
     async def _resume_from_signal(self, task_id: str) -> None:
-        record = await self.store.get(task_id)
+        try:
+            record = await self.store.get(task_id)
+        except StoreUnavailable as error:
+            logger.warning("task %r: answers not delivered: %s", task_id, error)
+            return
         call = None if record is None else self.core.resume_call(record)
         if call is not None and record is not None and record.status is TaskStatus.WORKING:
             self._resume(ResumeTask(task_id=task_id, call=call))
@@ -1182,7 +1219,11 @@ class Server:
         )
 
     async def _publish_stored_task(self, task_id: str) -> None:
-        record = await self.store.get(task_id)
+        try:
+            record = await self.store.get(task_id)
+        except StoreUnavailable as error:
+            logger.warning("notifications/tasks for %r not sent: %s", task_id, error)
+            return
         if record is not None:
             self._publish_task(record)
 
@@ -1199,6 +1240,20 @@ class _StartedOnce:
         if not self._told:
             self._told = True
             self._status.started(value)
+
+
+def _request_id_of(step: Step) -> RequestId | None:
+    """The id of the request `step` answers, from its reply or its first effect."""
+    if step.reply is not None and step.reply.request_id is not None:
+        return step.reply.request_id
+    for effect in step.effects:
+        if isinstance(effect, FetchTask):
+            return effect.request.request_id
+        if isinstance(effect, RunTool | GetPrompt | ReadResource | Complete):
+            return effect.call.request_id
+        if isinstance(effect, Listen):
+            return effect.subscription.request_id
+    return None
 
 
 def _if_stored(decide: Callable[[TaskRecord], Step]) -> Callable[[TaskRecord | None], Step]:

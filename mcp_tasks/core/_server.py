@@ -1065,6 +1065,13 @@ class ServerCore:
         body = w.json_encoder.encode(w.ResultResponse(id=request_id, result=result))
         return Step(reply=Reply(body=body, request_id=request_id), effects=tuple(effects))
 
+    def error_reply(
+        self, request_id: w.RequestId | None, code: int, message: str, http_status: int
+    ) -> Reply:
+        """An error response the shell makes up itself (say, its store is unreachable)."""
+        reply = self._error_reply(request_id, ProtocolError(code, message))
+        return msgspec.structs.replace(reply, http_status=http_status)
+
     def _reply_error_object(self, request_id: w.RequestId, error: w.ErrorObject) -> Step:
         body = w.json_encoder.encode(w.ErrorResponse(id=request_id, error=error))
         reply = Reply(

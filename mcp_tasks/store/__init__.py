@@ -5,7 +5,7 @@ process, durable across restarts), `RedisTaskStore` (several processes, any of t
 for any task). `open_store(url)` opens the one a URL names.
 """
 
-from ._base import Signal, Signals, StoreFull, TaskStore
+from ._base import Signal, Signals, StoreFull, StoreUnavailable, TaskStore
 from ._memory import MemoryTaskStore
 from ._open import STORE_URL_HELP, open_store
 from ._redis import RedisTaskStore
@@ -20,6 +20,7 @@ __all__ = [
     "Signals",
     "StoreFull",
     "StoreLocked",
+    "StoreUnavailable",
     "TaskStore",
     "open_store",
 ]

@@ -28,6 +28,11 @@ import msgspec
 from ..core import TaskRecord
 
 
+class StoreUnavailable(Exception):
+    """The store cannot be reached or used right now (Redis down, the disk failing). The
+    server answers the request with -32603 and HTTP 503, and goes on serving."""
+
+
 class StoreFull(Exception):
     """A new record was refused: the store holds its `limit` of records already."""
 
@@ -152,4 +157,4 @@ class TaskStore(Protocol):
         ...
 
 
-__all__ = ["Signal", "Signals", "StoreFull", "TaskStore"]
+__all__ = ["Signal", "Signals", "StoreFull", "StoreUnavailable", "TaskStore"]

@@ -29,7 +29,7 @@ import msgspec
 import trio
 
 from ..core import TaskRecord, VersionConflict, decode_record, encode_record
-from ._base import Signal, StoreFull
+from ._base import Signal, StoreFull, StoreUnavailable
 from ._worker import BatchingWorker
 
 try:
@@ -150,7 +150,10 @@ class RedisTaskStore:
         self._worker = BatchingWorker(lambda: self._client.pipeline(transaction=False))
 
     async def _run(self, work: Callable[[], T]) -> T:
-        return await self._worker.run(work)
+        try:
+            return await self._worker.run(work)
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            raise StoreUnavailable(f"Redis at {self.url}: {error}") from error
 
     def _key(self, task_id: str) -> str:
         return self._task_prefix + task_id
@@ -162,9 +165,12 @@ class RedisTaskStore:
     async def get(self, task_id: str) -> TaskRecord | None:
         key = self._key(task_id)
         # Piped: the gets queued together (polls, mostly) take one round trip.
-        data: bytes | None = await self._worker.run_piped(
-            lambda pipeline: pipeline.hget(key, "r"), lambda reply: reply
-        )
+        try:
+            data: bytes | None = await self._worker.run_piped(
+                lambda pipeline: pipeline.hget(key, "r"), lambda reply: reply
+            )
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            raise StoreUnavailable(f"Redis at {self.url}: {error}") from error
         return None if data is None else decode_record(data)
 
     async def save(

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from ..core import TaskRecord, VersionConflict, decode_record, encode_record
-from ._base import Signals, StoreFull
+from ._base import Signals, StoreFull, StoreUnavailable
 from ._worker import BatchingWorker
 
 T = TypeVar("T")
@@ -91,7 +91,10 @@ class SQLiteTaskStore:
         return None
 
     async def _run(self, work: Callable[[], T]) -> T:
-        return await self._worker.run(work)
+        try:
+            return await self._worker.run(work)
+        except sqlite3.OperationalError as error:  # locked, read-only, disk I/O, ...
+            raise StoreUnavailable(f"SQLite at {self.path}: {error}") from error
 
     async def get(self, task_id: str) -> TaskRecord | None:
         def work() -> bytes | None:

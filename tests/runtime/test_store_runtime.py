@@ -8,6 +8,7 @@ tests/store/test_redis_processes.py.)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import time
@@ -17,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import trio
+from redis_server import running_redis
 
 from mcp_tasks import (
     START_TASK,
@@ -308,3 +311,30 @@ async def test_a_transition_that_loses_a_race_is_decided_again(method: str) -> N
         else:
             done = await client.wait_status(task_id, "completed")
             assert done["result"]["content"][0]["text"] == "hello y"
+
+
+async def test_an_unreachable_store_costs_requests_not_the_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with running_redis() as url:
+        server = build(RedisTaskStore(url, prefix=_prefix()), lease_seconds=0.3)
+        async with running(server) as (client,):
+            task_id = await client.start("blocks")
+            await client.wait_status(task_id, "working")
+            stopper = redis.Redis.from_url(url)
+            with contextlib.suppress(redis.ConnectionError):  # it hangs up as it stops
+                stopper.shutdown(nosave=True)
+            for data in (
+                request("tasks/get", {"taskId": task_id}),
+                request("tools/call", {"name": "blocks", "arguments": {}}),
+            ):
+                reply = await server.handle(data, connection=Connection())
+                assert reply is not None and reply.http_status == 503
+                error = json.loads(reply.body)["error"]
+                assert json.loads(reply.body)["id"] == json.loads(data)["id"]
+                assert error["code"] == -32603
+                assert error["message"].startswith("The task store is unavailable; try again")
+            # The background loops fail too (renewing leases, expiry): logged, and started
+            # again; the server serves on.
+            await wait_for(lambda: "_lease_loop failed" in caplog.text)
+            assert server.is_running
