@@ -576,8 +576,9 @@ class Server:
     async def running(self) -> AsyncIterator[Server]:
         """Run the server's task nursery and expiry loop; transports serve inside this.
 
-        On exit new tool calls are refused, running tasks get `shutdown_grace_seconds` to
-        finish, and are then cancelled.
+        On entry the server takes its sealing key from the store (unless given one) and
+        takes over the tasks whose process stopped. On exit new tool calls are refused,
+        running tasks get `shutdown_grace_seconds` to finish, and are then cancelled.
         """
         if self._nursery is not None:
             raise RuntimeError("this server is already running")
@@ -585,10 +586,15 @@ class Server:
         self._all_tasks_ended = None
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            if not self._state_key_given:  # share the store's, so any process opens a round
-                self.core.use_state_key(await self.store.shared_key(secrets.token_bytes(32)))
-            await self._reap_lapsed()  # tasks a previous process left unfinished
-            background: trio.CancelScope = await nursery.start(self._background)
+            try:
+                if not self._state_key_given:  # the store's: any process opens a round
+                    key = await self.store.shared_key(secrets.token_bytes(32))
+                    self.core.use_state_key(key)
+                await self._reap_lapsed()  # tasks a previous process left unfinished
+                background: trio.CancelScope = await nursery.start(self._background)
+            except BaseException:
+                self._nursery = None  # never started: it may be tried again
+                raise
             try:
                 yield self
             finally:

@@ -20,8 +20,8 @@ scripts touch keys they build).
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -150,8 +150,14 @@ class RedisTaskStore:
         self._worker = BatchingWorker(lambda: self._client.pipeline(transaction=False))
 
     async def _run(self, work: Callable[[], T]) -> T:
-        try:
+        with self._reachable():
             return await self._worker.run(work)
+
+    @contextmanager
+    def _reachable(self) -> Iterator[None]:
+        """Redis's connection failures, as the `StoreUnavailable` the server answers."""
+        try:
+            yield
         except (redis.ConnectionError, redis.TimeoutError) as error:
             raise StoreUnavailable(f"Redis at {self.url}: {error}") from error
 
@@ -165,12 +171,10 @@ class RedisTaskStore:
     async def get(self, task_id: str) -> TaskRecord | None:
         key = self._key(task_id)
         # Piped: the gets queued together (polls, mostly) take one round trip.
-        try:
+        with self._reachable():
             data: bytes | None = await self._worker.run_piped(
                 lambda pipeline: pipeline.hget(key, "r"), lambda reply: reply
             )
-        except (redis.ConnectionError, redis.TimeoutError) as error:
-            raise StoreUnavailable(f"Redis at {self.url}: {error}") from error
         return None if data is None else decode_record(data)
 
     async def save(

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 import trio
-from redis_server import running_redis
+from redis_server import free_port, running_redis
 
 from mcp_tasks import (
     START_TASK,
@@ -32,7 +32,13 @@ from mcp_tasks import (
 )
 from mcp_tasks.core import TaskRecord, TaskStatus
 from mcp_tasks.server import Connection
-from mcp_tasks.store import MemoryTaskStore, RedisTaskStore, SQLiteTaskStore, TaskStore
+from mcp_tasks.store import (
+    MemoryTaskStore,
+    RedisTaskStore,
+    SQLiteTaskStore,
+    StoreUnavailable,
+    TaskStore,
+)
 
 from .helpers import Client, check_notification, request
 
@@ -338,3 +344,18 @@ async def test_an_unreachable_store_costs_requests_not_the_server(
             # again; the server serves on.
             await wait_for(lambda: "_lease_loop failed" in caplog.text)
             assert server.is_running
+
+
+async def test_a_store_down_at_start_stops_the_start_and_not_the_next(redis_url: str) -> None:
+    server = build(RedisTaskStore(f"redis://127.0.0.1:{free_port()}/0"))  # nobody there
+    with pytest.raises(ExceptionGroup) as caught:
+        async with server.running():
+            raise AssertionError("started without its store")
+    assert caught.group_contains(StoreUnavailable)
+    assert not server.is_running
+    server.use_store(RedisTaskStore(redis_url, prefix=_prefix()))
+    async with running(server) as (client,):
+        assert (await client.get(await client.start("asks")))["status"] in (
+            "working",
+            "input_required",
+        )
