@@ -295,10 +295,13 @@ class Client:
 
 
 @asynccontextmanager
-async def connect_http(url: str, **options: Any) -> AsyncIterator[Client]:
+async def connect_http(
+    url: str, *, headers: Mapping[str, str] | None = None, **options: Any
+) -> AsyncIterator[Client]:
     """A `Client` for the Streamable HTTP endpoint at `url` (e.g. http://127.0.0.1:8000/mcp);
-    `options` go to `Client`."""
-    async with HttpClientTransport(url) as transport:
+    `headers` go with every request (credentials: `{"Authorization": "Bearer …"}`), `options`
+    go to `Client`."""
+    async with HttpClientTransport(url, headers=headers) as transport:
         yield Client(transport, **options)
 
 

@@ -644,17 +644,20 @@ class Server:
         headers: HttpHeaders | None = None,
         notify: Notify | None = None,
         connection: Connection | None = None,
+        principal: str | None = None,
     ) -> Reply | None:
         """Answer one incoming message: the reply to send, or None (a notification, or a
         request cancelled while it ran). `notify` sends a notification to this request's
-        client while the request runs (progress).
+        client while the request runs (progress). `principal` is who sent it (the HTTP
+        authenticator's answer): tasks it creates are its own, and only its own tasks
+        answer it.
 
         A `tools/call` is entered in `connection.in_flight` before this coroutine first
         yields, so a `notifications/cancelled` read right after it always finds it.
         """
         if self._nursery is None:
             raise RuntimeError("use `async with server.running():` around the transport")
-        step = self.core.receive(data, self.now(), headers)
+        step = self.core.receive(data, self.now(), headers, principal)
         try:
             return await self._perform(step, notify, connection)
         except StoreUnavailable as error:

@@ -22,3 +22,18 @@ def test_drive_core_example_runs_a_task_to_completion() -> None:
     created, task = module.main()
     assert created["result"]["taskId"].startswith("tsk_") and len(created["result"]["taskId"]) > 30
     assert task["result"]["result"]["content"] == [{"type": "text", "text": "HELLO"}]
+
+
+def test_bearer_auth_example_keeps_each_callers_tasks_apart() -> None:
+    path = EXAMPLES / "bearer_auth.py"
+    out = subprocess.run(
+        [sys.executable, str(path), "--demo"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    lines = out.stdout.splitlines()
+    assert lines[0] == "alice: her task MINE"
+    assert lines[1].startswith("bob: -32602 Unknown task: 'tsk_")
+    assert lines[2] == "nobody: Unauthorized: send Authorization: Bearer <token>"

@@ -38,6 +38,8 @@ class ToolCall(Struct, frozen=True, kw_only=True):
     tool_name: str
     arguments: Raw | None
     meta: RequestMeta
+    principal: str | None = None
+    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
     input_responses: dict[str, Raw]
     """Answers by key, each checked against the request it answers: those of the input
     rounds before the task existed, then (inside a task) the task's own, which win."""
@@ -60,6 +62,8 @@ class PromptCall(Struct, frozen=True, kw_only=True):
     prompt_name: str
     arguments: dict[str, str]
     meta: RequestMeta
+    principal: str | None = None
+    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
     input_responses: dict[str, Raw]
     handler_state: str | None = None
 
@@ -78,6 +82,8 @@ class ResourceRead(Struct, frozen=True, kw_only=True):
     variables: dict[str, str]
     """The template's variables as read from `uri` (empty for a fixed resource)."""
     meta: RequestMeta
+    principal: str | None = None
+    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
     input_responses: dict[str, Raw]
     handler_state: str | None = None
 
@@ -103,6 +109,8 @@ class Subscription(Struct, frozen=True, kw_only=True):
     request_id: RequestId
     notifications: SubscriptionFilter
     meta: RequestMeta
+    principal: str | None = None
+    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
 
 
 class TaskRequest(Struct, frozen=True, kw_only=True):
@@ -113,6 +121,8 @@ class TaskRequest(Struct, frozen=True, kw_only=True):
     method: str
     task_id: str
     meta: RequestMeta
+    principal: str | None = None
+    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
     input_responses: dict[str, Raw] | None = None
 
 

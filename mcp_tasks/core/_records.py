@@ -50,6 +50,9 @@ class TaskRecord(Struct, kw_only=True, frozen=True):
     """The encoded CallToolResult of a completed task."""
     error: ErrorObject | None = None
     """The JSON-RPC error of a failed task."""
+    principal: str | None = None
+    """Who created the task: only they may read, answer or cancel it (None: nobody known,
+    for a server without an authenticator)."""
 
     @property
     def expires_at(self) -> float | None:

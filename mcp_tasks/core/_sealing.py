@@ -38,11 +38,15 @@ _round_decoder = msgspec.json.Decoder(RoundState)
 _any_decoder = msgspec.json.Decoder()
 
 
-def params_digest(method: str, name: str, arguments: bytes | None) -> str:
-    """A digest of what identifies the call, stable under JSON key order and whitespace."""
+def params_digest(
+    method: str, name: str, arguments: bytes | None, principal: str | None = None
+) -> str:
+    """A digest of what identifies the call, stable under JSON key order and whitespace:
+    the method, the name, the arguments and who calls (a round is only good for its caller)."""
     canonical = b"null" if arguments is None else _encoder.encode(_any_decoder.decode(arguments))
+    caller = b"\x00" if principal is None else b"\x01" + principal.encode()
     digest = hashlib.sha256()
-    for part in (method.encode(), name.encode(), canonical):
+    for part in (method.encode(), name.encode(), canonical, caller):
         digest.update(len(part).to_bytes(8, "big"))
         digest.update(part)
     return digest.hexdigest()
@@ -87,6 +91,8 @@ def open_sealed(key: bytes, token: str, *, method: str, digest: str, now: float)
     if now >= state.expires_at:
         raise _refuse("has expired: start the call again without it")
     if state.method != method or state.params_digest != digest:
-        raise _refuse("was issued for a different request (method, tool or arguments differ)")
+        raise _refuse(
+            "was issued for a different request (method, tool, arguments or caller differ)"
+        )
     assert isinstance(state, RoundState)
     return state

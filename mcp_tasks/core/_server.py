@@ -206,6 +206,7 @@ class ServerCore:
         self.options = options or ServerOptions()
         self._new_task_id = new_task_id
         self._state_key = state_key
+        self._caller: str | None = None
         self._result_meta = w.ResultMeta(server_info=info)
         self._meta_dict: dict[str, Any] = msgspec.to_builtins(self._result_meta)
         self._tools: dict[str, ToolSpec] = {}
@@ -248,8 +249,26 @@ class ServerCore:
 
     # --- receiving ---------------------------------------------------------------------
 
-    def receive(self, data: bytes, now: float, headers: HttpHeaders | None = None) -> Step:
-        """Check one incoming JSON-RPC message and say what happens next."""
+    def receive(
+        self,
+        data: bytes,
+        now: float,
+        headers: HttpHeaders | None = None,
+        principal: str | None = None,
+    ) -> Step:
+        """Check one incoming JSON-RPC message and say what happens next.
+
+        `principal` is who sent it, as the transport's authenticator established (None:
+        nobody known). Tasks are bound to their creator's principal, and so are input
+        rounds: another principal's requests see neither.
+        """
+        self._caller = principal  # read while this call lasts; calls carry it from here
+        try:
+            return self._receive(data, now, headers)
+        finally:
+            self._caller = None
+
+    def _receive(self, data: bytes, now: float, headers: HttpHeaders | None) -> Step:
         try:
             message = _decode_message(data)
         except ProtocolError as error:
@@ -408,6 +427,7 @@ class ServerCore:
             method=method,
             task_id=task_id,
             meta=meta,
+            principal=self._caller,
             input_responses=responses,
         )
         return Step(effects=(FetchTask(request=request),))
@@ -440,6 +460,7 @@ class ServerCore:
             tool_name=tool.name,
             arguments=None if arguments is None else arguments.copy(),
             meta=meta,
+            principal=self._caller,
             input_responses=responses,
             handler_state=handler_state,
         )
@@ -491,7 +512,7 @@ class ServerCore:
         if params.request_state is UNSET:
             given = {} if params.input_responses is UNSET else params.input_responses
             return {key: answer.copy() for key, answer in given.items()}, None
-        digest = params_digest(method, name, arguments)
+        digest = params_digest(method, name, arguments, self._caller)
         round_state = open_sealed(
             self._state_key, params.request_state, method=method, digest=digest, now=now
         )
@@ -501,7 +522,8 @@ class ServerCore:
     def _input_round(
         self, request_id: w.RequestId, call: ToolCall, outcome: InputRequired, now: float
     ) -> Step:
-        digest = params_digest("tools/call", call.tool_name, _raw_bytes(call.arguments))
+        arguments = _raw_bytes(call.arguments)
+        digest = params_digest("tools/call", call.tool_name, arguments, call.principal)
         return self._ask_round(
             request_id,
             outcome,
@@ -578,6 +600,7 @@ class ServerCore:
             request_meta=call.meta,
             prior_responses=call.input_responses or None,
             handler_state=call.handler_state,
+            principal=call.principal,
         )
         inside = msgspec.structs.replace(call, in_task=True, task_id=task_id)
         effects: list[Effect] = [
@@ -624,6 +647,7 @@ class ServerCore:
             prompt_name=prompt.name,
             arguments=arguments,
             meta=meta,
+            principal=self._caller,
             input_responses=responses,
             handler_state=handler_state,
         )
@@ -640,7 +664,7 @@ class ServerCore:
             call,
             outcome,
             method="prompts/get",
-            digest=params_digest("prompts/get", call.prompt_name, arguments),
+            digest=params_digest("prompts/get", call.prompt_name, arguments, call.principal),
             what=f"Prompt {call.prompt_name!r}",
             now=now,
         )
@@ -687,6 +711,7 @@ class ServerCore:
             template=found.template,
             variables=found.variables,
             meta=meta,
+            principal=self._caller,
             input_responses=responses,
             handler_state=handler_state,
         )
@@ -703,7 +728,7 @@ class ServerCore:
             call,
             outcome,
             method="resources/read",
-            digest=params_digest("resources/read", call.uri, None),
+            digest=params_digest("resources/read", call.uri, None, call.principal),
             what=f"Resource {call.uri!r}",
             now=now,
         )
@@ -783,7 +808,9 @@ class ServerCore:
             ),
             task_ids=_unset_if_empty(_unique(wanted.task_ids or ())),
         )
-        subscription = Subscription(request_id=request_id, notifications=agreed, meta=meta)
+        subscription = Subscription(
+            request_id=request_id, notifications=agreed, meta=meta, principal=self._caller
+        )
         return Step(effects=(Listen(subscription=subscription),))
 
     def subscription_acknowledged(self, subscription: Subscription) -> bytes:
@@ -820,6 +847,8 @@ class ServerCore:
         None if this stream did not ask about this task."""
         if record.task_id not in (subscription.notifications.task_ids or ()):
             return None
+        if record.principal != subscription.principal:
+            return None  # not theirs: they learn nothing of it
         # Through JSON, not to_builtins: a completed task's result is kept as raw JSON.
         params = msgspec.json.decode(w.json_encoder.encode(self._detailed_task(record)))
         params.pop("resultType", None)
@@ -842,7 +871,12 @@ class ServerCore:
         self, request: TaskRequest, record: TaskRecord | None, now: float
     ) -> Step:
         """Answer a `FetchTask`: `record` is what the store holds for the id, or None."""
-        if record is None or record.task_id != request.task_id:
+        if (
+            record is None
+            or record.task_id != request.task_id
+            or record.principal != request.principal
+        ):
+            # Another principal's task answers exactly as one that does not exist.
             return self._error_step(
                 request.request_id, _invalid_params(f"Unknown task: {request.task_id!r}")
             )
@@ -1298,6 +1332,7 @@ def _task_call(record: TaskRecord) -> ToolCall:
         handler_state=record.handler_state,
         in_task=True,
         task_id=record.task_id,
+        principal=record.principal,
     )
 
 

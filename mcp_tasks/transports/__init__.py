@@ -13,7 +13,7 @@ Client side (`ClientTransport`, used by `mcp_tasks.client.Client`):
 
 from ._client_base import ClientTransport, NotificationHandler, TransportError
 from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpClientTransport
-from ._http_server import HttpConfig, serve_http
+from ._http_server import Authenticator, HttpConfig, Unauthorized, serve_http
 from ._stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
 from ._stdio_client import DEFAULT_MAX_CLIENT_LINE_BYTES, StdioClientTransport, open_stdio_transport
 
@@ -21,12 +21,14 @@ __all__ = [
     "DEFAULT_MAX_CLIENT_LINE_BYTES",
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "Authenticator",
     "ClientTransport",
     "HttpClientTransport",
     "HttpConfig",
     "NotificationHandler",
     "StdioClientTransport",
     "TransportError",
+    "Unauthorized",
     "open_stdio_transport",
     "serve_http",
     "serve_stdio",

@@ -64,6 +64,7 @@ class HttpClientTransport:
         timeout_seconds: float = 30.0,
         http_client: httpx2.AsyncClient | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         if timeout_seconds <= 0:
             raise ValueError("timeout_seconds must be positive")
@@ -75,6 +76,8 @@ class HttpClientTransport:
         self._owns_client = http_client is None
         self._client = httpx2.AsyncClient() if http_client is None else http_client
         self._timeout = httpx2.Timeout(timeout_seconds)
+        self._headers = {**_POST_HEADERS, **(headers or {})}
+        """Sent with every POST (credentials, say: `{"Authorization": "Bearer …"}`)."""
 
     async def __aenter__(self) -> HttpClientTransport:
         return self
@@ -228,7 +231,7 @@ class HttpClientTransport:
         self, message: bytes, headers: Mapping[str, str]
     ) -> AbstractAsyncContextManager[httpx2.Response]:
         """The `client.stream` context manager for one POST."""
-        all_headers = {**_POST_HEADERS, **headers}
+        all_headers = {**self._headers, **headers}
         return self._client.stream(
             "POST", self.url, content=message, headers=all_headers, timeout=self._timeout
         )

@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import contextlib
 import http
+import inspect
 import ipaddress
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Final
@@ -109,6 +110,11 @@ class HttpConfig:
     Empty on a non-loopback bind: any Host is accepted."""
     allowed_origins: frozenset[str] = frozenset()
     """`Origin` values accepted besides loopback ones, e.g. `https://app.example.com`."""
+    authenticate: Authenticator | None = None
+    """Who sends each request: called with its headers (names lowercased), it returns the
+    caller's principal (a non-empty string), or raises `Unauthorized` (HTTP 401). Every
+    task is bound to the principal that created it. None: no authentication, every
+    request is nobody's, and any task id opens its task."""
 
     def __post_init__(self) -> None:
         if not self.endpoint.startswith("/"):
@@ -155,14 +161,36 @@ async def serve_http(
             serving.start_drain()
 
 
+class Unauthorized(Exception):
+    """Raise in an authenticator: the request is answered 401 with `message` and a
+    `WWW-Authenticate: challenge` header, and its body is never read."""
+
+    def __init__(self, message: str, *, challenge: str = 'Bearer realm="mcp"') -> None:
+        super().__init__(message)
+        self.message = message
+        self.challenge = challenge
+
+
+Authenticator = Callable[[Mapping[str, str]], "str | Awaitable[str]"]
+
+
 class _Refusal(Exception):
     """An answer HTTP gives by itself, instead of the server's. Raised, it also closes."""
 
-    def __init__(self, status: int, message: str, *, allow: bytes | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        allow: bytes | None = None,
+        challenge: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.extra_headers = [] if allow is None else [(b"allow", allow)]
+        if challenge is not None:
+            self.extra_headers.append((b"www-authenticate", challenge.encode("latin-1")))
 
 
 class _Serving:
@@ -414,6 +442,13 @@ class _Connection:
                 text = value.decode("ascii", "surrogateescape")
                 params[key] = params[key] + ", " + text if key in params else text
         refusal = self.serving.refusal_for(request, found)
+        principal = None
+        authenticate = self.config.authenticate
+        if refusal is None and authenticate is not None:
+            try:
+                principal = await _principal_of(authenticate, request)
+            except _Refusal as unauthorized:
+                refusal = unauthorized
         if self.h11.they_are_waiting_for_100_continue:
             if refusal is not None:
                 raise refusal  # the body is not on its way: answer and close
@@ -427,7 +462,7 @@ class _Connection:
         if refusal is not None:
             await self._refuse(refusal, close=False)  # the body was read: keep the connection
             return
-        await self._call_server(found, body, params)
+        await self._call_server(found, body, params, principal)
 
     async def _read_body(self, content_length: bytes | None) -> bytes:
         limit = self.config.max_body_bytes
@@ -451,7 +486,11 @@ class _Connection:
     # --- the server's answer -------------------------------------------------------------
 
     async def _call_server(
-        self, found: dict[bytes, bytes], body: bytes, params: dict[str, str]
+        self,
+        found: dict[bytes, bytes],
+        body: bytes,
+        params: dict[str, str],
+        principal: str | None,
     ) -> None:
         headers = HttpHeaders(
             protocol_version=_text(found.get(b"mcp-protocol-version")),
@@ -463,7 +502,9 @@ class _Connection:
         self._sse_allowed = _accepts_event_stream(found.get(b"accept"))
         self._handling_since = trio.current_time()
         try:
-            reply = await self.serving.server.handle(body, headers=headers, notify=self._notify)
+            reply = await self.serving.server.handle(
+                body, headers=headers, notify=self._notify, principal=principal
+            )
         except Exception:
             logger.exception("the server failed on a request")
             message = "Internal error: the server failed on this request"
@@ -569,6 +610,28 @@ class _Connection:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+async def _principal_of(authenticate: Authenticator, request: h11.Request) -> str:
+    """The authenticator's principal for `request`; `_Refusal` 401 when it refuses (or
+    fails: a broken authenticator lets nobody in)."""
+    headers = {
+        name.decode("ascii", "replace").lower(): value.decode("latin-1")
+        for name, value in request.headers.raw_items()
+    }
+    try:
+        found = authenticate(headers)
+        principal = await found if inspect.isawaitable(found) else found
+    except Unauthorized as refused:
+        message = f"Unauthorized: {refused.message}"
+        raise _Refusal(401, message, challenge=refused.challenge) from None
+    except Exception:
+        logger.exception("the authenticator failed")
+        raise _Refusal(401, "Unauthorized: the credentials could not be checked") from None
+    if not isinstance(principal, str) or not principal:
+        logger.error("the authenticator returned %r, not a principal (a non-empty str)", principal)
+        raise _Refusal(401, "Unauthorized: the credentials could not be checked")
+    return principal
 
 
 def _lowered(values: Iterable[str]) -> frozenset[str]:
