@@ -689,7 +689,11 @@ class Server:
                 record = effect.record
                 if effect.expected_version is None:  # a new task: its handler starts here
                     await self.store.save(
-                        record, None, limit=self._max_tasks, lease_until=self._lease_until()
+                        record,
+                        None,
+                        limit=self._max_tasks,
+                        principal_limit=self.core.task_options.max_active_per_principal,
+                        lease_until=self._lease_until(),
                     )
                     created[record.task_id] = record
                 else:
@@ -799,7 +803,8 @@ class Server:
                 self.core.tool_returned(call, outcome, self.now()), notify, connection
             )
         except StoreFull as full:
-            step = self.core.tool_returned(call, outcome, self.now(), stored_tasks=full.limit)
+            count = {"active_for_principal" if full.per_principal else "stored_tasks": full.limit}
+            step = self.core.tool_returned(call, outcome, self.now(), **count)
             return await self._perform(step, notify, connection)
 
     async def _invoke(self, tool: _Tool, context: ToolContext, call: ToolCall) -> ToolOutcome:

@@ -28,6 +28,8 @@ class Reply(Struct, frozen=True, kw_only=True):
     http_status: int = 200
     request_id: RequestId | None = None
     error_code: int | None = None
+    retry_after_seconds: int | None = None
+    """Over HTTP, sent as `Retry-After` (a request refused for coming too soon)."""
 
 
 class ToolCall(Struct, frozen=True, kw_only=True):

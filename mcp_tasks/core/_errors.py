@@ -19,6 +19,9 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+SERVER_ERROR = -32000
+"""JSON-RPC's implementation-defined server error: here, a poll refused for coming too soon
+(`data.retryAfterMs`; over HTTP, 429 with `Retry-After`)."""
 
 # What the 2026-07-28 Streamable HTTP transport answers for each code. Codes not listed
 # travel with 200: the JSON-RPC error object is the answer.

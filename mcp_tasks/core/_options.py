@@ -24,6 +24,15 @@ class TaskOptions(Struct, frozen=True, kw_only=True):
     """The poll interval the server advises clients to use."""
     max_tasks: int = 1024
     """Tasks held at once (running or finished but not yet expired); one more is -32603."""
+    max_active_per_principal: int | None = None
+    """Unfinished tasks (`working`, `input_required`) one principal may have at once; one
+    more is -32603. None: no such limit. Without an authenticator every caller is the same
+    nobody, and this caps unfinished tasks overall."""
+    min_poll_fraction: float | None = None
+    """Refuse a `tasks/get` of a task that comes sooner than this fraction of its advised
+    `pollIntervalMs` after the same principal's previous one (HTTP 429 with `Retry-After`;
+    a JSON-RPC error -32000 with `data.retryAfterMs` on stdio). None (the default): polls
+    are never refused. 0.5 lets a client poll up to twice as often as advised."""
 
     def __post_init__(self) -> None:
         if self.ttl_ms is not None and self.ttl_ms <= 0:
@@ -32,6 +41,10 @@ class TaskOptions(Struct, frozen=True, kw_only=True):
             raise ValueError("poll_interval_ms must be a positive number of milliseconds")
         if self.max_tasks < 0:
             raise ValueError("max_tasks must not be negative")
+        if self.max_active_per_principal is not None and self.max_active_per_principal < 1:
+            raise ValueError("max_active_per_principal must be at least 1, or None")
+        if self.min_poll_fraction is not None and not 0 < self.min_poll_fraction <= 1:
+            raise ValueError("min_poll_fraction must be in (0, 1], or None")
 
 
 class ServerOptions(Struct, frozen=True, kw_only=True):

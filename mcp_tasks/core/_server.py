@@ -69,6 +69,7 @@ from ._errors import (
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
+    SERVER_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
     LocalProtocolError,
     ProtocolError,
@@ -116,6 +117,8 @@ _CAPABILITY_OF: Final = {  # methods that exist only while the server offers the
 MAX_COMPLETION_VALUES: Final = 100
 """The most values one `completion/complete` result may carry (the schema's limit)."""
 MAX_SUBSCRIBED_ITEMS: Final = 256
+MAX_TRACKED_POLLS: Final = 100_000
+"""Last-poll times kept for `min_poll_fraction`; past it the oldest are forgotten."""
 """Task ids, and resource uris, one `subscriptions/listen` may name."""
 LIST_CHANGED_METHODS: Final = {
     "tools": "notifications/tools/list_changed",
@@ -207,6 +210,8 @@ class ServerCore:
         self._new_task_id = new_task_id
         self._state_key = state_key
         self._caller: str | None = None
+        self._last_polls: dict[tuple[str | None, str], float] = {}
+        """(principal, task id) -> when its last poll was answered (`min_poll_fraction`)."""
         self._result_meta = w.ResultMeta(server_info=info)
         self._meta_dict: dict[str, Any] = msgspec.to_builtins(self._result_meta)
         self._tools: dict[str, ToolSpec] = {}
@@ -469,9 +474,19 @@ class ServerCore:
     # --- a tool handler's outcome, outside a task -----------------------------------------
 
     def tool_returned(
-        self, call: ToolCall, outcome: ToolOutcome, now: float, *, stored_tasks: int = 0
+        self,
+        call: ToolCall,
+        outcome: ToolOutcome,
+        now: float,
+        *,
+        stored_tasks: int = 0,
+        active_for_principal: int = 0,
     ) -> Step:
         """The handler of `call` (run for `RunTool`) returned `outcome`.
+
+        `active_for_principal` is how many unfinished tasks the caller has, for the
+        `max_active_per_principal` limit (a store checks both limits as it creates a task;
+        the shell passes the count it refused at, and the core answers why).
 
         `stored_tasks` is how many tasks the store holds now, for the `max_tasks` limit.
         """
@@ -488,7 +503,7 @@ class ServerCore:
             if isinstance(outcome, InputRequired):
                 return self._input_round(request_id, call, outcome, now)
             if isinstance(outcome, StartTaskOutcome):
-                return self._start_task(request_id, call, now, stored_tasks)
+                return self._start_task(request_id, call, now, stored_tasks, active_for_principal)
             raise ProtocolError(
                 INTERNAL_ERROR, f"Tool {call.tool_name!r} returned an unknown outcome"
             )
@@ -562,7 +577,12 @@ class ServerCore:
         return self._result_step(request_id, result)
 
     def _start_task(
-        self, request_id: w.RequestId, call: ToolCall, now: float, stored_tasks: int
+        self,
+        request_id: w.RequestId,
+        call: ToolCall,
+        now: float,
+        stored_tasks: int,
+        active_for_principal: int,
     ) -> Step:
         tool = self._tools[call.tool_name]
         if call.in_task:
@@ -585,6 +605,13 @@ class ServerCore:
                 INTERNAL_ERROR,
                 f"Too many tasks: the server holds its limit of {options.max_tasks}; "
                 "try again when some have finished or expired",
+            )
+        per_principal = options.max_active_per_principal
+        if per_principal is not None and active_for_principal >= per_principal:
+            raise ProtocolError(
+                INTERNAL_ERROR,
+                f"Too many unfinished tasks for this caller: at most {per_principal} at once; "
+                "try again when one has finished (or cancel one)",
             )
         task_id = self._new_task_id()
         record = TaskRecord(
@@ -885,6 +912,9 @@ class ServerCore:
             error = _invalid_params(f"Task {request.task_id!r} has expired")
             return Step(reply=self._error_reply(request.request_id, error), effects=expiry.effects)
         if request.method == "tasks/get":
+            too_soon = self._poll_too_soon(request, record, now)
+            if too_soon is not None:
+                return Step(reply=too_soon)
             return self._result_step(request.request_id, self._detailed_task(record))
         ack = w.EmptyResult(meta=self._result_meta)
         if request.method == "tasks/cancel":
@@ -901,6 +931,34 @@ class ServerCore:
         except ProtocolError as error:
             return self._error_step(request.request_id, error)
         return self._result_step(request.request_id, ack, effects)
+
+    def _poll_too_soon(self, request: TaskRequest, record: TaskRecord, now: float) -> Reply | None:
+        """A refusal if `min_poll_fraction` is set and this caller polled this task too
+        recently; None to answer the poll (which is then remembered)."""
+        fraction = self.task_options.min_poll_fraction
+        interval_ms = record.poll_interval_ms
+        if fraction is None or interval_ms is None or record.status.is_terminal:
+            return None  # a finished task may be read as often as the client likes
+        key = (request.principal, record.task_id)
+        polls = self._last_polls
+        earliest = polls.get(key, -math.inf) + fraction * interval_ms / 1000
+        if now < earliest:
+            wait_ms = math.ceil((earliest - now) * 1000)
+            error = ProtocolError(
+                SERVER_ERROR,
+                f"Polling too fast: task {record.task_id!r} advises pollIntervalMs="
+                f"{interval_ms}; poll again in {wait_ms} ms",
+                {"retryAfterMs": wait_ms},
+            )
+            reply = self._error_reply(request.request_id, error)
+            return msgspec.structs.replace(
+                reply, http_status=429, retry_after_seconds=max(1, math.ceil(wait_ms / 1000))
+            )
+        polls.pop(key, None)  # most recent last: the oldest go first when over the bound
+        polls[key] = now
+        if len(polls) > MAX_TRACKED_POLLS:
+            del polls[next(iter(polls))]
+        return None
 
     def _merge_answers(self, record: TaskRecord, given: dict[str, Raw], now: float) -> list[Effect]:
         # Only a task in input_required has outstanding requests: the core clears them when

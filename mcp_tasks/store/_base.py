@@ -34,11 +34,14 @@ class StoreUnavailable(Exception):
 
 
 class StoreFull(Exception):
-    """A new record was refused: the store holds its `limit` of records already."""
+    """A new record was refused: the store holds its `limit` of records already, or (when
+    `per_principal`) its principal has `limit` unfinished tasks already."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"the store holds its limit of {limit} tasks")
+    def __init__(self, limit: int, *, per_principal: bool = False) -> None:
+        whose = "unfinished tasks of this principal" if per_principal else "tasks"
+        super().__init__(f"the store holds its limit of {limit} {whose}")
         self.limit = limit
+        self.per_principal = per_principal
 
 
 class Signal(msgspec.Struct, frozen=True):
@@ -89,12 +92,14 @@ class TaskStore(Protocol):
         expected_version: int | None,
         *,
         limit: int | None = None,
+        principal_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         """Write `record` if the stored version equals `expected_version` (None: absent).
 
         Raises `VersionConflict` otherwise, and writes nothing. A new record with `limit`
-        raises `StoreFull` if the store holds `limit` records already. With `lease_until`,
+        raises `StoreFull` if the store holds `limit` records already; with
+        `principal_limit`, if its principal has that many unfinished records. With `lease_until`,
         this process takes the task's lease in the same step (a task is never stored
         unleased while its handler starts). A record saved terminal loses its lease: no
         handler runs for it any more.

@@ -24,6 +24,8 @@ class MemoryTaskStore:
         self._records: dict[str, TaskRecord] = {}
         self._expiry_heap: list[tuple[float, str]] = []
         self._leases: dict[str, float] = {}
+        self._active: dict[str | None, set[str]] = {}
+        """Principal -> its unfinished tasks (`principal_limit`)."""
 
     @property
     def signals(self) -> Signals | None:
@@ -38,15 +40,24 @@ class MemoryTaskStore:
         expected_version: int | None,
         *,
         limit: int | None = None,
+        principal_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         current = self._records.get(record.task_id)
         found = None if current is None else current.version
         if found != expected_version:
             raise VersionConflict(record.task_id, expected_version, found)
-        if current is None and limit is not None and len(self._records) >= limit:
-            raise StoreFull(limit)
+        active = self._active.setdefault(record.principal, set())
+        if current is None:
+            if limit is not None and len(self._records) >= limit:
+                raise StoreFull(limit)
+            if principal_limit is not None and len(active) >= principal_limit:
+                raise StoreFull(principal_limit, per_principal=True)
         self._records[record.task_id] = record
+        if record.status.is_terminal:
+            active.discard(record.task_id)
+        else:
+            active.add(record.task_id)
         if lease_until is not None:
             self._leases[record.task_id] = lease_until
         if record.status.is_terminal:
@@ -63,6 +74,7 @@ class MemoryTaskStore:
             raise VersionConflict(task_id, expected_version, current.version)
         del self._records[task_id]
         self._leases.pop(task_id, None)
+        self._active.get(current.principal, set()).discard(task_id)
         return True
 
     async def count(self) -> int:

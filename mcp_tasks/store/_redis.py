@@ -46,10 +46,18 @@ if ARGV[2] == '' then
     if ARGV[6] ~= '' and redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[6]) then
         return {'full'}
     end
+    if ARGV[11] ~= '' and redis.call('SCARD', KEYS[7]) >= tonumber(ARGV[11]) then
+        return {'full_principal'}
+    end
 elseif current ~= ARGV[2] then
     return {'conflict', current or ''}
 end
-redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[4])
+redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[4], 'a', KEYS[7])
+if ARGV[10] == '1' then
+    redis.call('SREM', KEYS[7], ARGV[1])
+else
+    redis.call('SADD', KEYS[7], ARGV[1])
+end
 redis.call('SADD', KEYS[2], ARGV[1])
 if ARGV[5] ~= '' then
     redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
@@ -72,6 +80,8 @@ _DELETE = """
 local current = redis.call('HGET', KEYS[1], 'v')
 if not current then return {'gone'} end
 if ARGV[2] ~= '' and current ~= ARGV[2] then return {'conflict', current} end
+local active = redis.call('HGET', KEYS[1], 'a')
+if active then redis.call('SREM', active, ARGV[1]) end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
@@ -164,6 +174,10 @@ class RedisTaskStore:
     def _key(self, task_id: str) -> str:
         return self._task_prefix + task_id
 
+    def _active_key(self, principal: str | None) -> str:
+        """The set of a principal's unfinished tasks."""
+        return f"{self.prefix}:active" if principal is None else f"{self.prefix}:active:{principal}"
+
     async def ping(self) -> None:
         """Raise if the server cannot be reached (redis-py's ConnectionError)."""
         await self._run(self._client.ping)
@@ -183,13 +197,14 @@ class RedisTaskStore:
         expected_version: int | None,
         *,
         limit: int | None = None,
+        principal_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         task_id = record.task_id
         expires_at = record.expires_at
         changed = _signal_encoder.encode(Signal("changed", task_id, self.origin))
         keys = [self._key(task_id), self._ids, self._due, self._channel]
-        keys += [self._leases, self._holders]
+        keys += [self._leases, self._holders, self._active_key(record.principal)]
         args: list[bytes | str] = [
             task_id,
             "" if expected_version is None else str(expected_version),
@@ -201,6 +216,7 @@ class RedisTaskStore:
             "" if lease_until is None else repr(lease_until),
             self.origin,
             "1" if record.status.is_terminal else "",
+            "" if principal_limit is None else str(principal_limit),
         ]
         answer = await self._run(lambda: self._save(keys=keys, args=args))
         if answer[0] == b"conflict":
@@ -208,6 +224,9 @@ class RedisTaskStore:
         if answer[0] == b"full":
             assert limit is not None
             raise StoreFull(limit)
+        if answer[0] == b"full_principal":
+            assert principal_limit is not None
+            raise StoreFull(principal_limit, per_principal=True)
 
     async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
         keys = [self._key(task_id), self._ids, self._due, self._leases, self._holders]

@@ -35,9 +35,12 @@ CREATE TABLE IF NOT EXISTS tasks (
     task_id TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
     due_at REAL,
-    record BLOB NOT NULL
+    record BLOB NOT NULL,
+    principal TEXT,
+    active INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks (due_at) WHERE due_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS tasks_active ON tasks (principal) WHERE active = 1;
 CREATE TABLE IF NOT EXISTS settings (
     name TEXT PRIMARY KEY,
     value BLOB NOT NULL
@@ -112,10 +115,12 @@ class SQLiteTaskStore:
         expected_version: int | None,
         *,
         limit: int | None = None,
+        principal_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         data = encode_record(record)
         task_id, due_at = record.task_id, record.expires_at
+        active = 0 if record.status.is_terminal else 1
 
         def write(db: sqlite3.Connection) -> None:
             if expected_version is None:
@@ -123,18 +128,26 @@ class SQLiteTaskStore:
                     row = db.execute("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,))
                     if row.fetchone() is None:
                         raise StoreFull(limit)
+                if principal_limit is not None:
+                    (held,) = db.execute(
+                        "SELECT COUNT(*) FROM tasks WHERE principal IS ? AND active = 1",
+                        (record.principal,),
+                    ).fetchone()
+                    if held >= principal_limit:
+                        raise StoreFull(principal_limit, per_principal=True)
                 try:
                     db.execute(
-                        "INSERT INTO tasks (task_id, version, due_at, record) VALUES (?, ?, ?, ?)",
-                        (task_id, record.version, due_at, data),
+                        "INSERT INTO tasks (task_id, version, due_at, record, principal, active) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (task_id, record.version, due_at, data, record.principal, active),
                     )
                 except sqlite3.IntegrityError:
                     raise VersionConflict(task_id, None, self._version(task_id)) from None
             else:
                 changed = db.execute(
-                    "UPDATE tasks SET version = ?, due_at = ?, record = ? "
+                    "UPDATE tasks SET version = ?, due_at = ?, record = ?, active = ? "
                     "WHERE task_id = ? AND version = ?",
-                    (record.version, due_at, data, task_id, expected_version),
+                    (record.version, due_at, data, active, task_id, expected_version),
                 ).rowcount
                 if changed != 1:
                     raise VersionConflict(task_id, expected_version, self._version(task_id))
@@ -148,7 +161,7 @@ class SQLiteTaskStore:
 
         def work() -> None:
             db = self._db
-            if lease_until is None and not record.status.is_terminal:
+            if lease_until is None and principal_limit is None and not record.status.is_terminal:
                 write(db)  # one statement: atomic as it is
             else:
                 with db:

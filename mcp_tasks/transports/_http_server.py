@@ -521,7 +521,10 @@ class _Connection:
         elif reply is None:
             await self._send_response(202, [], b"")  # a notification (or a response) accepted
         else:
-            await self._send_response(reply.http_status, [_JSON], reply.body)
+            answer = [_JSON]
+            if reply.retry_after_seconds is not None:
+                answer.append((b"retry-after", str(reply.retry_after_seconds).encode()))
+            await self._send_response(reply.http_status, answer, reply.body)
 
     async def _notify(self, message: bytes) -> None:
         """Send a notification of the request in flight; the first one turns the answer

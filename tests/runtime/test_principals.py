@@ -145,3 +145,69 @@ def test_task_ids_carry_192_random_bits() -> None:
     assert len(ids) == 2000
     for task_id in ids:
         assert re.fullmatch(r"tsk_[A-Za-z0-9_-]{32}", task_id)  # 24 bytes of secrets, base64url
+
+
+# --- quotas ---------------------------------------------------------------------------------
+
+
+def build_limited(clock: list[float] | None = None, **options: Any) -> Server:
+    tasks = TaskOptions(ttl_ms=600_000, poll_interval_ms=1000, **options)
+    if clock is None:
+        server = Server("limited", "1", tasks=tasks)
+    else:
+        server = Server("limited", "1", tasks=tasks, clock=lambda: clock[0])
+
+    @server.tool(task_support="required")
+    async def blocks(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return server
+
+
+async def test_each_principal_may_hold_so_many_unfinished_tasks() -> None:
+    server = build_limited(max_active_per_principal=2)
+    call = {"name": "blocks", "arguments": {}}
+    async with server.running():
+        first = (await send(server, "alice", "tools/call", call))["result"]["taskId"]
+        await send(server, "alice", "tools/call", call)
+        refused = await send(server, "alice", "tools/call", call)
+        assert refused["error"]["code"] == -32603
+        assert refused["error"]["message"] == (
+            "Too many unfinished tasks for this caller: at most 2 at once; try again when "
+            "one has finished (or cancel one)"
+        )
+        assert "result" in await send(server, "bob", "tools/call", call)  # bob's own count
+        await send(server, "alice", "tasks/cancel", {"taskId": first})
+        assert "result" in await send(server, "alice", "tools/call", call)  # room again
+
+
+async def test_polling_faster_than_advised_may_be_refused() -> None:
+    clock = [1_800_000_000.0]
+    server = build_limited(clock, min_poll_fraction=0.5)  # at most one poll per 500 ms
+    async with server.running():
+        created = await send(server, "alice", "tools/call", {"name": "blocks", "arguments": {}})
+        get = {"taskId": created["result"]["taskId"]}
+        assert "result" in await send(server, "alice", "tasks/get", get)
+        clock[0] += 0.2
+        reply = await server.handle(request("tasks/get", get), principal="alice")
+        assert reply is not None and reply.http_status == 429 and reply.retry_after_seconds == 1
+        error = json.loads(reply.body)["error"]
+        assert error["code"] == -32000 and error["data"] == {"retryAfterMs": 300}
+        assert error["message"].startswith("Polling too fast: task 'tsk_")
+        strangers = await send(server, "bob", "tasks/get", get)
+        assert strangers["error"]["code"] == -32602  # not his: unknown, not "too fast"
+        clock[0] += 0.3
+        assert "result" in await send(server, "alice", "tasks/get", get)  # 500 ms on: fine
+
+
+async def test_polls_are_never_refused_by_default() -> None:
+    server = build_limited()
+    async with server.running():
+        created = await send(server, None, "tools/call", {"name": "blocks", "arguments": {}})
+        for _ in range(20):
+            assert "result" in await send(
+                server, None, "tasks/get", {"taskId": created["result"]["taskId"]}
+            )

@@ -192,6 +192,28 @@ async def test_the_limit_refuses_new_records_only(store: TaskStore) -> None:
     assert await store.count() == 2
 
 
+async def test_the_principal_limit_counts_unfinished_tasks_of_that_principal(
+    store: TaskStore,
+) -> None:
+    def owned(task_id: str, principal: str | None) -> TaskRecord:
+        return msgspec.structs.replace(record(task_id), principal=principal)
+
+    await store.save(owned("a1", "alice"), None, principal_limit=2)
+    await store.save(owned("a2", "alice"), None, principal_limit=2)
+    with pytest.raises(StoreFull) as caught:
+        await store.save(owned("a3", "alice"), None, principal_limit=2)
+    assert caught.value.per_principal and caught.value.limit == 2
+    await store.save(owned("b1", "bob"), None, principal_limit=2)  # bob has his own
+    await store.save(owned("n1", None), None, principal_limit=2)  # and so has nobody
+    done = owned("a1", "alice").replace(status=TaskStatus.COMPLETED)
+    await store.save(done, 1)  # a finished task no longer counts
+    await store.save(owned("a3", "alice"), None, principal_limit=2)
+    await store.delete("a2")  # nor does a deleted one
+    await store.save(owned("a4", "alice"), None, principal_limit=2)
+    with pytest.raises(StoreFull):
+        await store.save(owned("a5", "alice"), None, principal_limit=2)
+
+
 async def test_pop_due_returns_only_records_whose_time_has_come(store: TaskStore) -> None:
     await store.save(record("a", created_at=100.0), None)  # expires 101
     await store.save(record("b", created_at=105.0), None)  # expires 106

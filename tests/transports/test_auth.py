@@ -103,3 +103,24 @@ async def test_an_async_authenticator_is_awaited() -> None:
         assert (await post(client, get, "nope")).json()["error"]["code"] == -32602
         assert "result" in (await post(client, get, "ok")).json()
         await client.aclose()
+
+
+async def test_a_poll_too_soon_is_429_with_retry_after() -> None:
+    server = Server("polled", "1", tasks=TaskOptions(poll_interval_ms=60_000, min_poll_fraction=1))
+
+    @server.tool(task_support="required")
+    async def waits(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        await ctx.elicit("x?", {"type": "object"})
+        return CallToolResult.text("done")
+
+    async with serving(server) as port:
+        client = await HttpClient.connect(port)
+        created = (await post(client, request("tools/call", {"name": "waits"}), None)).json()
+        get = request("tasks/get", {"taskId": created["result"]["taskId"]})
+        assert (await post(client, get, None)).status == 200
+        again = await post(client, get, None)
+        assert again.status == 429 and again.headers["retry-after"] == "60"
+        assert again.json()["error"]["code"] == -32000
+        await client.aclose()
