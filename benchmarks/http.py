@@ -270,7 +270,8 @@ def completed_task(
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
                            "params": {**params, "_meta": meta}})  # fmt: skip
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        headers = {"Content-Type": "application/json", "MCP-Protocol-Version": VERSION,
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   "MCP-Protocol-Version": VERSION,
                    "Mcp-Method": method, "Mcp-Name": name}  # fmt: skip
         connection.request("POST", "/mcp", body, headers)
         reply: dict[str, Any] = json.loads(connection.getresponse().read())

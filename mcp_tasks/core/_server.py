@@ -352,7 +352,7 @@ class ServerCore:
                 {"supported": list(w.SUPPORTED_VERSIONS), "requested": meta.protocol_version},
             )
         if method not in _KNOWN_METHODS:
-            raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {_shown(method)}")
         needs = _CAPABILITY_OF.get(method)
         if needs is not None and needs not in self.catalog.capabilities():
             raise RemoteProtocolError(
@@ -448,7 +448,7 @@ class ServerCore:
         params = _decode_params(raw_params, w.CallToolParams)
         tool = self._tools.get(params.name)
         if tool is None:
-            raise _invalid_params(f"Unknown tool: {params.name!r}")
+            raise _invalid_params(f"Unknown tool: {_shown(params.name)!r}")
         if tool.task_support == "required" and not meta.client_capabilities.has_tasks:
             raise _needs_tasks_extension(f"Tool {tool.name!r} runs only as a task; it needs")
         arguments = None if params.arguments is UNSET else params.arguments
@@ -655,7 +655,7 @@ class ServerCore:
         params = _decode_params(raw_params, w.GetPromptParams)
         prompt = self.catalog.prompts.get(params.name)
         if prompt is None:
-            raise _invalid_params(f"Unknown prompt: {params.name!r}")
+            raise _invalid_params(f"Unknown prompt: {_shown(params.name)!r}")
         arguments = {} if params.arguments is UNSET else params.arguments
         missing = [
             argument.name
@@ -767,7 +767,7 @@ class ServerCore:
         ref = params.ref
         if isinstance(ref, w.PromptReference):
             if ref.name not in self.catalog.prompts:
-                raise _invalid_params(f"Unknown prompt: {ref.name!r}")
+                raise _invalid_params(f"Unknown prompt: {_shown(ref.name)!r}")
             target = ("ref/prompt", ref.name)
         else:
             if ref.uri not in self.catalog.templates:
@@ -905,7 +905,8 @@ class ServerCore:
         ):
             # Another principal's task answers exactly as one that does not exist.
             return self._error_step(
-                request.request_id, _invalid_params(f"Unknown task: {request.task_id!r}")
+                request.request_id,
+                _invalid_params(f"Unknown task: {_shown(request.task_id)!r}"),
             )
         if record.is_expired(now):
             expiry = self.expire_task(record, now)
@@ -1209,7 +1210,13 @@ def _decode_message(data: bytes) -> w.IncomingMessage:
         ) from None
     try:
         return msgspec.json.decode(data, type=w.IncomingMessage)
-    except msgspec.ValidationError:
+    except msgspec.ValidationError as error:
+        if str(error).endswith("at `$.id`"):  # a number beyond a double
+            raise RemoteProtocolError(
+                INVALID_REQUEST, f"Invalid request: id must be a string or an integer ({error})"
+            ) from None
+        if data.lstrip(b" \t\r\n").startswith(b"{"):  # an object, with a value out of range
+            raise RemoteProtocolError(INVALID_REQUEST, f"Invalid request: {error}") from None
         raise RemoteProtocolError(
             INVALID_REQUEST, "Invalid request: a JSON-RPC message must be a JSON object"
         ) from None
@@ -1265,7 +1272,18 @@ def _header_mirrors(text: str, value: Any) -> bool:
 
 def resource_not_found(uri: str) -> RemoteProtocolError:
     """The error for a `resources/read` of a uri nothing on the server names."""
-    return RemoteProtocolError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+    return RemoteProtocolError(INVALID_PARAMS, f"Resource not found: {_shown(uri)}", {"uri": uri})
+
+
+SHOWN_CHARACTERS: Final = 100
+"""How much of a peer's string an error message quotes back (a name may be megabytes)."""
+
+
+def _shown(text: str) -> str:
+    """`text`, cut to `SHOWN_CHARACTERS` with a note of how much was left out."""
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    return f"{text[:SHOWN_CHARACTERS]}… ({len(text) - SHOWN_CHARACTERS} more characters)"
 
 
 def _prompt_arguments_bytes(arguments: dict[str, str]) -> bytes:

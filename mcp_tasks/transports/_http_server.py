@@ -70,6 +70,7 @@ _READ_HEADERS: Final = frozenset(
         b"origin",
         b"content-type",
         b"content-length",
+        b"transfer-encoding",
         b"accept",
         b"mcp-protocol-version",
         b"mcp-method",
@@ -280,6 +281,15 @@ class _Serving:
         if content_type is None or not _is_json(content_type):
             shown = "none" if content_type is None else _shown(content_type)
             return _Refusal(415, f"Unsupported Content-Type {shown}: send application/json")
+        accept = found.get(b"accept")
+        if accept is None or not _accepts_json(accept):
+            shown = "none" if accept is None else _shown(accept)
+            return _Refusal(
+                406, f"Not acceptable: Accept {shown}; send application/json, text/event-stream"
+            )
+        if b"transfer-encoding" in found and b"content-length" in found:
+            # Framed two ways (a request-smuggling pattern): answered, then closed.
+            raise _Refusal(400, "Content-Length and Transfer-Encoding together: refused")
         return None
 
     def _host_allowed_cached(self, host: bytes | None) -> bool:
@@ -406,6 +416,13 @@ class _Connection:
         if isinstance(event, h11.ConnectionClosed):
             return None
         assert isinstance(event, h11.Request), event
+        # h11 bounds a head that arrives in pieces; one that came whole in a single read is
+        # measured here, so the limit holds however the bytes were cut.
+        size = len(event.method) + len(event.target) + 12  # the request line
+        size += sum(len(name) + len(value) + 4 for name, value in event.headers.raw_items())
+        if size > self.config.max_header_bytes:
+            limit = self.config.max_header_bytes
+            raise _Refusal(431, f"Request head too large: {size} bytes, at most {limit}")
         return event
 
     async def _next_event(self, what: str, deadline: float) -> h11.Event:
@@ -671,6 +688,25 @@ def _is_json(content_type: bytes) -> bool:
     if content_type == b"application/json":
         return True
     return content_type.split(b";", 1)[0].strip().lower() == b"application/json"
+
+
+def _accepts_json(accept: bytes) -> bool:
+    """Whether an Accept header admits application/json (named, or by a wildcard)."""
+    for media_range in accept.lower().split(b","):
+        kind, *parameters = media_range.split(b";")
+        if kind.strip() in (b"application/json", b"application/*", b"*/*") and not any(
+            _is_q_zero(parameter) for parameter in parameters
+        ):
+            return True
+    return False
+
+
+def _is_q_zero(parameter: bytes) -> bool:
+    name, _, value = parameter.strip().partition(b"=")
+    try:
+        return name == b"q" and float(value) == 0
+    except ValueError:
+        return False
 
 
 def _accepts_event_stream(accept: bytes | None) -> bool:

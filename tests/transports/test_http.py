@@ -426,7 +426,11 @@ async def test_a_body_over_the_limit_is_413_by_content_length() -> None:
 async def test_a_chunked_body_over_the_limit_is_413_while_counted() -> None:
     async with serving(JOBS.server, max_body_bytes=1000) as bound:
         client = await HttpClient.connect(bound)
-        head = [("content-type", "application/json"), ("transfer-encoding", "chunked")]
+        head = [
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+            ("transfer-encoding", "chunked"),
+        ]
         request_head = h11.Request(
             method="POST", target="/mcp", headers=[("host", "127.0.0.1"), *head]
         )
@@ -517,6 +521,7 @@ async def test_padded_header_values_are_accepted(client: HttpClient) -> None:
     body = request("tools/call", {"name": "greet", "arguments": {"name": "pad"}}, caps=TASKS_CAPS)
     raw = (
         b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Accept: application/json\r\n"
         b"MCP-Protocol-Version:   2026-07-28  \r\nMcp-Method:\ttools/call \r\n"
         b"Mcp-Name:    greet    \r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
     )
@@ -530,6 +535,7 @@ async def test_raw_non_ascii_in_mcp_name_is_refused(client: HttpClient) -> None:
     body = request("tools/call", {"name": "gréet", "arguments": {}}, caps=TASKS_CAPS)
     raw = (
         b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Accept: application/json\r\n"
         b"MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n"
         b"Mcp-Name: "
         + "gréet".encode()
