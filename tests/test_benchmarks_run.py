@@ -7,7 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +57,45 @@ def test_stores_benchmark_runs_and_reports_every_figure() -> None:
         assert latency["count"] > 0
         for figure in ("p50_ms", "p99_ms", "max_ms"):
             assert latency[figure] > 0, (figure, latency)
+
+
+def test_soak_scripts_run_and_pass_their_verdicts() -> None:
+    """soak/load.py and soak/soak.py, --quick: the load's errors, lost results and the
+    refusal of one task too many; the soak's RSS, descriptors, trio tasks and leftovers.
+    Both within one minute."""
+    soak = Path(__file__).parent.parent / "soak"
+    deadline = time.monotonic() + 60
+
+    def run(script: str) -> dict[str, Any]:
+        out = subprocess.run(
+            [sys.executable, str(soak / script), "--quick", "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=max(1.0, deadline - time.monotonic()),
+        )
+        assert out.stdout.strip(), out.stderr
+        figures: dict[str, Any] = json.loads(out.stdout)
+        assert (out.returncode == 0) == figures["passed"], (out.returncode, out.stderr)
+        return figures
+
+    load = run("load.py")
+    assert load["created"] == load["tasks"] == load["max_tasks"] > 0
+    assert load["errors"] == 0 and load["lost_results"] == 0, load["error_samples"]
+    assert load["wrong_results"] == 0 and load["answered"] > 0
+    for when in ("refusal_after_creation", "refusal_at_end"):
+        refusal = load[when]
+        assert refusal["refused"] and refusal["code"] == -32603, refusal
+        assert refusal["message"].startswith("Too many tasks: the server holds its limit of")
+    assert load["requests"] > 0 and load["latency"]["all"]["p99_ms"] > 0
+    assert load["server_rss_kib"]["peak"] > 0 and load["passed"]
+
+    soaked = run("soak.py")
+    verdicts = soaked["verdicts"]
+    assert set(verdicts) == {"load", "rss", "fds", "trio_tasks", "left_over"}
+    assert all(verdict["ok"] for verdict in verdicts.values()), verdicts
+    assert verdicts["fds"]["final"] == verdicts["fds"]["baseline"]
+    assert verdicts["trio_tasks"]["final"] == verdicts["trio_tasks"]["baseline"]
+    assert verdicts["trio_tasks"]["walk_matches_tasks_living"]
+    assert all(count > 0 for count in soaked["load"]["scenarios_ok"].values())
+    assert soaked["passed"]
