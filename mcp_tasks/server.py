@@ -667,6 +667,13 @@ class Server:
                 return None  # a notification: nobody to tell
             message = f"The task store is unavailable; try again shortly ({error})"
             return self.core.error_reply(request_id, INTERNAL_ERROR, message, http_status=503)
+        except Exception:  # the store (or the server) failed: this request, not the server
+            logger.exception("the server failed on a request")
+            request_id = _request_id_of(step)
+            if request_id is None:
+                return None
+            message = "Internal error: the server failed on this request"
+            return self.core.error_reply(request_id, INTERNAL_ERROR, message, http_status=500)
 
     async def _perform(
         self, step: Step, notify: Notify | None = None, connection: Connection | None = None
