@@ -398,6 +398,7 @@ class _Connection:
             if self.h11.our_state is not h11.DONE or self.h11.their_state is not h11.DONE:
                 return  # a side asked to close
             self.h11.start_next_cycle()
+            self._method = b""  # a refusal of the next head must not answer it as a HEAD
 
     async def _next_request(self) -> h11.Request | None:
         """The next request's head; None to close quietly (the client closed, or sent

@@ -5,13 +5,19 @@ of a random known method with a few keys of its envelope, params or _meta droppe
 or added, with or without HTTP headers) and random handler outcomes fed back through
 `tool_returned` and `task_returned`. Everything goes through the harness's `perform`, so
 the `RunTool` and `FetchTask` effects are followed to their replies too.
+
+In CI, 10,000 examples go through decode and handle (`receive` and the effects): 2,000
+arbitrary bytes, 1,000 JSON values, 1,000 near-valid tool and task requests and 6,000 of
+everything mixed, over a core that also has prompts, resources and completions; every reply
+is validated against the official schemas. `fuzz/run.py` runs millions, outside CI.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 import pytest
 import schema_check
@@ -35,23 +41,42 @@ from mcp_tasks.core import (
     ImageContent,
     InputRequired,
     ListRootsRequest,
+    PromptSpec,
     Reply,
     ResourceContents,
     ResourceLink,
+    ResourceSpec,
+    ResourceTemplateSpec,
     RunTool,
     SamplingMessage,
     SaveTask,
+    Subscription,
     TaskOptions,
     TaskStatus,
     TextContent,
-    ToolCall,
     ToolOutcome,
     ToolSpec,
     http_status_for_code,
 )
 
-from .harness import ALL_CAPS, TASKS_CAPS, Handler, Harness, meta
+from .harness import (
+    ALL_CAPS,
+    CORE,
+    TASKS_CAPS,
+    CompletionHandler,
+    CompletionTarget,
+    Handler,
+    Harness,
+    PromptHandler,
+    ResourceHandler,
+    check_any_reply,
+    meta,
+)
+from .test_catalog import COMPLETIONS, LOGS, PROMPTS, RESOURCES
 from .tools import TOOLS, ask_name
+
+_Call = TypeVar("_Call")
+_Outcome = TypeVar("_Outcome")
 
 FUZZ: Final = settings(
     max_examples=500,
@@ -62,6 +87,10 @@ FUZZ: Final = settings(
 KNOWN_METHODS: Final = (
     "server/discover", "tools/list", "tools/call", "tasks/get", "tasks/update", "tasks/cancel",
 )
+CATALOG_METHODS: Final = (
+    "prompts/list", "prompts/get", "resources/list", "resources/templates/list",
+    "resources/read", "completion/complete", "subscriptions/listen",
+)
 OTHER_METHODS: Final = (
     "tasks/list", "tasks/result", "initialize", "ping", "resources/read", "prompts/get",
     "notifications/cancelled", "notifications/initialized", "", "TOOLS/LIST",
@@ -69,15 +98,15 @@ OTHER_METHODS: Final = (
 RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
 
 
-def _guarded(handler: Handler) -> Handler:
+def _guarded(handler: Callable[[_Call], _Outcome]) -> Callable[[_Call], _Outcome | ErrorObject]:
     """The test tools index their arguments freely; a real shell turns a handler's crash
     into an error outcome, and so does this one (the crash is the tool's, not the core's)."""
 
-    def run(call: ToolCall) -> ToolOutcome:
+    def run(call: _Call) -> _Outcome | ErrorObject:
         try:
             return handler(call)
         except (KeyError, TypeError, ValueError, AttributeError):
-            return ErrorObject(code=-32603, message="the tool crashed")
+            return ErrorObject(code=-32603, message="the handler crashed")
 
     return run
 
@@ -85,12 +114,26 @@ def _guarded(handler: Handler) -> Handler:
 FUZZ_TOOLS: Final[dict[str, tuple[ToolSpec, Handler]]] = {
     name: (spec, _guarded(handler)) for name, (spec, handler) in TOOLS.items()
 }
+FUZZ_PROMPTS: Final[dict[str, tuple[PromptSpec, PromptHandler]]] = {
+    name: (spec, _guarded(handler)) for name, (spec, handler) in PROMPTS.items()
+}
+FUZZ_RESOURCES: Final[dict[str, tuple[ResourceSpec | ResourceTemplateSpec, ResourceHandler]]] = {
+    uri: (spec, _guarded(handler)) for uri, (spec, handler) in RESOURCES.items()
+}
+FUZZ_COMPLETIONS: Final[dict[CompletionTarget, CompletionHandler]] = {
+    target: _guarded(handler) for target, handler in COMPLETIONS.items()
+}
 
 
-def _seeded() -> Harness:
+def _seeded(*, catalog: bool = False) -> Harness:
     """A harness holding tasks in several statuses: tsk-0001 working, tsk-0002
-    input_required (keys a, b), tsk-0003 completed, tsk-0004 cancelled."""
-    h = Harness(tools=FUZZ_TOOLS, task_options=TaskOptions(max_tasks=64))
+    input_required (keys a, b), tsk-0003 completed, tsk-0004 cancelled; with `catalog`,
+    the prompts, resources and completions of test_catalog too."""
+    entries: dict[str, Any] = {}
+    if catalog:
+        entries = {"prompts": FUZZ_PROMPTS, "resources": FUZZ_RESOURCES,
+                   "completions": FUZZ_COMPLETIONS}
+    h = Harness(tools=FUZZ_TOOLS, task_options=TaskOptions(max_tasks=64), **entries)
     ids = [h.call("slow", {"label": str(n)}, caps=ALL_CAPS)["result"]["taskId"] for n in range(4)]
     assert ids == ["tsk-0001", "tsk-0002", "tsk-0003", "tsk-0004"]
     sampling = CreateMessageRequest(params=CreateMessageParams(
@@ -168,6 +211,8 @@ def _check(value: Any, reply: Reply | None, *, exact: bool = True) -> None:
         return
     if isinstance(method, str) and method in KNOWN_METHODS:
         check_reply(method, reply.body)
+    elif isinstance(method, str) and method in CATALOG_METHODS:
+        check_any_reply(method, reply.body)  # a listen stream's result is never a reply
     elif "error" in message:
         schema_check.check(schema_check.CORE, "JSONRPCErrorResponse", message)
         check_reply(None, reply.body)  # and the shape of the error its code names
@@ -186,11 +231,26 @@ def _check(value: Any, reply: Reply | None, *, exact: bool = True) -> None:
 def _send(
     h: Harness, value: Any, data: bytes, headers: HttpHeaders | None = None
 ) -> Reply | None:
-    before = h.store.count()
+    before, streams = h.store.count(), len(h.subscriptions)
     reply: Reply | None = h.perform(h.core.receive(data, h.now, headers))
-    _check(value, reply, exact=_is_utf8(data))
+    if len(h.subscriptions) > streams:  # a listen stream opened: no reply until it ends
+        assert reply is None and len(h.subscriptions) == streams + 1
+        _check_stream(value, h, h.subscriptions[-1])
+    else:
+        _check(value, reply, exact=_is_utf8(data))
     assert h.store.count() <= before + 1  # one message makes at most one task
     return reply
+
+
+def _check_stream(value: Any, h: Harness, subscription: Subscription) -> None:
+    """The first and the last message of a listen stream the core agreed to open."""
+    assert isinstance(value, dict) and value.get("method") == "subscriptions/listen"
+    assert _is_request_id(value.get("id")) and subscription.request_id == value["id"]
+    ack = json.loads(h.core.subscription_acknowledged(subscription))
+    schema_check.check(CORE, "SubscriptionsAcknowledgedNotification", ack)
+    ended = h.core.subscription_ended(subscription)
+    schema_check.check(CORE, "SubscriptionsListenResultResponse", json.loads(ended.body))
+    assert ended.request_id == value["id"] and ended.http_status == 200
 
 
 # --- strategies -----------------------------------------------------------------------------
@@ -221,7 +281,9 @@ IDS: Final = (
     st.integers() | HUGE_INTS | st.text(max_size=8)
     | st.sampled_from([0, -1, True, False, None, 1.0, 1.5, "", [1], {"id": 1}])
 )
-METHODS: Final = st.sampled_from(KNOWN_METHODS + OTHER_METHODS) | st.text(max_size=10)
+METHODS: Final = (
+    st.sampled_from(KNOWN_METHODS + CATALOG_METHODS + OTHER_METHODS) | st.text(max_size=10)
+)
 TASK_IDS: Final = (
     st.sampled_from(["tsk-0001", "tsk-0002", "tsk-0003", "tsk-0004", "tsk-0099", ""])
     | st.text(max_size=8) | JSON_VALUES
@@ -371,7 +433,13 @@ def _valid_request(draw: st.DrawFn) -> dict[str, Any]:
 def near_valid_messages(draw: st.DrawFn) -> tuple[dict[str, Any], HttpHeaders | None]:
     """A valid request, then up to three random edits: a key of the envelope, of params or
     of params._meta dropped, replaced (by a value typical of that key, or any JSON) or added."""
-    message = draw(_valid_request())
+    return _edited(draw, draw(_valid_request()))
+
+
+def _edited(
+    draw: st.DrawFn, message: dict[str, Any]
+) -> tuple[dict[str, Any], HttpHeaders | None]:
+    """`message` after up to three random edits (see `near_valid_messages`), and headers."""
     for _ in range(draw(st.integers(0, 3))):
         where = draw(st.sampled_from(["envelope", "params", "params", "meta"]))
         fields: dict[str, Any] = {
@@ -421,7 +489,7 @@ def _mutated(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
-@settings(FUZZ, max_examples=1000)
+@settings(FUZZ, max_examples=2000)
 @given(data=st.binary(max_size=300) | _mutated() | st.sampled_from(
     [b"", b" ", b"\xef\xbb\xbf{}", b"{}", b"[]", b"null", b"\x00", b'{"jsonrpc":"2.0"',
      b'"\xff"', b"1e400", b'{"jsonrpc":"2.0","id":1e400,"method":"ping"}',
@@ -438,7 +506,7 @@ def test_arbitrary_json_values_get_a_jsonrpc_reply_or_none(value: Any, ascii_onl
     _send(h, value, json.dumps(value, ensure_ascii=ascii_only).encode())
 
 
-@FUZZ
+@settings(FUZZ, max_examples=1000)
 @given(message=near_valid_messages(), ascii_only=st.booleans())
 def test_near_valid_requests_get_a_jsonrpc_reply_or_none(
     message: tuple[dict[str, Any], HttpHeaders | None], ascii_only: bool,
@@ -464,6 +532,118 @@ def test_the_near_valid_generator_reaches_deep_into_the_core() -> None:
     assert h.record("tsk-0001").status is TaskStatus.CANCELLED
     assert set(h.record("tsk-0002").input_requests or {}) == {"b"}
     assert "tsk-0005" in h.started  # the MRTR retry with the sealed state became a task
+
+
+# --- everything at once, over tools, tasks, prompts, resources and completion ---------------
+
+PROMPT_NAMES: Final = ("review", "hello", "ask", "broken", "nope")
+RESOURCE_URIS: Final = (
+    "file:///readme.md", "file:///logs/2026-08-01.txt", "file:///logs/a%20b.txt",
+    "file:///logs/.txt", "file:///secret", "file:///gone", "file:///nope",
+)
+COMPLETION_REFS: Final = (
+    {"type": "ref/prompt", "name": "review"}, {"type": "ref/resource", "uri": LOGS.uri_template},
+    {"type": "ref/prompt", "name": "nope"}, {"type": "ref/resource", "uri": "file:///x/{y}"},
+)
+LISTEN_FILTERS: Final = st.fixed_dictionaries({}, optional={
+    "toolsListChanged": st.booleans(), "promptsListChanged": st.booleans(),
+    "resourcesListChanged": st.booleans(),
+    "resourceSubscriptions": st.lists(st.sampled_from(RESOURCE_URIS), max_size=3),
+    "taskIds": st.lists(SEEDED_TASKS | st.text(max_size=4), max_size=3),
+})
+
+
+@st.composite
+def _valid_catalog_request(draw: st.DrawFn) -> dict[str, Any]:
+    """A request for prompts, resources, completion or a listen stream, of the shapes the
+    catalog harness accepts (or refuses only for what it names: an unknown prompt, ...)."""
+    method = draw(st.sampled_from(CATALOG_METHODS))
+    params: dict[str, Any] = {"_meta": meta(draw(GOOD_CAPS))}
+    answers = st.fixed_dictionaries({"who": st.sampled_from(GOOD_ANSWERS[:2])})
+    if method.endswith("/list") and draw(st.booleans()):
+        params["cursor"] = draw(st.text(max_size=6))
+    elif method == "prompts/get":
+        params["name"] = draw(st.sampled_from(PROMPT_NAMES))
+        params.update(draw(st.fixed_dictionaries({}, optional={
+            "arguments": st.dictionaries(st.sampled_from(["code", "language", "style", "x"]),
+                                         st.text(max_size=6), max_size=3),
+            "inputResponses": answers})))
+    elif method == "resources/read":
+        params["uri"] = draw(st.sampled_from(RESOURCE_URIS))
+        params.update(draw(st.fixed_dictionaries({}, optional={"inputResponses": answers})))
+    elif method == "completion/complete":
+        params["ref"] = draw(st.sampled_from(COMPLETION_REFS))
+        params["argument"] = {"name": draw(st.sampled_from(["code", "language", "day", "x"])),
+                              "value": draw(st.text(max_size=6))}
+        if draw(st.booleans()):
+            params["context"] = {"arguments": draw(st.dictionaries(
+                st.sampled_from(["code", "language", "day"]), st.text(max_size=4), max_size=2))}
+    elif method == "subscriptions/listen":
+        params["notifications"] = draw(LISTEN_FILTERS)
+    request_id = draw(st.integers(-(2**31), 2**31) | st.text(max_size=8) | HUGE_INTS)
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+@st.composite
+def _catalog_messages(draw: st.DrawFn) -> tuple[dict[str, Any], HttpHeaders | None]:
+    return _edited(draw, draw(_valid_catalog_request()))
+
+
+def _from_bytes(data: bytes) -> tuple[Any, bytes, HttpHeaders | None]:
+    return _loads(data), data, None
+
+
+def _from_value(value: Any, ascii_only: bool) -> tuple[Any, bytes, HttpHeaders | None]:
+    return value, json.dumps(value, ensure_ascii=ascii_only).encode(), None
+
+
+def _from_message(
+    message: tuple[dict[str, Any], HttpHeaders | None], ascii_only: bool
+) -> tuple[Any, bytes, HttpHeaders | None]:
+    value, headers = message
+    return value, json.dumps(value, ensure_ascii=ascii_only).encode(), headers
+
+
+MIXED_INPUTS: Final = st.one_of(
+    (st.binary(max_size=300) | _mutated()).map(_from_bytes),
+    st.builds(_from_value, JSON_VALUES | ENVELOPES, st.booleans()),
+    st.builds(_from_message, near_valid_messages(), st.booleans()),
+    st.builds(_from_message, _catalog_messages(), st.booleans()),
+)
+
+
+@settings(FUZZ, max_examples=6_000)
+@given(message=MIXED_INPUTS)
+def test_mixed_inputs_over_tools_tasks_and_the_catalog(
+    message: tuple[Any, bytes, HttpHeaders | None],
+) -> None:
+    """The bulk of the fuzzing in CI (with the three tests above, 10,000 examples through
+    decode and handle): a message of any kind, to a core that has tools, tasks, prompts,
+    resources, templates and completions."""
+    value, data, headers = message
+    h = _seeded(catalog=True)
+    _send(h, value, data, headers)
+
+
+def test_the_catalog_generator_reaches_deep_into_the_core() -> None:
+    """Requests of the shapes the catalog generator starts from get results."""
+    h = _seeded(catalog=True)
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("prompts/get", {"name": "review", "arguments": {"code": "x", "language": "py"}}),
+        ("resources/read", {"uri": "file:///logs/2026-08-01.txt"}),
+        ("completion/complete", {"ref": COMPLETION_REFS[0],
+                                 "argument": {"name": "code", "value": "x"}}),
+        ("prompts/list", {}), ("resources/list", {}), ("resources/templates/list", {}),
+    ]
+    for method, params in cases:
+        value = {"jsonrpc": "2.0", "id": 1, "method": method,
+                 "params": {**params, "_meta": meta(ALL_CAPS)}}
+        reply = _send(h, value, json.dumps(value).encode())
+        assert reply is not None and "result" in json.loads(reply.body), (method, reply)
+    value = {"jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen",
+             "params": {"notifications": {"toolsListChanged": True}, "_meta": meta(ALL_CAPS)}}
+    assert _send(h, value, json.dumps(value).encode()) is None
+    assert len(h.subscriptions) == 1
 
 
 # --- random handler outcomes ---------------------------------------------------------------
