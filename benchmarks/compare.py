@@ -1,0 +1,664 @@
+"""mcp_tasks side by side with fastmcp-tasks, the official SDK and the practical limit.
+
+Run it through `benchmarks/run`, which installs the peers into a virtual environment of their
+own first; `--peers-python` points at that environment's interpreter.
+
+    benchmarks/run                      # every figure (about 15 minutes), writes docs/benchmarks.md
+    benchmarks/run --quick              # a smoke run: short runs, few stored tasks, no docs
+    python benchmarks/compare.py --peers none --quick    # ours and the limit only
+
+The servers, each in a process of its own pinned to core 0 (the load generator here is
+pinned to core 1):
+
+* `mcp_tasks`: `benchmarks/servers.py` (memory store, every check on);
+* `fastmcp-tasks`: fastmcp 4.1.4 with fastmcp-tasks 4.1.4 on its in-memory backend;
+* `official SDK`: `mcp` 2.3.0, which has no tasks: the synchronous tool call only;
+* `limit`: a minimal h11 + trio + msgspec server answering fixed results (for stdio, a
+  minimal trio echo): what Python can do here at best.
+
+Every server has a synchronous `greet` and a task `slow_compute`. One load generator
+(`loadgen.py`) speaks the 2026-07-28 wire with every header to all of them: 16 keep-alive
+connections over 127.0.0.1, one request in flight on each, a warm-up first, then a window
+of fixed length. Runs alternate between the servers (ours, peer, limit, ours, peer, ...),
+the servers not being measured stopped (SIGSTOP) meanwhile, and the best run of each counts:
+anything else on the machine can only slow a run down.
+"""
+
+# ruff: noqa: E402  (the imports must follow the sys.path fix below)
+from __future__ import annotations
+
+import os
+import sys
+
+# Run as a script, this file's folder comes first on sys.path, and the benchmark `http.py`
+# next to it would stand in for the standard library's `http`: take the folder off first.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path = [entry for entry in sys.path if os.path.abspath(entry or ".") != _HERE]
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(_HERE)
+ROOT = HERE.parent
+SERVER_CPU, LOAD_CPU = 0, 1
+PEERS_ENV = {"FASTMCP_CHECK_FOR_UPDATES": "off", "FASTMCP_SHOW_SERVER_BANNER": "false"}
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+loadgen = _load("loadgen")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long and how much: the full run, or the smoke test."""
+
+    warmup: float = 1.0
+    seconds: float = 3.0
+    rounds: int = 3
+    stored: tuple[int, ...] = (100, 10_000, 100_000)
+    fill_limit_seconds: float = 900.0
+
+    @classmethod
+    def quick(cls) -> Plan:
+        return cls(warmup=0.2, seconds=0.5, rounds=1, stored=(100, 600, 1_500))
+
+
+# --- the servers --------------------------------------------------------------------------
+
+
+def _pinned() -> None:
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setaffinity(0, {SERVER_CPU})
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Running:
+    """A server process serving HTTP on `port`, which can be paused while others run."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    port: int
+
+    def pause(self) -> None:
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise RuntimeError(f"no VmRSS for {self.name}")
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def settle(self, timeout: float = 120.0) -> None:
+        """Wait until the server is idle (its background work, such as running the tasks
+        just created, is done): under 2 % of a core over half a second."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            before = self.cpu_seconds()
+            time.sleep(0.5)
+            if self.cpu_seconds() - before < 0.01:
+                return
+        raise RuntimeError(f"{self.name} did not settle within {timeout:g} s")
+
+
+@dataclass(frozen=True)
+class HttpServer:
+    name: str
+    command: Callable[[int], list[str]]
+    """The command line, given a free port (ours and the limit pick their own and print it)."""
+    prints_port: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def started(self) -> Iterator[Running]:
+        port = 0 if self.prints_port else _free_port()
+        process = subprocess.Popen(
+            self.command(port),
+            stdout=subprocess.PIPE if self.prints_port else subprocess.DEVNULL,
+            env={**os.environ, **self.env},
+            preexec_fn=_pinned,
+        )
+        try:
+            if self.prints_port:
+                assert process.stdout is not None
+                line = process.stdout.readline().decode()
+                if not line.startswith("PORT "):
+                    raise RuntimeError(f"{self.name} did not start: {line!r}")
+                port = int(line.split()[1])
+            running = Running(self.name, process, port)
+            _wait_until_serving(running)
+            yield running
+        finally:
+            process.send_signal(signal.SIGCONT)
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_until_serving(server: Running, timeout: float = 60.0) -> None:
+    """Until `greet` answers 200 (the peers take seconds to import)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{server.name} exited with {server.process.returncode}")
+        with contextlib.suppress(OSError):
+            status, _ = _exchange(server.port, loadgen.greet_call(server.port))
+            if status == 200:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{server.name} is not serving after {timeout:g} s")
+        time.sleep(0.2)
+
+
+def _exchange(port: int, request: bytes) -> tuple[int, Any]:
+    """One request on a connection of its own: the status and the decoded body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        buffer = bytearray()
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                raise OSError("the server closed the connection")
+            buffer += data
+            body_start, end = loadgen._split_answer(buffer)
+            if end:
+                status = int(buffer[9:12])
+                return status, json.loads(bytes(buffer[body_start:end]) or b"null")
+
+
+def completed_task(server: Running, timeout: float = 30.0) -> str:
+    """A task created on `server` (no work) and polled until it completed: its id."""
+    status, reply = _exchange(server.port, loadgen.task_creation(server.port))
+    if status != 200 or "taskId" not in reply.get("result", {}):
+        raise RuntimeError(f"{server.name} did not create a task: {status} {reply}")
+    task_id: str = reply["result"]["taskId"]
+    deadline = time.monotonic() + timeout
+    while True:
+        status, reply = _exchange(server.port, loadgen.task_poll(server.port, task_id))
+        if reply.get("result", {}).get("status") == "completed":
+            return task_id
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{server.name}: task {task_id} did not complete: {reply}")
+        time.sleep(0.01)
+
+
+def http_servers(peers_python: str | None) -> list[HttpServer]:
+    python, servers_py = sys.executable, str(HERE / "servers.py")
+    found = [
+        HttpServer("mcp_tasks", lambda _: [python, servers_py, "ours-http"], prints_port=True),
+        HttpServer("limit", lambda _: [python, servers_py, "limit-http"], prints_port=True),
+    ]
+    if peers_python:
+        fastmcp = str(HERE / "peers" / "fastmcp_tasks_server.py")
+        sdk = str(HERE / "peers" / "sdk_server.py")
+        found += [
+            HttpServer("fastmcp-tasks", lambda port: [peers_python, fastmcp, str(port)],
+                       env=PEERS_ENV),  # fmt: skip
+            HttpServer("official SDK", lambda port: [peers_python, sdk, "http", str(port)]),
+        ]
+    return found
+
+
+def stdio_commands(peers_python: str | None) -> dict[str, list[str]]:
+    python, servers_py = sys.executable, str(HERE / "servers.py")
+    commands = {
+        "mcp_tasks": [python, servers_py, "ours-stdio"],
+        "limit": [python, servers_py, "limit-stdio"],
+    }
+    if peers_python:
+        commands["official SDK"] = [peers_python, str(HERE / "peers" / "sdk_server.py"), "stdio"]
+    return commands
+
+
+# --- the runs -----------------------------------------------------------------------------
+
+
+def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    best = dict(max(runs, key=lambda run: run["per_second"]))
+    best["every_run_per_second"] = [round(run["per_second"], 1) for run in runs]
+    return best
+
+
+def throughput(servers: dict[str, Running], plan: Plan, log: Callable[[str], None]) -> Any:
+    """Every HTTP workload, interleaved over the servers that have it."""
+    task_ids = {
+        name: completed_task(server)
+        for name, server in servers.items()
+        if name in ("mcp_tasks", "fastmcp-tasks")
+    }
+    task_ids["limit"] = "tsk_limitlimitlimitlimitlimitlimit"
+    workloads: dict[str, tuple[list[str], Callable[[Running], dict[str, Any]]]] = {
+        "tasks/get": (
+            ["mcp_tasks", "fastmcp-tasks", "limit"],
+            lambda s: loadgen.fixed_requests(
+                s.port, loadgen.task_poll(s.port, task_ids[s.name]), plan.warmup, plan.seconds
+            ),
+        ),
+        "task creations": (
+            ["mcp_tasks", "fastmcp-tasks", "limit"],
+            lambda s: loadgen.fixed_requests(
+                s.port, loadgen.task_creation(s.port), plan.warmup, plan.seconds
+            ),
+        ),
+        "task lives": (
+            ["mcp_tasks", "fastmcp-tasks", "limit"],
+            lambda s: loadgen.task_lives(s.port, plan.warmup, plan.seconds),
+        ),
+        "sync tool calls (HTTP)": (
+            ["mcp_tasks", "official SDK", "fastmcp-tasks", "limit"],
+            lambda s: loadgen.fixed_requests(
+                s.port, loadgen.greet_call(s.port), plan.warmup, plan.seconds
+            ),
+        ),
+    }
+    for server in servers.values():
+        server.pause()
+    figures: dict[str, Any] = {}
+    for workload, (names, run) in workloads.items():
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names if name in servers}
+        for round_ in range(plan.rounds):
+            for name in runs:
+                servers[name].resume()
+                try:
+                    result = run(servers[name])
+                finally:
+                    servers[name].pause()
+                runs[name].append(result)
+                log(f"{workload}, round {round_ + 1}: {name} {result['per_second']:,.0f}/s")
+        figures[workload] = {name: _best(results) for name, results in runs.items()}
+    for server in servers.values():
+        server.resume()
+    return figures
+
+
+def stdio(peers_python: str | None, plan: Plan, log: Callable[[str], None]) -> Any:
+    """Synchronous tool calls over stdio: a fresh child process per run, 16 lines in flight."""
+    commands = stdio_commands(peers_python)
+    line = loadgen.message("tools/call", {"name": "greet", "arguments": {"name": "bench"}})
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
+    for round_ in range(plan.rounds):
+        for name, command in commands.items():
+            pinned = ["taskset", "-c", str(SERVER_CPU), *command] if _can_pin() else command
+            result = loadgen.stdio_requests(pinned, line, plan.warmup, plan.seconds)
+            runs[name].append(result)
+            log(f"stdio, round {round_ + 1}: {name} {result['per_second']:,.0f}/s")
+    return {name: _best(results) for name, results in runs.items()}
+
+
+def _can_pin() -> bool:
+    return hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2
+
+
+def stored_tasks(
+    server: HttpServer, plan: Plan, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """A fresh server filled with finished tasks up to each count of `plan.stored`: resident
+    memory per stored task (against the first count) and `tasks/get` latency at each."""
+    points: list[dict[str, Any]] = []
+    with server.started() as running:
+        task_id = completed_task(running)
+        poll = loadgen.task_poll(running.port, task_id)
+        create = loadgen.task_creation(running.port)
+        stored = 1
+        for count in plan.stored:
+            filled = loadgen.fill(running.port, create, count - stored, plan.fill_limit_seconds)
+            if filled["failures"] or filled["count"] < count - stored:
+                raise RuntimeError(f"{server.name}: storing {count} tasks failed: {filled}")
+            stored = count
+            running.settle()
+            rss = running.rss_kib()
+            gets = [
+                loadgen.fixed_requests(running.port, poll, plan.warmup, plan.seconds)
+                for _ in range(plan.rounds)
+            ]
+            point = {
+                "stored": count,
+                "rss_kib": rss,
+                "fill_per_second": filled["per_second"],
+                "tasks_get_per_second": max(run["per_second"] for run in gets),
+                "tasks_get_p50_ms": statistics.median(run["p50_ms"] for run in gets),
+                "tasks_get_p99_ms": statistics.median(run["p99_ms"] for run in gets),
+                "tasks_get_every_p99_ms": [round(run["p99_ms"], 3) for run in gets],
+            }
+            if points:
+                first = points[0]
+                point["bytes_per_task"] = (
+                    (rss - first["rss_kib"]) * 1024 / (count - first["stored"])
+                )
+            points.append(point)
+            log(f"{server.name}: {count:,} tasks stored, RSS {rss / 1024:,.1f} MiB, "
+                f"tasks/get p99 {point['tasks_get_p99_ms']:.2f} ms")  # fmt: skip
+    return {"points": points}
+
+
+# --- the report ---------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory = "unknown"
+    with contextlib.suppress(OSError, IndexError):
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f"{kib / 1024 / 1024:.1f} GiB"
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory": memory,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "pinned": _can_pin(),
+    }
+
+
+def versions(peers_python: str | None) -> dict[str, str]:
+    from importlib.metadata import version
+
+    found = {name: version(name) for name in ("mcp-tasks", "trio", "h11", "msgspec")}
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        found["mcp-tasks"] += f" ({commit})"
+    if peers_python:
+        script = (
+            "import json, importlib.metadata as m; print(json.dumps({n: m.version(n) for n in "
+            "('fastmcp', 'fastmcp-tasks', 'mcp', 'pydocket', 'uvicorn', 'starlette')}))"
+        )
+        out = subprocess.run([peers_python, "-c", script], capture_output=True, text=True,
+                             check=True)  # fmt: skip
+        found.update(json.loads(out.stdout))
+    return found
+
+
+def run_all(peers_python: str | None, plan: Plan, log: Callable[[str], None]) -> dict[str, Any]:
+    if _can_pin():
+        os.sched_setaffinity(0, {LOAD_CPU})
+    started = time.monotonic()
+    figures: dict[str, Any] = {
+        "machine": machine(),
+        "versions": versions(peers_python),
+        "plan": plan.__dict__,
+        "connections": loadgen.CONNECTIONS,
+    }
+    with contextlib.ExitStack() as stack:
+        servers = {
+            server.name: stack.enter_context(server.started())
+            for server in http_servers(peers_python)
+        }
+        figures["http"] = throughput(servers, plan, log)
+    figures["stdio"] = stdio(peers_python, plan, log)
+    figures["stored"] = {
+        server.name: stored_tasks(server, plan, log)
+        for server in http_servers(peers_python)
+        if server.name in ("mcp_tasks", "fastmcp-tasks")
+    }
+    figures["seconds"] = time.monotonic() - started
+    figures["aims"] = aims(figures)
+    return figures
+
+
+@dataclass(frozen=True)
+class Aim:
+    figure: str
+    ratio: float | None
+    against: str
+    target: float
+    at_most: bool = False
+
+    @property
+    def met(self) -> bool | None:
+        if self.ratio is None:
+            return None
+        return self.ratio <= self.target if self.at_most else self.ratio >= self.target
+
+    @property
+    def margin(self) -> float | None:
+        """How far past the aim (above 1: met), the same way up for every aim."""
+        if not self.ratio:
+            return None
+        return self.target / self.ratio if self.at_most else self.ratio / self.target
+
+
+def _ratio(entry: dict[str, Any], ours: str, other: str, key: str = "per_second") -> Any:
+    if ours not in entry or other not in entry or not entry[other][key]:
+        return None
+    return entry[ours][key] / entry[other][key]
+
+
+def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    http, stdio_, stored = figures["http"], figures["stdio"], figures["stored"]
+    ours = stored["mcp_tasks"]["points"]
+    found = [
+        Aim("tasks/get req/s", _ratio(http["tasks/get"], "mcp_tasks", "limit"), "limit", 0.7),
+        Aim("task creations/s", _ratio(http["task creations"], "mcp_tasks", "fastmcp-tasks"),
+            "fastmcp-tasks", 10),  # fmt: skip
+        Aim("task lives/s", _ratio(http["task lives"], "mcp_tasks", "fastmcp-tasks"),
+            "fastmcp-tasks", 10),  # fmt: skip
+        Aim("sync tool calls/s, HTTP",
+            _ratio(http["sync tool calls (HTTP)"], "mcp_tasks", "official SDK"),
+            "official SDK", 3),  # fmt: skip
+        Aim("sync tool calls/s, stdio", _ratio(stdio_, "mcp_tasks", "official SDK"),
+            "official SDK", 20),  # fmt: skip
+    ]
+    peer = stored.get("fastmcp-tasks", {}).get("points")
+    for index, point in enumerate(ours[1:], start=1):
+        ratio = point["bytes_per_task"] / peer[index]["bytes_per_task"] if peer else None
+        label = f"memory per finished task, {point['stored']:,} stored"
+        found.append(Aim(label, ratio, "fastmcp-tasks", 0.1, at_most=True))
+    p99_ratio = ours[-1]["tasks_get_p99_ms"] / ours[0]["tasks_get_p99_ms"]
+    label = f"tasks/get p99, {ours[-1]['stored']:,} stored vs {ours[0]['stored']:,}"
+    found.append(Aim(label, p99_ratio, f"itself at {ours[0]['stored']:,}", 1.2, at_most=True))
+    return [
+        {"figure": a.figure, "ratio": a.ratio, "against": a.against, "target": a.target,
+         "at_most": a.at_most, "met": a.met, "margin": a.margin}  # fmt: skip
+        for a in found
+    ]
+
+
+def _number(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    text = f"{value:,.0f}" if value >= 100 else f"{value:,.2f}"
+    return text + unit
+
+
+def _aim_text(aim: dict[str, Any]) -> str:
+    sign = "<=" if aim["at_most"] else ">="
+    return f"{sign} {aim['target']:g}x"
+
+
+def tables(figures: dict[str, Any]) -> str:
+    """The figures as Markdown tables."""
+    out = []
+    columns = ["mcp_tasks", "fastmcp-tasks", "official SDK", "limit"]
+    out.append("| figure | " + " | ".join(columns) + " | ours / limit |")
+    out.append("| --- |" + " ---: |" * (len(columns) + 1))
+    rows = [(name, entry) for name, entry in figures["http"].items()]
+    rows.append(("sync tool calls (stdio)", figures["stdio"]))
+    for name, entry in rows:
+        unit = "lives/s" if name == "task lives" else "req/s"
+        cells = [_number(entry[c]["per_second"]) if c in entry else "-" for c in columns]
+        limit = _ratio(entry, "mcp_tasks", "limit")
+        out.append(f"| {name} ({unit}) | " + " | ".join(cells) + f" | {_number(limit)} |")
+        if "p50_ms" in entry.get("mcp_tasks", {}):
+            cells = [
+                f"{entry[c]['p50_ms']:.2f} / {entry[c]['p99_ms']:.2f}" if c in entry else "-"
+                for c in columns
+            ]
+            out.append(f"| {name}: p50 / p99 (ms) | " + " | ".join(cells) + " | |")
+    out.append("")
+    out.append("| stored finished tasks | server | RSS (MiB) | bytes per task | "
+               "tasks/get req/s | p50 (ms) | p99 (ms) |")  # fmt: skip
+    out.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, entry in figures["stored"].items():
+        for point in entry["points"]:
+            out.append(
+                f"| {point['stored']:,} | {name} | {point['rss_kib'] / 1024:,.1f} | "
+                f"{_number(point.get('bytes_per_task'))} | "
+                f"{_number(point['tasks_get_per_second'])} | {point['tasks_get_p50_ms']:.2f} | "
+                f"{point['tasks_get_p99_ms']:.2f} |"
+            )
+    out.append("")
+    out.append("| aim | ratio | against | aim | met |")
+    out.append("| --- | ---: | --- | ---: | --- |")
+    for aim in figures["aims"]:
+        met = {True: "yes", False: "**no**", None: "-"}[aim["met"]]
+        out.append(f"| {aim['figure']} | {_number(aim['ratio'])} | {aim['against']} | "
+                   f"{_aim_text(aim)} | {met} |")  # fmt: skip
+    return "\n".join(out)
+
+
+def chart(figures: dict[str, Any], path: Path) -> None:
+    """Each aim's ratio over its target (right of 1: met), on a log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [aim for aim in figures["aims"] if aim["margin"]]
+    labels = [f"{a['figure']}\nvs {a['against']}" for a in shown]
+    margins = [a["margin"] for a in shown]
+    figure, axes = plt.subplots(figsize=(9, 0.55 * len(shown) + 1.4))
+    colours = ["#2a9d8f" if a["met"] else "#e76f51" for a in shown]
+    axes.barh(range(len(shown)), margins, color=colours)
+    axes.set_yticks(range(len(shown)), labels, fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xscale("log")
+    axes.axvline(1.0, color="black", linewidth=1)
+    for index, aim in enumerate(shown):
+        text = f" {aim['ratio']:.3g}x (aim {_aim_text(aim)})"
+        axes.text(aim["margin"], index, text, va="center", fontsize=8)
+    axes.set_xlabel("ratio / aim (log scale; right of the line: aim met)")
+    axes.set_title(f"mcp_tasks vs peers and the limit ({figures['machine']['cores']} cores)")
+    axes.set_xlim(min(0.3, min(margins) * 0.8), max(margins) * 4)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_docs(figures: dict[str, Any], page: Path, image: Path) -> None:
+    chart(figures, image)
+    m, v = figures["machine"], figures["versions"]
+    plan = figures["plan"]
+    version_list = ", ".join(f"{name} {number}" for name, number in v.items())
+    text = (PAGE_TEMPLATE.format(
+        cpu=m["cpu"], cores=m["cores"], memory=m["memory"], platform=m["platform"],
+        python=m["python"], versions=version_list, minutes=figures["seconds"] / 60,
+        warmup=plan["warmup"], seconds=plan["seconds"], rounds=plan["rounds"],
+        tables=tables(figures), image=image.name,
+        pinned="server on core 0, load generator on core 1" if m["pinned"] else "not pinned",
+    ))  # fmt: skip
+    page.write_text(text)
+    page.with_suffix(".json").write_text(json.dumps(figures, indent=1) + "\n")
+
+
+PAGE_TEMPLATE = """\
+# Benchmarks: side by side with fastmcp-tasks, the official SDK and the limit
+
+Written by `benchmarks/run` (the whole run took {minutes:.0f} minutes); the raw figures are in
+`benchmarks.json` next to this page. Re-run it to see your own machine.
+
+![each aim's ratio against its target]({image})
+
+## The figures
+
+{tables}
+
+Ratios are ours over the peer's (memory: ours over fastmcp-tasks', lower is better); the
+limit column is the minimal h11 + trio + msgspec server answering fixed results (over stdio, a
+minimal trio echo), the most Python on trio can do here.
+
+## What is measured
+
+* **tasks/get**: polls of one completed task (its result inlined), again and again.
+* **task creations**: `tools/call` of `slow_compute` with `seconds: 0`, answered with a task handle.
+* **task lives**: create a task with no work, `tasks/get` it at once until it is `completed`,
+  then the next; a life is two or more round trips.
+* **sync tool calls**: `tools/call` of `greet`, over HTTP and over stdio (16 lines in flight
+  on one pipe, a fresh process per run).
+* **stored finished tasks**: a fresh server is filled with finished tasks up to each count;
+  resident memory (RSS) per task against the first count, once the server is idle, and
+  `tasks/get` latency (median p99 of {rounds} runs) at each count.
+
+Load: 16 keep-alive connections over 127.0.0.1, one request in flight on each; {warmup:g} s of
+warm-up, then {seconds:g} s counted; runs alternate between the servers ({rounds} rounds), the
+ones not measured paused (SIGSTOP), and the best run of each counts. Every answer is checked
+(status 200, no JSON-RPC error). Pinning: {pinned}.
+
+## Machine and versions
+
+* CPU: {cpu}, {cores} cores; memory {memory}; {platform}; Python {python}
+* {versions}
+
+## Commands
+
+    benchmarks/run            # installs the peers (benchmarks/.peers-venv), runs, writes this page
+    benchmarks/run --quick    # a smoke run; prints the figures, leaves this page alone
+"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--peers-python", default=str(HERE / ".peers-venv" / "bin" / "python"),
+                        help="the peers' interpreter, or 'none' to measure ours and the limit")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="write docs/benchmarks.md, .json and .png")  # fmt: skip
+    args = parser.parse_args(argv)
+    peers_python = None if args.peers_python == "none" else args.peers_python
+    if peers_python and not Path(peers_python).exists():
+        sys.exit(f"no peers' interpreter at {peers_python}: run benchmarks/run first")
+    plan = Plan.quick() if args.quick else Plan()
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    figures = run_all(peers_python, plan, log)
+    if args.write_docs:
+        write_docs(figures, ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "benchmarks.png")
+    print(json.dumps(figures, indent=1) if args.json else tables(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+"""The load generators of `compare.py`: one for every server, so the same client measures all.
+
+Plain standard library on raw sockets and pipes (a `selectors` loop): cheap enough that the
+server is the bottleneck, and independent of every library being measured. Each generator
+keeps a fixed number of requests in flight (one per keep-alive connection over HTTP, a
+window of lines over stdio), counts the answers completed inside a window that starts after
+a warm-up, and checks every answer.
+
+* `fixed_requests`: one pre-built request, again and again (tasks/get, tools/call);
+* `task_lives`: create a task, poll `tasks/get` at once until it is `completed`, start over;
+* `fill`: exactly `count` requests (storing that many tasks), then stop;
+* `stdio_requests`: one pre-built line into a child process's stdin, answers off its stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import socket
+import subprocess
+import time
+from typing import Any
+
+CONNECTIONS = 16
+VERSION = "2026-07-28"
+TASKS_META: dict[str, Any] = {
+    "io.modelcontextprotocol/protocolVersion": VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {
+        "extensions": {"io.modelcontextprotocol/tasks": {}}
+    },
+}
+_RECEIVE_BYTES = 262144
+
+
+def message(method: str, params: dict[str, Any], request_id: int = 1) -> bytes:
+    """One JSON-RPC request of the 2026-07-28 wire: `_meta` names the version and says the
+    client holds tasks."""
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method,
+            "params": {**params, "_meta": TASKS_META}}  # fmt: skip
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def post(port: int, method: str, name: str, params: dict[str, Any]) -> bytes:
+    """One POST with every header a strict peer asks for: `Host` with the port (the official
+    SDK answers 421 without it), an `Accept` naming both JSON and SSE (406 otherwise), the
+    version header and `Mcp-Method` / `Mcp-Name`."""
+    body = message(method, params)
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {VERSION}\r\n"
+        f"Mcp-Method: {method}\r\nMcp-Name: {name}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def greet_call(port: int) -> bytes:
+    return post(port, "tools/call", "greet", {"name": "greet", "arguments": {"name": "bench"}})
+
+
+def task_creation(port: int) -> bytes:
+    """A call of `slow_compute` with no work: the server answers with a task handle."""
+    arguments = {"seconds": 0, "label": "bench"}
+    return post(port, "tools/call", "slow_compute", {"name": "slow_compute", "arguments": arguments})
+
+
+def task_poll(port: int, task_id: str) -> bytes:
+    return post(port, "tasks/get", task_id, {"taskId": task_id})
+
+
+def _split_answer(buffer: bytearray) -> tuple[int, int]:
+    """(where the body starts, where the answer ends) of the first whole answer in `buffer`,
+    or (0, 0) while it is not all there."""
+    end = buffer.find(b"\r\n\r\n")
+    if end < 0:
+        return 0, 0
+    head = bytes(buffer[:end]).lower()
+    start = head.find(b"content-length:")
+    if start < 0:
+        raise RuntimeError(f"an answer without Content-Length: {head[:300]!r}")
+    line_end = head.find(b"\r\n", start)
+    length = int(head[start + 15 : line_end if line_end >= 0 else None])
+    total = end + 4 + length
+    return (end + 4, total) if len(buffer) >= total else (0, 0)
+
+
+def _summary(latencies: list[float], seconds: float, failures: int) -> dict[str, Any]:
+    latencies.sort()
+    count = len(latencies)
+    return {
+        "count": count,
+        "failures": failures,
+        "per_second": count / seconds,
+        "p50_ms": latencies[count // 2] * 1000 if count else None,
+        "p99_ms": latencies[min(count - 1, int(count * 0.99))] * 1000 if count else None,
+    }
+
+
+class _Connections:
+    """`CONNECTIONS` keep-alive sockets to one port, each with a receive buffer and the time
+    its request in flight was sent."""
+
+    def __init__(self, port: int, connections: int) -> None:
+        self.selector = selectors.DefaultSelector()
+        self.sockets: list[socket.socket] = []
+        for _ in range(connections):
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setblocking(False)
+            self.sockets.append(sock)
+            self.selector.register(sock, selectors.EVENT_READ, [bytearray(), 0.0, None])
+
+    def send(self, sock: socket.socket, data: bytes) -> None:
+        sock.sendall(data)  # small requests: the kernel takes them whole
+        self.selector.get_key(sock).data[1] = time.perf_counter()
+
+    def answers(self, timeout: float) -> Any:
+        """(socket, its state, status line ok, body) for every answer that came in."""
+        for key, _ in self.selector.select(timeout=timeout):
+            sock, state = key.fileobj, key.data
+            assert isinstance(sock, socket.socket)
+            received = sock.recv(_RECEIVE_BYTES)
+            if not received:
+                raise RuntimeError("the server closed a connection")
+            buffer = state[0]
+            buffer += received
+            while True:
+                body_start, end = _split_answer(buffer)
+                if not end:
+                    break
+                ok = buffer.startswith(b"HTTP/1.1 200 ")
+                body = bytes(buffer[body_start:end])
+                del buffer[:end]
+                yield sock, state, ok, body
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close()
+        self.selector.close()
+
+
+def fixed_requests(
+    port: int, data: bytes, warmup: float, seconds: float, connections: int = CONNECTIONS
+) -> dict[str, Any]:
+    """`data` on every connection, sent again as soon as its answer is in; requests/s,
+    latency from writing a request to reading the end of its answer."""
+    pool = _Connections(port, connections)
+    latencies: list[float] = []
+    failures = 0
+    window_start = time.perf_counter() + warmup
+    window_end = window_start + seconds
+    for sock in pool.sockets:
+        pool.send(sock, data)
+    while (now := time.perf_counter()) < window_end:
+        for sock, state, ok, body in pool.answers(1.0):
+            now = time.perf_counter()
+            if window_start <= now < window_end:
+                latencies.append(now - state[1])
+                failures += not ok or b'"error"' in body
+            pool.send(sock, data)
+    pool.close()
+    return _summary(latencies, seconds, failures)
+
+
+def fill(port: int, data: bytes, count: int, limit_seconds: float) -> dict[str, Any]:
+    """Exactly `count` answers to `data` (each a task stored), or fewer if `limit_seconds`
+    runs out first; how many, how fast, and every failure."""
+    pool = _Connections(port, min(CONNECTIONS, count))
+    sent = done = failures = 0
+    started = time.perf_counter()
+    for sock in pool.sockets:
+        pool.send(sock, data)
+        sent += 1
+    while done < count and time.perf_counter() - started < limit_seconds:
+        for sock, _state, ok, body in pool.answers(1.0):
+            done += 1
+            failures += not ok or b'"error"' in body
+            if sent < count:
+                pool.send(sock, data)
+                sent += 1
+    elapsed = time.perf_counter() - started
+    pool.close()
+    return {"count": done, "failures": failures, "seconds": elapsed, "per_second": done / elapsed}
+
+
+def task_lives(port: int, warmup: float, seconds: float) -> dict[str, Any]:
+    """Whole task lives on every connection: create a task with no work, then `tasks/get`
+    it (again at once while it is not `completed`), then the next. Lives/s, the time of a
+    life, and the polls a life took on average."""
+    create = task_creation(port)
+    pool = _Connections(port, CONNECTIONS)
+    lives: list[float] = []
+    polls = failures = 0
+    window_start = time.perf_counter() + warmup
+    window_end = window_start + seconds
+    for sock in pool.sockets:
+        pool.send(sock, create)
+        pool.selector.get_key(sock).data[2] = time.perf_counter()
+    while (now := time.perf_counter()) < window_end:
+        for sock, state, ok, body in pool.answers(1.0):
+            now = time.perf_counter()
+            counted = window_start <= now < window_end
+            result = json.loads(body).get("result") if ok else None
+            if result is None:
+                failures += counted
+                state[2] = now
+                pool.send(sock, create)
+                continue
+            status = result.get("status")
+            if "taskId" in result and status != "completed":
+                polls += counted
+                pool.send(sock, task_poll(port, result["taskId"]))
+                continue
+            if status != "completed":
+                failures += counted
+            elif counted:
+                lives.append(now - state[2])
+            state[2] = now
+            pool.send(sock, create)
+    pool.close()
+    figures = _summary(lives, seconds, failures)
+    figures["polls_per_life"] = polls / len(lives) if lives else None
+    return figures
+
+
+def stdio_requests(
+    command: list[str], line: bytes, warmup: float, seconds: float, window: int = CONNECTIONS
+) -> dict[str, Any]:
+    """Start `command`, wait for its first answer, then keep `window` copies of `line` in
+    flight on its stdin; answers/s off its stdout. Every answer is read before stdin closes
+    (a server may drop what is in flight at end of input)."""
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert process.stdin is not None and process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+    out_fd = stdout.fileno()
+    selector = selectors.DefaultSelector()
+    selector.register(out_fd, selectors.EVENT_READ)
+    pending = bytearray()
+    failures = count = in_flight = 0
+
+    def read_lines(timeout: float) -> list[bytes]:
+        if not selector.select(timeout):
+            return []
+        data = os.read(out_fd, _RECEIVE_BYTES)
+        if not data:
+            raise RuntimeError(f"{command[-1]} closed its stdout")
+        pending.extend(data)
+        *lines, rest = pending.split(b"\n")
+        pending[:] = rest
+        return lines
+
+    try:
+        stdin.write(line + b"\n")
+        stdin.flush()
+        deadline = time.monotonic() + 60
+        while not read_lines(1.0):  # the server is up once it answers
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no answer on stdout from {command}")
+        stdin.write((line + b"\n") * window)
+        stdin.flush()
+        in_flight = window
+        window_start = time.perf_counter() + warmup
+        window_end = window_start + seconds
+        while (now := time.perf_counter()) < window_end:
+            lines = read_lines(1.0)
+            now = time.perf_counter()
+            if window_start <= now < window_end:
+                count += len(lines)
+                failures += sum(b'"error"' in answer for answer in lines)
+            if lines:
+                stdin.write((line + b"\n") * len(lines))
+                stdin.flush()
+        deadline = time.monotonic() + 30
+        in_flight = window
+        while in_flight and time.monotonic() < deadline:  # the tail, before closing stdin
+            in_flight -= len(read_lines(1.0))
+        stdin.close()
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return {"count": count, "failures": failures, "per_second": count / seconds,
+            "unanswered": in_flight}  # fmt: skip
+

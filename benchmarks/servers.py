@@ -1,0 +1,192 @@
+"""The servers of `compare.py` that run in the project's environment: ours, and the limit.
+
+    python benchmarks/servers.py ours-http      # mcp_tasks, Streamable HTTP; prints PORT n
+    python benchmarks/servers.py ours-stdio     # mcp_tasks over stdin/stdout
+    python benchmarks/servers.py limit-http     # minimal h11 + trio + msgspec; prints PORT n
+    python benchmarks/servers.py limit-stdio    # minimal trio stdio echo
+
+Ours serves the two tools every server of the comparison has: `greet` (synchronous) and
+`slow_compute` (a task whenever the client holds tasks; `seconds=0` is a task with no work).
+Its options are the defaults, but for room to store the 100,000 tasks the memory figure asks
+for, and a TTL of 15 minutes like fastmcp-tasks'.
+
+The limit servers do no MCP at all: they read each request, decode its id (and, over HTTP,
+its method and tool name) and answer a fixed result of the right shape: a greeting, a task
+handle (`working`), or a completed task. What Python on trio, h11 and msgspec can do at best
+here; every other figure is read against it.
+"""
+
+# ruff: noqa: E402  (the imports must follow the sys.path fix below)
+from __future__ import annotations
+
+import os
+import sys
+
+# Run as a script, this file's folder comes first on sys.path, and the benchmark `http.py`
+# next to it would stand in for the standard library's `http`: take the folder off first.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path = [entry for entry in sys.path if os.path.abspath(entry or ".") != _HERE]
+
+import contextlib
+from functools import partial
+
+import h11
+import msgspec
+import trio
+
+from mcp_tasks import (
+    START_TASK,
+    CallToolResult,
+    Server,
+    TaskOptions,
+    ToolContext,
+    ToolOutcome,
+)
+from mcp_tasks.transports import serve_http, serve_stdio
+
+LIFETIME_SECONDS = 3600  # a server left behind stops by itself
+STORED_TASKS_ROOM = 250_000
+
+server = Server(
+    "bench",
+    "1.0.0",
+    tasks=TaskOptions(ttl_ms=900_000, poll_interval_ms=1000, max_tasks=STORED_TASKS_ROOM),
+)
+
+
+class Greeting(msgspec.Struct):
+    name: str = "world"
+
+
+class SlowArgs(msgspec.Struct):
+    seconds: float = 1.0
+    label: str = ""
+
+
+@server.tool()
+async def greet(ctx: ToolContext, args: Greeting) -> ToolOutcome:
+    """Say hello at once."""
+    return CallToolResult.text(f"Hello, {args.name}!")
+
+
+@server.tool(task_support="optional")
+async def slow_compute(ctx: ToolContext, args: SlowArgs) -> ToolOutcome:
+    """Work for `seconds`: a task when the client holds tasks."""
+    if not ctx.in_task:
+        return START_TASK
+    if args.seconds > 0:
+        await trio.sleep(args.seconds)
+    return CallToolResult.text(f"{args.label or 'job'} done after {args.seconds:g}s")
+
+
+async def _ours_http() -> None:
+    async with server.running(), trio.open_nursery() as nursery:
+        port = await nursery.start(serve_http, server, "127.0.0.1", 0)
+        print(f"PORT {port}", flush=True)
+
+
+async def _ours_stdio() -> None:
+    async with server.running():
+        await serve_stdio(server)
+
+
+# --- the limit ----------------------------------------------------------------------------
+
+
+class _Params(msgspec.Struct):
+    name: str | None = None
+
+
+class _Request(msgspec.Struct):
+    id: int | str | None = None
+    method: str = ""
+    params: _Params | None = None
+
+
+_decode_request = msgspec.json.Decoder(_Request).decode
+_GREETING = msgspec.Raw(
+    b'{"resultType":"complete","content":[{"type":"text","text":"Hello, bench!"}]}'
+)
+_TASK = (
+    b'{"taskId":"tsk_limitlimitlimitlimitlimitlimit","status":"%s",'
+    b'"createdAt":"2026-11-29T00:00:00Z","lastUpdatedAt":"2026-11-29T00:00:00Z",'
+    b'"ttlMs":900000,"pollIntervalMs":1000'
+)
+_HANDLE = msgspec.Raw((_TASK % b"working") + b',"resultType":"task"}')
+_COMPLETED = msgspec.Raw(
+    (_TASK % b"completed")
+    + b',"result":{"resultType":"complete","content":[{"type":"text","text":"done"}]}'
+    + b',"resultType":"complete"}'
+)
+
+
+def _limit_answer(body: bytes | bytearray) -> bytes:
+    request = _decode_request(body)
+    if request.method == "tasks/get":
+        result = _COMPLETED
+    elif request.params is not None and request.params.name == "slow_compute":
+        result = _HANDLE
+    else:
+        result = _GREETING
+    return msgspec.json.encode({"jsonrpc": "2.0", "id": request.id, "result": result})
+
+
+async def _limit_connection(stream: trio.SocketStream) -> None:
+    connection = h11.Connection(h11.SERVER)
+    body = b""
+    with contextlib.suppress(trio.BrokenResourceError):  # the generator ends mid-request
+        while True:
+            event = connection.next_event()
+            if event is h11.NEED_DATA:
+                connection.receive_data(await stream.receive_some(65536))
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                reply = _limit_answer(body)
+                headers = [("content-type", "application/json"), ("content-length", str(len(reply)))]
+                out = connection.send(h11.Response(status_code=200, headers=headers)) or b""
+                out += connection.send(h11.Data(data=reply)) or b""
+                out += connection.send(h11.EndOfMessage()) or b""
+                await stream.send_all(out)
+                connection.start_next_cycle()
+                body = b""
+            elif isinstance(event, h11.ConnectionClosed):
+                return
+
+
+async def _limit_http() -> None:
+    async with trio.open_nursery() as nursery:
+        serve = partial(trio.serve_tcp, host="127.0.0.1")
+        listeners = await nursery.start(serve, _limit_connection, 0)
+        print(f"PORT {listeners[0].socket.getsockname()[1]}", flush=True)
+
+
+async def _limit_stdio() -> None:
+    """Every line in, its answer out: whatever came in one read is answered in one write."""
+    stdin = trio.lowlevel.FdStream(os.dup(0))
+    stdout = trio.lowlevel.FdStream(os.dup(1))
+    partial_line = b""
+    while data := await stdin.receive_some(65536):
+        *lines, partial_line = (partial_line + data).split(b"\n")
+        answers = [_limit_answer(line) + b"\n" for line in lines if line.strip()]
+        if answers:
+            await stdout.send_all(b"".join(answers))
+
+
+ROLES = {
+    "ours-http": _ours_http,
+    "ours-stdio": _ours_stdio,
+    "limit-http": _limit_http,
+    "limit-stdio": _limit_stdio,
+}
+
+
+async def _for_a_while(role: str) -> None:
+    with trio.move_on_after(LIFETIME_SECONDS):
+        await ROLES[role]()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in ROLES:
+        sys.exit(f"usage: {sys.argv[0]} {{{','.join(ROLES)}}}")
+    trio.run(_for_a_while, sys.argv[1])
