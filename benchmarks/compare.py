@@ -47,6 +47,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -86,9 +87,11 @@ class Plan:
 # --- the servers --------------------------------------------------------------------------
 
 
-def _pinned() -> None:
-    with contextlib.suppress(AttributeError, OSError):
-        os.sched_setaffinity(0, {SERVER_CPU})
+def _pin_process(pid: int) -> None:
+    """Pin a server to its core before it starts threads (they inherit it)."""
+    if _can_pin():
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(pid, {SERVER_CPU})
 
 
 def _free_port() -> int:
@@ -149,9 +152,9 @@ class HttpServer:
             self.command(port),
             stdout=subprocess.PIPE if self.prints_port else subprocess.DEVNULL,
             env={**os.environ, **self.env},
-            preexec_fn=_pinned,
         )
         try:
+            _pin_process(process.pid)
             if self.prints_port:
                 assert process.stdout is not None
                 line = process.stdout.readline().decode()
@@ -228,8 +231,9 @@ def http_servers(peers_python: str | None) -> list[HttpServer]:
         fastmcp = str(HERE / "peers" / "fastmcp_tasks_server.py")
         sdk = str(HERE / "peers" / "sdk_server.py")
         found += [
-            HttpServer("fastmcp-tasks", lambda port: [peers_python, fastmcp, str(port)],
-                       env=PEERS_ENV),  # fmt: skip
+            HttpServer(
+                "fastmcp-tasks", lambda port: [peers_python, fastmcp, str(port)], env=PEERS_ENV
+            ),
             HttpServer("official SDK", lambda port: [peers_python, sdk, "http", str(port)]),
         ]
     return found
@@ -293,13 +297,13 @@ def throughput(servers: dict[str, Running], plan: Plan, log: Callable[[str], Non
     for workload, (names, run) in workloads.items():
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names if name in servers}
         for round_ in range(plan.rounds):
-            for name in runs:
+            for name, results in runs.items():
                 servers[name].resume()
                 try:
                     result = run(servers[name])
                 finally:
                     servers[name].pause()
-                runs[name].append(result)
+                results.append(result)
                 log(f"{workload}, round {round_ + 1}: {name} {result['per_second']:,.0f}/s")
         figures[workload] = {name: _best(results) for name, results in runs.items()}
     for server in servers.values():
@@ -325,9 +329,7 @@ def _can_pin() -> bool:
     return hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2
 
 
-def stored_tasks(
-    server: HttpServer, plan: Plan, log: Callable[[str], None]
-) -> dict[str, Any]:
+def stored_tasks(server: HttpServer, plan: Plan, log: Callable[[str], None]) -> dict[str, Any]:
     """A fresh server filled with finished tasks up to each count of `plan.stored`: resident
     memory per stored task (against the first count) and `tasks/get` latency at each."""
     points: list[dict[str, Any]] = []
@@ -362,8 +364,10 @@ def stored_tasks(
                     (rss - first["rss_kib"]) * 1024 / (count - first["stored"])
                 )
             points.append(point)
-            log(f"{server.name}: {count:,} tasks stored, RSS {rss / 1024:,.1f} MiB, "
-                f"tasks/get p99 {point['tasks_get_p99_ms']:.2f} ms")  # fmt: skip
+            log(
+                f"{server.name}: {count:,} tasks stored, RSS {rss / 1024:,.1f} MiB, "
+                f"tasks/get p99 {point['tasks_get_p99_ms']:.2f} ms"
+            )
     return {"points": points}
 
 
@@ -392,20 +396,23 @@ def machine() -> dict[str, Any]:
 
 
 def versions(peers_python: str | None) -> dict[str, str]:
-    from importlib.metadata import version
-
     found = {name: version(name) for name in ("mcp-tasks", "trio", "h11", "msgspec")}
     with contextlib.suppress(OSError, subprocess.CalledProcessError):
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         found["mcp-tasks"] += f" ({commit})"
     if peers_python:
         script = (
             "import json, importlib.metadata as m; print(json.dumps({n: m.version(n) for n in "
             "('fastmcp', 'fastmcp-tasks', 'mcp', 'pydocket', 'uvicorn', 'starlette')}))"
         )
-        out = subprocess.run([peers_python, "-c", script], capture_output=True, text=True,
-                             check=True)  # fmt: skip
+        out = subprocess.run(
+            [peers_python, "-c", script], capture_output=True, text=True, check=True
+        )
         found.update(json.loads(out.stdout))
     return found
 
@@ -470,15 +477,30 @@ def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
     ours = stored["mcp_tasks"]["points"]
     found = [
         Aim("tasks/get req/s", _ratio(http["tasks/get"], "mcp_tasks", "limit"), "limit", 0.7),
-        Aim("task creations/s", _ratio(http["task creations"], "mcp_tasks", "fastmcp-tasks"),
-            "fastmcp-tasks", 10),  # fmt: skip
-        Aim("task lives/s", _ratio(http["task lives"], "mcp_tasks", "fastmcp-tasks"),
-            "fastmcp-tasks", 10),  # fmt: skip
-        Aim("sync tool calls/s, HTTP",
+        Aim(
+            "task creations/s",
+            _ratio(http["task creations"], "mcp_tasks", "fastmcp-tasks"),
+            "fastmcp-tasks",
+            10,
+        ),
+        Aim(
+            "task lives/s",
+            _ratio(http["task lives"], "mcp_tasks", "fastmcp-tasks"),
+            "fastmcp-tasks",
+            10,
+        ),
+        Aim(
+            "sync tool calls/s, HTTP",
             _ratio(http["sync tool calls (HTTP)"], "mcp_tasks", "official SDK"),
-            "official SDK", 3),  # fmt: skip
-        Aim("sync tool calls/s, stdio", _ratio(stdio_, "mcp_tasks", "official SDK"),
-            "official SDK", 20),  # fmt: skip
+            "official SDK",
+            3,
+        ),
+        Aim(
+            "sync tool calls/s, stdio",
+            _ratio(stdio_, "mcp_tasks", "official SDK"),
+            "official SDK",
+            20,
+        ),
     ]
     peer = stored.get("fastmcp-tasks", {}).get("points")
     for index, point in enumerate(ours[1:], start=1):
@@ -489,8 +511,15 @@ def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
     label = f"tasks/get p99, {ours[-1]['stored']:,} stored vs {ours[0]['stored']:,}"
     found.append(Aim(label, p99_ratio, f"itself at {ours[0]['stored']:,}", 1.2, at_most=True))
     return [
-        {"figure": a.figure, "ratio": a.ratio, "against": a.against, "target": a.target,
-         "at_most": a.at_most, "met": a.met, "margin": a.margin}  # fmt: skip
+        {
+            "figure": a.figure,
+            "ratio": a.ratio,
+            "against": a.against,
+            "target": a.target,
+            "at_most": a.at_most,
+            "met": a.met,
+            "margin": a.margin,
+        }
         for a in found
     ]
 
@@ -527,8 +556,10 @@ def tables(figures: dict[str, Any]) -> str:
             ]
             out.append(f"| {name}: p50 / p99 (ms) | " + " | ".join(cells) + " | |")
     out.append("")
-    out.append("| stored finished tasks | server | RSS (MiB) | bytes per task | "
-               "tasks/get req/s | p50 (ms) | p99 (ms) |")  # fmt: skip
+    out.append(
+        "| stored finished tasks | server | RSS (MiB) | bytes per task | "
+        "tasks/get req/s | p50 (ms) | p99 (ms) |"
+    )
     out.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for name, entry in figures["stored"].items():
         for point in entry["points"]:
@@ -543,17 +574,19 @@ def tables(figures: dict[str, Any]) -> str:
     out.append("| --- | ---: | --- | ---: | --- |")
     for aim in figures["aims"]:
         met = {True: "yes", False: "**no**", None: "-"}[aim["met"]]
-        out.append(f"| {aim['figure']} | {_number(aim['ratio'])} | {aim['against']} | "
-                   f"{_aim_text(aim)} | {met} |")  # fmt: skip
+        out.append(
+            f"| {aim['figure']} | {_number(aim['ratio'])} | {aim['against']} | "
+            f"{_aim_text(aim)} | {met} |"
+        )
     return "\n".join(out)
 
 
 def chart(figures: dict[str, Any], path: Path) -> None:
     """Each aim's ratio over its target (right of 1: met), on a log scale."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415  (the `bench` extra; only writing the docs needs it)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415
 
     shown = [aim for aim in figures["aims"] if aim["margin"]]
     labels = [f"{a['figure']}\nvs {a['against']}" for a in shown]
@@ -581,13 +614,21 @@ def write_docs(figures: dict[str, Any], page: Path, image: Path) -> None:
     m, v = figures["machine"], figures["versions"]
     plan = figures["plan"]
     version_list = ", ".join(f"{name} {number}" for name, number in v.items())
-    text = (PAGE_TEMPLATE.format(
-        cpu=m["cpu"], cores=m["cores"], memory=m["memory"], platform=m["platform"],
-        python=m["python"], versions=version_list, minutes=figures["seconds"] / 60,
-        warmup=plan["warmup"], seconds=plan["seconds"], rounds=plan["rounds"],
-        tables=tables(figures), image=image.name,
+    text = PAGE_TEMPLATE.format(
+        cpu=m["cpu"],
+        cores=m["cores"],
+        memory=m["memory"],
+        platform=m["platform"],
+        python=m["python"],
+        versions=version_list,
+        minutes=figures["seconds"] / 60,
+        warmup=plan["warmup"],
+        seconds=plan["seconds"],
+        rounds=plan["rounds"],
+        tables=tables(figures),
+        image=image.name,
         pinned="server on core 0, load generator on core 1" if m["pinned"] else "not pinned",
-    ))  # fmt: skip
+    )
     page.write_text(text)
     page.with_suffix(".json").write_text(json.dumps(figures, indent=1) + "\n")
 
@@ -639,12 +680,16 @@ ones not measured paused (SIGSTOP), and the best run of each counts. Every answe
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--peers-python", default=str(HERE / ".peers-venv" / "bin" / "python"),
-                        help="the peers' interpreter, or 'none' to measure ours and the limit")  # fmt: skip
+    parser.add_argument(
+        "--peers-python",
+        default=str(HERE / ".peers-venv" / "bin" / "python"),
+        help="the peers' interpreter, or 'none' to measure ours and the limit",
+    )
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--write-docs", action="store_true",
-                        help="write docs/benchmarks.md, .json and .png")  # fmt: skip
+    parser.add_argument(
+        "--write-docs", action="store_true", help="write docs/benchmarks.md, .json and .png"
+    )
     args = parser.parse_args(argv)
     peers_python = None if args.peers_python == "none" else args.peers_python
     if peers_python and not Path(peers_python).exists():

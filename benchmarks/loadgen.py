@@ -60,8 +60,8 @@ def greet_call(port: int) -> bytes:
 
 def task_creation(port: int) -> bytes:
     """A call of `slow_compute` with no work: the server answers with a task handle."""
-    arguments = {"seconds": 0, "label": "bench"}
-    return post(port, "tools/call", "slow_compute", {"name": "slow_compute", "arguments": arguments})
+    params = {"name": "slow_compute", "arguments": {"seconds": 0, "label": "bench"}}
+    return post(port, "tools/call", "slow_compute", params)
 
 
 def task_poll(port: int, task_id: str) -> bytes:
@@ -238,7 +238,7 @@ def stdio_requests(
     pending = bytearray()
     failures = count = in_flight = 0
 
-    def read_lines(timeout: float) -> list[bytes]:
+    def read_lines(timeout: float) -> list[bytearray]:
         if not selector.select(timeout):
             return []
         data = os.read(out_fd, _RECEIVE_BYTES)
@@ -282,4 +282,3 @@ def stdio_requests(
             process.wait()
     return {"count": count, "failures": failures, "per_second": count / seconds,
             "unanswered": in_flight}  # fmt: skip
-

@@ -143,7 +143,10 @@ async def _limit_connection(stream: trio.SocketStream) -> None:
                 body += event.data
             elif isinstance(event, h11.EndOfMessage):
                 reply = _limit_answer(body)
-                headers = [("content-type", "application/json"), ("content-length", str(len(reply)))]
+                headers = [
+                    ("content-type", "application/json"),
+                    ("content-length", str(len(reply))),
+                ]
                 out = connection.send(h11.Response(status_code=200, headers=headers)) or b""
                 out += connection.send(h11.Data(data=reply)) or b""
                 out += connection.send(h11.EndOfMessage()) or b""
