@@ -5,17 +5,20 @@ Theory of operation
 One pump loop reads stdin in chunks and cuts them into lines with `LineBuffer` (no I/O in
 it). Each line that is not blank becomes a request task in the session's nursery, which
 hands it to `Server.handle` and writes the reply, so a slow `tools/call` never holds up the
-`tasks/get` on the next line. The pump starts each request with `nursery.start`, and the
-request reports "started" before it calls `handle`: the pump goes on to the next line only
-once the request has run up to its first real `await`, so requests begin in the order their
-lines arrive, and a `notifications/cancelled` always finds the in-flight `tools/call` it
-names, even when both came in one read.
+`tasks/get` on the next line. Requests start without waiting for each other (a burst of lines
+costs one scheduler round, not one per line), so their replies may come out in any order, as
+JSON-RPC allows. A notification is the exception: the pump dispatches it only once every
+request read before it has entered `handle`, which registers a call in flight before its first
+`await`, so a `notifications/cancelled` always finds the `tools/call` it names, even when
+both came in one read.
 
-Everything written to stdout goes through one lock, a whole line (message + newline) per
-`send_all`, so replies and progress notifications never interleave. Nothing else is written
-there: logs go to stderr through `logging`, and when this module owns the process's stdout
-it also points `sys.stdout` at stderr, so a stray `print()` in a tool cannot corrupt the
-stream.
+One writer task owns stdout. Messages queued while it writes, or in the same scheduler round,
+go out in its next `send_all`, each a whole line (message + newline): replies and progress
+notifications never interleave, and a burst of answers costs one system call. Each sender
+waits until its line is written, so a client that stops reading holds up the requests, not
+the server's memory. Nothing else is written there: logs go to stderr through `logging`,
+and when this module owns the process's stdout it also points `sys.stdout` at stderr, so a
+stray `print()` in a tool cannot corrupt the stream.
 
 A line longer than `max_line_bytes` is never held whole: as soon as the partial line passes
 the limit the client gets a JSON-RPC -32600 error (without an id, since the id is somewhere
@@ -35,6 +38,7 @@ import enum
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import msgspec
@@ -50,6 +54,8 @@ logger = logging.getLogger("mcp_tasks.transports.stdio")
 DEFAULT_MAX_LINE_BYTES: Final = 4 * 1024 * 1024
 _RECEIVE_BYTES: Final = 65536
 _JSON_WHITESPACE: Final = b" \t\r"
+_NOTIFICATION: Final = b'"notifications/'
+"""In a line, the mark of a notification (or of a request that mentions one: it only waits)."""
 
 
 class _Skipped(enum.Enum):
@@ -126,27 +132,66 @@ async def serve_stdio(
             stdout = trio.lowlevel.FdStream(os.dup(1))
             stack.push_async_callback(stdout.aclose)
             stack.enter_context(contextlib.redirect_stdout(sys.stderr))
-        async with trio.open_nursery() as nursery:
-            session = _Session(server, stdout, nursery, max_line_bytes)
-            await session.pump(stdin, lines)
+        async with trio.open_nursery() as session_nursery:
+            writer = _Writer(stdout, session_nursery.cancel_scope)
+            session_nursery.start_soon(writer.run)
+            async with trio.open_nursery() as requests:
+                session = _Session(server, writer.send, requests, max_line_bytes)
+                await session.pump(stdin, lines)
+            session_nursery.cancel_scope.cancel()  # every reply is out: stop the writer
+
+
+class _Writer:
+    """The one writer of stdout. Messages sent while a write is under way, or in the same
+    scheduler round, go out together in the next write, each as one whole line: replies and
+    notifications never interleave, and a burst of answers costs one system call."""
+
+    def __init__(self, stdout: trio.abc.SendStream, session: trio.CancelScope) -> None:
+        self._stdout = stdout
+        self._session = session
+        self._lines: list[bytes] = []
+        self._pending = trio.Event()
+        self._written = trio.Event()
+
+    async def send(self, body: bytes) -> None:
+        """Queue one message and wait until it is written (the `notify` of every request)."""
+        self._lines.append(body + b"\n")
+        written = self._written
+        self._pending.set()
+        await written.wait()
+
+    async def run(self) -> None:
+        while True:
+            await self._pending.wait()
+            lines, written = self._lines, self._written
+            self._lines, self._written, self._pending = [], trio.Event(), trio.Event()
+            try:
+                await self._stdout.send_all(b"".join(lines))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                logger.warning("stdout is closed: the client is gone; stopping")
+                self._session.cancel()
+                return
+            written.set()
 
 
 class _Session:
-    """One stdio client: its requests in flight and the lock on its stdout."""
+    """One stdio client: its requests in flight."""
 
     def __init__(
         self,
         server: Server,
-        stdout: trio.abc.SendStream,
+        send: Callable[[bytes], Awaitable[None]],
         nursery: trio.Nursery,
         max_line_bytes: int,
     ) -> None:
         self._server = server
-        self._stdout = stdout
+        self._send = send
         self._nursery = nursery
         self._connection = Connection()
-        self._write_lock = trio.Lock()
         self._max_line_bytes = max_line_bytes
+        self._not_begun = 0
+        """Requests started whose `handle` has not run to its first `await` yet."""
+        self._all_begun: trio.Event | None = None
         self._too_long = _error_body(
             None,
             INVALID_REQUEST,
@@ -161,37 +206,38 @@ class _Session:
         logger.debug("stdin is at EOF; finishing the requests in flight")
         for line in lines.end():
             await self._dispatch(line)
+        await self._requests_begun()
         self._server.end_subscriptions(self._connection)  # nobody will cancel them now
 
     async def _dispatch(self, line: bytes | _Skipped) -> None:
         if line is LINE_TOO_LONG:
             logger.warning("skipped a line longer than %d bytes", self._max_line_bytes)
-            self._nursery.start_soon(self.send, self._too_long)
+            self._nursery.start_soon(self._send, self._too_long)
         elif isinstance(line, bytes) and line.strip(_JSON_WHITESPACE):
-            await self._nursery.start(self._answer, line)
+            if _NOTIFICATION in line:  # it may name a request read before it
+                await self._requests_begun()
+            self._not_begun += 1
+            self._nursery.start_soon(self._answer, line)
 
-    async def _answer(
-        self, line: bytes, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        task_status.started()
+    async def _requests_begun(self) -> None:
+        """Wait until every request started so far has entered `handle` (which registers a
+        call in flight before its first `await`)."""
+        if self._not_begun:
+            self._all_begun = trio.Event()
+            await self._all_begun.wait()
+
+    async def _answer(self, line: bytes) -> None:
+        self._not_begun -= 1
+        if not self._not_begun and self._all_begun is not None:
+            self._all_begun.set()  # the pump runs again only after handle() first yields
         try:
-            reply = await self._server.handle(line, notify=self.send, connection=self._connection)
+            reply = await self._server.handle(line, notify=self._send, connection=self._connection)
             body = None if reply is None else reply.body
         except Exception:  # a bug behind handle() costs this request, not the whole session
             logger.exception("handling a message failed")
             body = _internal_error_body(line)
         if body is not None:
-            await self.send(body)
-
-    async def send(self, body: bytes) -> None:
-        """Write one message as one line; the `notify` of every request."""
-        try:
-            async with self._write_lock:
-                await self._stdout.send_all(body + b"\n")
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            if not self._nursery.cancel_scope.cancel_called:
-                logger.warning("stdout is closed: the client is gone; stopping")
-            self._nursery.cancel_scope.cancel()
+            await self._send(body)
 
 
 async def _receive(stdin: trio.abc.ReceiveStream) -> bytes | bytearray:

@@ -175,10 +175,12 @@ async def test_a_line_that_is_not_json_gets_parse_error_and_reading_goes_on(
     async with stdio_session() as peer:
         await peer.write(b'{"jsonrpc": "2.0", "id": 1, "method": \n')
         await peer.write(call("greet", {"name": "after"}, 2))
-        error = await peer.receive()
+        # Requests run side by side: their replies may come in either order.
+        messages = [await peer.receive(), await peer.receive()]
+        error = next(message for message in messages if "error" in message)
         check_reply(None, json.dumps(error).encode())
         assert error["error"]["code"] == -32700 and "id" not in error
-        greeting = await peer.receive()
+        greeting = next(message for message in messages if "result" in message)
         assert greeting["id"] == 2 and greeting["result"]["content"][0]["text"] == "Hello, after!"
         assert await peer.rest() == []
 
@@ -246,6 +248,32 @@ async def test_a_cancel_in_the_same_read_as_its_request_still_finds_it(
         await peer.write(slow + cancelled(77))
         assert await peer.rest() == []
     assert peer.finished_after < 1
+
+
+async def test_many_calls_and_their_cancels_in_one_read_are_all_cancelled(
+    autojump_clock: MockClock,
+) -> None:
+    """Requests start without waiting for each other; a notification still waits until every
+    request read before it has begun, so each cancel finds its call."""
+    async with stdio_session() as peer:
+        burst = b"".join(
+            call("slow_compute", {"seconds": 60}, n, caps=NO_CAPS) + cancelled(n) for n in range(40)
+        )
+        await peer.write(burst + call("greet", {"name": "after"}, "g"))
+        assert reply_ids(await peer.rest()) == ["g"]
+    assert peer.finished_after < 1
+
+
+async def test_a_burst_of_requests_is_answered_whole_lines_each_once(
+    autojump_clock: MockClock,
+) -> None:
+    """Answers that come out together share one write, each still a line of its own."""
+    async with stdio_session() as peer:
+        await peer.write(b"".join(call("greet", {"name": f"n{n}"}, n) for n in range(200)))
+        messages = await peer.rest()
+    assert sorted(reply_ids(messages)) == list(range(200))
+    for message in messages:
+        assert message["result"]["content"][0]["text"] == f"Hello, n{message['id']}!"
 
 
 async def test_eof_lets_the_requests_in_flight_finish_and_be_written(
