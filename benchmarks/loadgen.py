@@ -164,9 +164,10 @@ def fixed_requests(
 
 def fill(port: int, data: bytes, count: int, limit_seconds: float) -> dict[str, Any]:
     """Exactly `count` answers to `data` (each a task stored), or fewer if `limit_seconds`
-    runs out first; how many, how fast, and every failure."""
+    runs out first; how many, how fast, every failure, and the last task id answered."""
     pool = _Connections(port, min(CONNECTIONS, count))
     sent = done = failures = 0
+    last = b"{}"
     started = time.perf_counter()
     for sock in pool.sockets:
         pool.send(sock, data)
@@ -175,12 +176,15 @@ def fill(port: int, data: bytes, count: int, limit_seconds: float) -> dict[str, 
         for sock, _state, ok, body in pool.answers(1.0):
             done += 1
             failures += not ok or b'"error"' in body
+            last = body
             if sent < count:
                 pool.send(sock, data)
                 sent += 1
     elapsed = time.perf_counter() - started
     pool.close()
-    return {"count": done, "failures": failures, "seconds": elapsed, "per_second": done / elapsed}
+    last_task_id = json.loads(last).get("result", {}).get("taskId")
+    return {"count": done, "failures": failures, "seconds": elapsed, "per_second": done / elapsed,
+            "last_task_id": last_task_id}  # fmt: skip
 
 
 def task_lives(port: int, warmup: float, seconds: float) -> dict[str, Any]:

@@ -99,3 +99,55 @@ def test_soak_scripts_run_and_pass_their_verdicts() -> None:
     assert verdicts["trio_tasks"]["walk_matches_tasks_living"]
     assert all(count > 0 for count in soaked["load"]["scenarios_ok"].values())
     assert soaked["passed"]
+
+
+def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
+    tmp_path: Path,
+) -> None:
+    """`compare.py` without the peers (their venv is `benchmarks/run`'s job): every figure
+    of ours and the limit comes out, with no failed request, and the page and chart are
+    written."""
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "compare.py"), "--quick", "--peers-python", "none",
+         "--json", "--write-docs", "--docs-dir", str(tmp_path)],
+        capture_output=True, text=True, check=True, timeout=600,
+    )  # fmt: skip
+    figures = json.loads(out.stdout)
+    for workload, entry in figures["http"].items():
+        assert set(entry) == {"mcp_tasks", "limit"}, workload
+        for server, run in entry.items():
+            assert run["count"] > 0 and run["failures"] == 0, (workload, server, run)
+    assert figures["http"]["task lives"]["mcp_tasks"]["polls_per_life"] >= 1
+    for server, run in figures["stdio"].items():
+        assert run["count"] > 0 and run["failures"] == 0 and run["unanswered"] == 0, server
+    points = figures["stored"]["mcp_tasks"]["points"]
+    assert [point["stored"] for point in points] == [100, 600, 1_500]
+    assert all(point["bytes_per_task"] > 0 for point in points[1:])
+    met = {aim["figure"]: aim["met"] for aim in figures["aims"]}
+    assert met["task creations/s"] is None  # no fastmcp-tasks to compare with
+    assert met["tasks/get req/s"] in (True, False)
+    page = (tmp_path / "benchmarks.md").read_text()
+    assert "| tasks/get (req/s) |" in page and "benchmarks.png" in page
+    assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
+    assert json.loads((tmp_path / "benchmarks.json").read_text())["aims"] == figures["aims"]
+
+
+def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> None:
+    """`benchmarks/run --quick` on this checkout: the peers' venv from PyPI (pinned; kept
+    for the next run), then every server of the comparison answers every workload it has."""
+    out = subprocess.run(
+        [str(BENCHMARKS / "run"), "--quick", "--json"],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads(out.stdout)
+    peers = {"fastmcp-tasks", "official SDK"}
+    assert figures["versions"]["fastmcp-tasks"] == "4.1.4" and figures["versions"]["mcp"] == "2.3.0"
+    assert set(figures["http"]["sync tool calls (HTTP)"]) == {"mcp_tasks", "limit", *peers}
+    assert set(figures["http"]["tasks/get"]) == {"mcp_tasks", "limit", "fastmcp-tasks"}
+    assert set(figures["stdio"]) == {"mcp_tasks", "limit", "official SDK"}
+    for workload, entry in [*figures["http"].items(), ("stdio", figures["stdio"])]:
+        for server, run in entry.items():
+            assert run["count"] > 0 and run["failures"] == 0, (workload, server, run)
+    assert set(figures["stored"]) == {"mcp_tasks", "fastmcp-tasks"}
+    assert all(aim["ratio"] is not None for aim in figures["aims"])

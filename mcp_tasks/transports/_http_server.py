@@ -211,6 +211,9 @@ class _Serving:
         )
         self.tick = min(_TICK_SECONDS, shortest / 4)
         self._host_verdicts: dict[bytes | None, bool] = {}
+        self._json_verdicts: dict[bytes, bool] = {}
+        self._accept_verdicts: dict[bytes, bool] = {}
+        self.event_stream_verdicts: dict[bytes, bool] = {}
         self._connected = trio.Event()
         self._drain_started = trio.Event()
         self._hold = trio.CancelScope(shield=True)
@@ -278,11 +281,11 @@ class _Serving:
             message = f"Method {method} is not allowed: the MCP endpoint takes POST only"
             return _Refusal(405, message, allow=b"POST")
         content_type = found.get(b"content-type")
-        if content_type is None or not _is_json(content_type):
+        if content_type is None or not _remembered(self._json_verdicts, content_type, _is_json):
             shown = "none" if content_type is None else _shown(content_type)
             return _Refusal(415, f"Unsupported Content-Type {shown}: send application/json")
         accept = found.get(b"accept")
-        if accept is None or not _accepts_json(accept):
+        if accept is None or not _remembered(self._accept_verdicts, accept, _accepts_json):
             shown = "none" if accept is None else _shown(accept)
             return _Refusal(
                 406, f"Not acceptable: Accept {shown}; send application/json, text/event-stream"
@@ -340,6 +343,7 @@ class _Connection:
         self._watch: trio.CancelScope | None = None  # a watcher of the client, if any
         self._nursery: trio.Nursery | None = None
         self._peer_closed = False
+        self._read_for_request = 0  # bytes read since the current request's head began
         self._linger = False
         self._method = b""  # of the request being answered
         self._streaming = False  # the answer in flight is an SSE stream
@@ -412,6 +416,7 @@ class _Connection:
             else:
                 deadline = trio.current_time() + self.config.idle_timeout_seconds
             await self._receive(_FIRST_BYTE, deadline)
+        self._read_for_request = len(self.h11.trailing_data[0])
         started_at = self.opened_at if first else trio.current_time()
         event = await self._next_event(_HEAD, started_at + self.config.header_timeout_seconds)
         if isinstance(event, h11.ConnectionClosed):
@@ -419,6 +424,8 @@ class _Connection:
         assert isinstance(event, h11.Request), event
         # h11 bounds a head that arrives in pieces; one that came whole in a single read is
         # measured here, so the limit holds however the bytes were cut.
+        if self._read_for_request <= self.config.max_header_bytes:
+            return event  # the head is inside what was read: it cannot be longer
         size = len(event.method) + len(event.target) + 12  # the request line
         size += sum(len(name) + len(value) + 4 for name, value in event.headers.raw_items())
         if size > self.config.max_header_bytes:
@@ -444,6 +451,7 @@ class _Connection:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             data = b""
         self._waiting_for = None
+        self._read_for_request += len(data)
         self._peer_closed = not data
         self.h11.receive_data(data)
 
@@ -517,7 +525,10 @@ class _Connection:
             params=params or None,
         )
         self._streaming = False
-        self._sse_allowed = _accepts_event_stream(found.get(b"accept"))
+        accept = found.get(b"accept")
+        self._sse_allowed = accept is None or _remembered(
+            self.serving.event_stream_verdicts, accept, _accepts_event_stream
+        )
         self._handling_since = trio.current_time()
         try:
             reply = await self.serving.server.handle(
@@ -710,9 +721,18 @@ def _is_q_zero(parameter: bytes) -> bool:
         return False
 
 
-def _accepts_event_stream(accept: bytes | None) -> bool:
-    if accept is None:
-        return True
+def _remembered(verdicts: dict[bytes, bool], value: bytes, judge: Callable[[bytes], bool]) -> bool:
+    """`judge(value)`, remembered: a server sees few distinct values of a header (bounded
+    all the same, against a client that sends a new one each time)."""
+    verdict = verdicts.get(value)
+    if verdict is None:
+        if len(verdicts) >= 64:
+            verdicts.clear()
+        verdict = verdicts[value] = judge(value)
+    return verdict
+
+
+def _accepts_event_stream(accept: bytes) -> bool:
     accept = accept.lower()
     return b"text/event-stream" in accept or b"*/*" in accept or b"text/*" in accept
 
