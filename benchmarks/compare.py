@@ -345,9 +345,9 @@ def stored_tasks(server: HttpServer, plan: Plan, log: Callable[[str], None]) -> 
         create = loadgen.task_creation(running.port)
         stored = 1
         for count in plan.stored:
-            filled = loadgen.fill(running.port, create, count - stored, plan.fill_limit_seconds)
-            if filled["failures"] or filled["count"] < count - stored:
-                raise RuntimeError(f"{server.name}: storing {count} tasks failed: {filled}")
+            filled = fill(
+                running, create, stored, count, limit_seconds=plan.fill_limit_seconds, log=log
+            )
             stored = count
             if filled["last_task_id"]:  # tasks run about in order: the last one, last
                 wait_until_completed(running, filled["last_task_id"], plan.fill_limit_seconds)
@@ -378,6 +378,34 @@ def stored_tasks(server: HttpServer, plan: Plan, log: Callable[[str], None]) -> 
                 f"tasks/get p99 {point['tasks_get_p99_ms']:.2f} ms"
             )
     return {"points": points}
+
+
+def fill(
+    server: Running,
+    create: bytes,
+    stored: int,
+    wanted: int,
+    *,
+    limit_seconds: float,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Create tasks on `server` from `stored` up to `wanted`, in steps of at most 10,000
+    (a line of progress each); the figures of the whole fill."""
+    started = time.monotonic()
+    created = 0
+    filled: dict[str, Any] = {}
+    while stored + created < wanted:
+        step = min(10_000, wanted - stored - created)
+        left = limit_seconds - (time.monotonic() - started)
+        filled = loadgen.fill(server.port, create, step, left)
+        if filled["failures"] or filled["count"] < step:
+            raise RuntimeError(f"{server.name}: storing {wanted:,} tasks failed: {filled}")
+        created += step
+        if wanted - stored > 10_000:
+            log(f"{server.name}: {stored + created:,} of {wanted:,} tasks created "
+                f"({filled['per_second']:,.0f}/s)")  # fmt: skip
+    seconds = time.monotonic() - started
+    return {**filled, "count": created, "seconds": seconds, "per_second": created / seconds}
 
 
 # --- the report ---------------------------------------------------------------------------
@@ -596,6 +624,7 @@ def chart(figures: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
+    from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: PLC0415
 
     shown = [aim for aim in figures["aims"] if aim["margin"]]
     labels = [f"{a['figure']}\nvs {a['against']}" for a in shown]
@@ -612,7 +641,11 @@ def chart(figures: dict[str, Any], path: Path) -> None:
         axes.text(aim["margin"], index, text, va="center", fontsize=8)
     axes.set_xlabel("ratio / aim (log scale; right of the line: aim met)")
     axes.set_title(f"mcp_tasks vs peers and the limit ({figures['machine']['cores']} cores)")
-    axes.set_xlim(min(0.3, min(margins) * 0.8), max(margins) * 4)
+    low, high = min(0.5, min(margins) * 0.8), max(margins) * 2.5
+    axes.set_xlim(low, high)
+    axes.set_xticks([tick for tick in (0.25, 0.5, 1, 2, 4, 8, 16) if low <= tick <= high])
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.xaxis.set_minor_formatter(NullFormatter())
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -7,8 +7,9 @@ generator in a third process, over 127.0.0.1:
 
 * `mcp_tasks`: `serve_http` around `examples/jobs.py` (defaults: every check on, the
   core validating `_meta` and the MCP headers against the body);
-* `limit`: a minimal h11 + trio + msgspec server that reads each request, decodes its id and
-  answers a fixed result: what Python on trio and h11 can do at best on this machine.
+* `limit`: the minimal h11 + trio + msgspec server of `servers.py`, which reads each request,
+  decodes its id and method and answers a fixed result of the right shape: what Python on
+  trio and h11 can do at best on this machine.
 
 Workloads: `tasks/get` on a completed task (its result inlined), and `tools/call` of the
 synchronous tool `greet`. The generator keeps 16 keep-alive connections busy, one request in
@@ -46,12 +47,9 @@ import selectors
 import socket
 import subprocess
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import h11
-import msgspec
 import trio
 
 from mcp_tasks.transports._http_server import serve_http
@@ -62,7 +60,7 @@ TARGET_RATIO = 0.7
 SERVER_LIFETIME_SECONDS = 600  # a server left behind stops by itself
 VERSION = "2026-07-28"
 TASKS_CAPS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
-FAKE_TASK_ID = "tsk_" + "x" * 32  # what the limit server is asked for (it reads no params)
+FAKE_TASK_ID = "tsk_" + "x" * 32  # what the limit server is asked for (any id will do)
 
 
 # --- the servers --------------------------------------------------------------------------
@@ -83,55 +81,21 @@ def run_mcp_server() -> None:
     trio.run(main)
 
 
-class _RequestId(msgspec.Struct):
-    id: int | str | None = None
-
-
-_ID_DECODER = msgspec.json.Decoder(_RequestId)
-_FIXED_RESULT = msgspec.Raw(
-    b'{"resultType":"complete","content":[{"type":"text","text":"Hello, bench!"}]}'
-)
-
-
-async def _limit_connection(stream: trio.SocketStream) -> None:
-    with contextlib.suppress(trio.BrokenResourceError):  # the generator ends mid-request
-        await _limit_pump(stream)
-
-
-async def _limit_pump(stream: trio.SocketStream) -> None:
-    connection = h11.Connection(h11.SERVER)
-    body = b""
-    while True:
-        event = connection.next_event()
-        if event is h11.NEED_DATA:
-            connection.receive_data(await stream.receive_some(65536))
-        elif isinstance(event, h11.Data):
-            body += event.data
-        elif isinstance(event, h11.EndOfMessage):
-            request_id = _ID_DECODER.decode(body).id
-            reply = msgspec.json.encode(
-                {"jsonrpc": "2.0", "id": request_id, "result": _FIXED_RESULT}
-            )
-            headers = [("content-type", "application/json"), ("content-length", str(len(reply)))]
-            out = connection.send(h11.Response(status_code=200, headers=headers)) or b""
-            out += connection.send(h11.Data(data=reply)) or b""
-            out += connection.send(h11.EndOfMessage()) or b""
-            await stream.send_all(out)
-            connection.start_next_cycle()
-            body = b""
-        elif isinstance(event, h11.ConnectionClosed):
-            return
+def _load_sibling(name: str) -> Any:
+    """A module next to this file, loaded by path (this folder is off sys.path)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", Path(_HERE) / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_limit_server() -> None:
-    async def main() -> None:
-        with trio.move_on_after(SERVER_LIFETIME_SECONDS):
-            async with trio.open_nursery() as nursery:
-                serve = partial(trio.serve_tcp, host="127.0.0.1")
-                listeners = await nursery.start(serve, _limit_connection, 0)
-                print(f"PORT {listeners[0].socket.getsockname()[1]}", flush=True)
-
-    trio.run(main)
+    """The limit server of `servers.py` (it answers `tasks/get` with a fixed completed task
+    and a tool call with a fixed greeting)."""
+    servers = _load_sibling("servers")
+    trio.run(servers._for_a_while, "limit-http")
 
 
 # --- the load generator -------------------------------------------------------------------

