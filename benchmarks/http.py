@@ -43,8 +43,6 @@ import http.client
 import importlib.util
 import json
 import platform
-import selectors
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -101,95 +99,31 @@ def run_limit_server() -> None:
 # --- the load generator -------------------------------------------------------------------
 
 
-def build_request(workload: str, task_id: str) -> bytes:
+loadgen = _load_sibling("loadgen")
+
+
+def build_request(workload: str, task_id: str, port: int) -> bytes:
     """One POST for `workload`: "tasks/get" (of `task_id`), or "tools/call NAME" (the tool
     NAME; `greet` is asked to greet "bench", any other tool gets no arguments)."""
-    params: dict[str, Any]
     if workload == "tasks/get":
-        method, name, params = "tasks/get", task_id, {"taskId": task_id}
-    else:
-        method, _, tool = workload.partition(" ")
-        if method != "tools/call" or not tool:
-            raise ValueError(f"a workload is 'tasks/get' or 'tools/call NAME', not {workload!r}")
-        arguments = {"name": "bench"} if tool == "greet" else {}
-        name, params = tool, {"name": tool, "arguments": arguments}
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": TASKS_CAPS,
-    }
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}},
-        separators=(",", ":"),
-    ).encode()
-    head = (
-        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {VERSION}\r\n"
-        f"Mcp-Method: {method}\r\nMcp-Name: {name}\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
-
-
-def _answer_length(buffer: bytearray) -> int:
-    """The length of the first whole answer in `buffer`, or 0 if it is not all there."""
-    end = buffer.find(b"\r\n\r\n")
-    if end < 0:
-        return 0
-    head = bytes(buffer[:end]).lower()
-    start = head.find(b"content-length:")
-    if start < 0:
-        raise RuntimeError(f"an answer without Content-Length: {head[:200]!r}")
-    line_end = head.find(b"\r\n", start)
-    length = int(head[start + 15 : line_end if line_end >= 0 else None])
-    total = end + 4 + length
-    return total if len(buffer) >= total else 0
+        return loadgen.task_poll(port, task_id)
+    method, _, tool = workload.partition(" ")
+    if method != "tools/call" or not tool:
+        raise ValueError(f"a workload is 'tasks/get' or 'tools/call NAME', not {workload!r}")
+    arguments = {"name": "bench"} if tool == "greet" else {}
+    params = {"name": tool, "arguments": arguments}
+    return loadgen.post(port, "tools/call", tool, params)
 
 
 def generate_load(port: int, data: bytes, warmup: float, seconds: float) -> dict[str, Any]:
-    selector = selectors.DefaultSelector()
-    latencies: list[float] = []
-    failures = 0
-    sockets = []
-    for _ in range(CONNECTIONS):
-        sock = socket.create_connection(("127.0.0.1", port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setblocking(False)
-        sockets.append(sock)
-        selector.register(sock, selectors.EVENT_READ, [bytearray(), 0.0])
-    window_start = time.perf_counter() + warmup
-    window_end = window_start + seconds
-    for sock in sockets:
-        sock.sendall(data)
-        selector.get_key(sock).data[1] = time.perf_counter()
-    now = time.perf_counter()
-    while now < window_end:
-        for key, _ in selector.select(timeout=1.0):
-            connection, state = key.fileobj, key.data
-            assert isinstance(connection, socket.socket)
-            received = connection.recv(262144)
-            if not received:
-                raise RuntimeError("the server closed a connection")
-            buffer = state[0]
-            buffer += received
-            while length := _answer_length(buffer):
-                ok = buffer.startswith(b"HTTP/1.1 200 ")
-                del buffer[:length]
-                now = time.perf_counter()
-                if window_start <= now < window_end:
-                    latencies.append(now - state[1])
-                    failures += not ok
-                connection.sendall(data)
-                state[1] = now
-        now = time.perf_counter()
-    for sock in sockets:
-        sock.close()
-    latencies.sort()
-    count = len(latencies)
+    """`loadgen.fixed_requests`, under this benchmark's names for its figures."""
+    run = loadgen.fixed_requests(port, data, warmup, seconds, CONNECTIONS)
     return {
-        "requests": count,
-        "failures": failures,
-        "requests_per_second": count / seconds,
-        "p50_ms": latencies[count // 2] * 1000 if count else None,
-        "p99_ms": latencies[min(count - 1, int(count * 0.99))] * 1000 if count else None,
+        "requests": run["count"],
+        "failures": run["failures"],
+        "requests_per_second": run["per_second"],
+        "p50_ms": run["p50_ms"],
+        "p99_ms": run["p99_ms"],
     }
 
 
@@ -353,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         run_mcp_server() if args.role == "mcp" else run_limit_server()
     elif args.role == "load":
         _pin(1)
-        data = build_request(args.workload, args.task_id)
+        data = build_request(args.workload, args.task_id, args.port)
         print(json.dumps(generate_load(args.port, data, args.warmup, args.seconds)))
     else:
         warmup, seconds, rounds = (0.1, 0.3, 1) if args.quick else (0.5, 2.0, 3)

@@ -151,3 +151,18 @@ def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> 
             assert run["count"] > 0 and run["failures"] == 0, (workload, server, run)
     assert set(figures["stored"]) == {"mcp_tasks", "fastmcp-tasks"}
     assert all(aim["ratio"] is not None for aim in figures["aims"])
+
+
+def test_the_benchmarks_page_shows_the_figures_of_its_json() -> None:
+    """docs/benchmarks.md is `benchmarks/run`'s output, not edited by hand: its tables are
+    the ones its JSON renders to, and every aim of the issue is in them."""
+    docs = BENCHMARKS.parent / "docs"
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "compare.py"), "--peers-python", "none",
+         "--from-json", str(docs / "benchmarks.json")],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert out.stdout.strip() in (docs / "benchmarks.md").read_text()
+    figures = json.loads((docs / "benchmarks.json").read_text())
+    assert len(figures["aims"]) == 8 and all(aim["ratio"] for aim in figures["aims"])
+    assert (docs / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
