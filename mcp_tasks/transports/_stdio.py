@@ -152,26 +152,36 @@ class _Writer:
         self._lines: list[bytes] = []
         self._pending = trio.Event()
         self._written = trio.Event()
+        self._stopped = False
 
     async def send(self, body: bytes) -> None:
-        """Queue one message and wait until it is written (the `notify` of every request)."""
+        """Queue one message and wait until it is written (the `notify` of every request).
+        Once the writer has stopped, a message goes nowhere: nobody can read it."""
+        if self._stopped:
+            return
         self._lines.append(body + b"\n")
         written = self._written
         self._pending.set()
         await written.wait()
 
     async def run(self) -> None:
-        while True:
-            await self._pending.wait()
-            lines, written = self._lines, self._written
-            self._lines, self._written, self._pending = [], trio.Event(), trio.Event()
-            try:
-                await self._stdout.send_all(b"".join(lines))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                logger.warning("stdout is closed: the client is gone; stopping")
-                self._session.cancel()
-                return
-            written.set()
+        writing = self._written
+        try:
+            while True:
+                await self._pending.wait()
+                lines, writing = self._lines, self._written
+                self._lines, self._written, self._pending = [], trio.Event(), trio.Event()
+                try:
+                    await self._stdout.send_all(b"".join(lines))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    logger.warning("stdout is closed: the client is gone; stopping")
+                    self._session.cancel()
+                    return
+                writing.set()
+        finally:  # nobody waits for a write that will not come
+            self._stopped = True
+            writing.set()
+            self._written.set()
 
 
 class _Session:
