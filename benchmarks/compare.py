@@ -713,13 +713,13 @@ ones not measured paused (SIGSTOP), and the best run of each counts. Every answe
 A profile of our server under the `tasks/get` load (py-spy, sampling the server process)
 splits each request about like this: h11 parsing the request and framing the answer a bit
 under half, trio's socket calls and scheduler about a fifth, and mcp_tasks about a quarter:
-the transport's checks (Host, Origin, path, Content-Type, Accept, the MCP headers against
-the body, limits and deadlines) and the core (decode, store read, encode: about 9 us of
-the whole, `benchmarks/core.py`). The limit does the h11 and trio part and nothing else,
-so our ratio to it is the share of that quarter; no single function stands out. Closing the
-rest of the gap means doing less per request outside the core: parsing the head of a
-request without h11 on the hot path (the hostile-input tests guard that), or folding the
-transport's checks into fewer passes over the headers.
+the core (decode, store read, encode: about 9 us), the transport's checks (Host, Origin,
+path, Content-Type, Accept, the MCP headers: about 2 us) and, most of it, the connection's
+layering (coroutines resumed per request, deadline bookkeeping, h11 state queries). The
+limit does the h11 and trio part and nothing else, so our ratio to it is the share of that
+quarter; no single function stands out. Closing the rest of the gap means doing less per
+request outside the core: parsing the head of a request without h11 on the hot path (the
+hostile-input tests guard that), or flattening the connection's per-request path.
 
 ## Machine and versions
 
