@@ -262,7 +262,6 @@ def stdio_requests(
                 raise RuntimeError(f"no answer on stdout from {command}")
         stdin.write((line + b"\n") * window)
         stdin.flush()
-        in_flight = window
         window_start = time.perf_counter() + warmup
         window_end = window_start + seconds
         while (now := time.perf_counter()) < window_end:
