@@ -52,6 +52,7 @@ from mcp_tasks.core import (
     CallToolResult,
     FetchTask,
     Implementation,
+    Need,
     Reply,
     RunTool,
     SaveTask,
@@ -157,31 +158,35 @@ class Shell:
         self.next_wake = math.inf
         self.now = T0
 
-    def perform(self, step: Step, now: float) -> Reply | None:
-        """Perform `step.effects` in order and return the reply to send (if any)."""
-        reply = step.reply
-        for effect in step.effects:
+    def perform(self, answer: Step | Need, now: float) -> Reply | None:
+        """Fulfil the core's needs until it answers with a `Step`; perform its commands in
+        order and return the reply to send (if any)."""
+        while not isinstance(answer, Step):
+            if isinstance(answer, FetchTask):
+                record = done(self.store.get(answer.request.task_id))
+                answer = self.core.handle_task_request(answer.request, record, now)
+            elif isinstance(answer, RunTool):
+                answer = self.core.tool_returned(answer.call, job(answer.call), now)
+            else:
+                raise RuntimeError(f"unexpected need in this benchmark: {answer!r}")
+        for effect in answer.effects:
             if isinstance(effect, SaveTask):
-                done(self.store.save(effect.record, effect.expected_version))
-            elif isinstance(effect, FetchTask):
-                record = done(self.store.get(effect.request.task_id))
-                reply = self.perform(
-                    self.core.handle_task_request(effect.request, record, now), now
+                limits = effect.limits
+                done(
+                    self.store.save(
+                        effect.record,
+                        effect.expected_version,
+                        active=effect.active,
+                        limit=None if limits is None else limits.max_tasks,
+                    )
                 )
-            elif isinstance(effect, RunTool):
-                call = effect.call
-                outcome = job(call)
-                step = self.core.tool_returned(
-                    call, outcome, now, stored_tasks=done(self.store.count())
-                )
-                reply = self.perform(step, now)
             elif isinstance(effect, StartTask):
                 self.started.append(effect)
             elif isinstance(effect, WakeAt):
                 self.next_wake = min(self.next_wake, effect.deadline)
             else:
                 raise RuntimeError(f"unexpected effect in this benchmark: {effect!r}")
-        return reply
+        return answer.reply
 
     def live(self, call_request: bytes) -> tuple[Reply, Reply]:
         """One task's whole life; returns the replies to `tools/call` and `tasks/get`."""

@@ -1,9 +1,11 @@
 """Drive the pure core from your own transport: a complete, synchronous shell in one page.
 
 The shell owns the clock, the id source, the store and the handlers; the core decides.
-Each incoming message goes to `core.receive`; the shell performs the effects of the `Step`
-it gets back, in order, then sends the reply. Here tasks run to completion right after
-they start (a real shell runs them concurrently: see the trio runtime).
+Each incoming message goes to `core.receive`; while the core answers with a `Need` (run
+this handler, load that task), the shell fulfils it and hands the result back; then it
+performs the commands of the final `Step`, in order, and sends the reply. Here tasks run
+to completion right after they start (a real shell runs them concurrently: see the trio
+runtime).
 
 Run it: `python examples/drive_core.py` prints a short exchange.
 """
@@ -20,11 +22,10 @@ from mcp_tasks.core import (
     START_TASK,
     TASKS_EXTENSION,
     CallToolResult,
-    CancelRequest,
-    CancelTask,
     DeleteTask,
     FetchTask,
     Implementation,
+    Need,
     Reply,
     ResumeTask,
     RunTool,
@@ -36,7 +37,6 @@ from mcp_tasks.core import (
     ToolCall,
     ToolOutcome,
     ToolSpec,
-    WakeAt,
 )
 
 
@@ -51,48 +51,49 @@ def shout(call: ToolCall) -> ToolOutcome:
 class MiniShell:
     def __init__(self) -> None:
         self.records: dict[str, TaskRecord] = {}  # the store (the real ones are async)
-        self.handlers = {"shout": shout}
         self.core = ServerCore(
             info=Implementation(name="mini", version="1.0"),
-            tools=[ToolSpec(name="shout", task_support="optional")],
             new_task_id=lambda: "tsk_" + secrets.token_urlsafe(24),
             state_key=secrets.token_bytes(32),
         )
+        # One registry: the spec and its handler together; the core hands the handler back.
+        self.core.add_tool(ToolSpec(name="shout", task_support="optional"), shout)
         self.pending: list[StartTask | ResumeTask] = []
 
     def handle(self, data: bytes) -> bytes | None:
-        reply = self.perform(self.core.receive(data, time.time()))
+        reply = self.drive(self.core.receive(data, time.time()))
         while self.pending:  # run started tasks to the end (a real shell runs them apart)
             job = self.pending.pop(0)
-            outcome = self.handlers[job.call.tool_name](job.call)
+            outcome = job.handler(job.call)
             record = self.records.get(job.task_id)  # as stored now: it may have been cancelled
-            if record is not None:
-                self.perform(self.core.task_returned(record, outcome, time.time()))
+            self.perform(self.core.task_returned(record, outcome, time.time()))
         return None if reply is None else reply.body
 
+    def drive(self, answer: Step | Need) -> Reply | None:
+        """Fulfil what the core needs until it answers with a `Step`; perform that."""
+        while not isinstance(answer, Step):
+            if isinstance(answer, RunTool):
+                outcome = answer.handler(answer.call)
+                answer = self.core.tool_returned(answer.call, outcome, time.time())
+            elif isinstance(answer, FetchTask):
+                record = self.records.get(answer.request.task_id)
+                answer = self.core.handle_task_request(answer.request, record, time.time())
+            else:
+                raise NotImplementedError(f"this shell serves tools and tasks only: {answer!r}")
+        return self.perform(answer)
+
     def perform(self, step: Step) -> Reply | None:
-        reply = step.reply
         for effect in step.effects:
-            now = time.time()
-            if isinstance(effect, RunTool):
-                outcome = self.handlers[effect.call.tool_name](effect.call)
-                stored = len(self.records)
-                reply = self.perform(
-                    self.core.tool_returned(effect.call, outcome, now, stored_tasks=stored)
-                )
-            elif isinstance(effect, FetchTask):
-                record = self.records.get(effect.request.task_id)
-                reply = self.perform(self.core.handle_task_request(effect.request, record, now))
-            elif isinstance(effect, SaveTask):
+            if isinstance(effect, SaveTask):
                 # One thread, no await: nothing else can have written since the core read it.
                 self.records[effect.record.task_id] = effect.record
             elif isinstance(effect, DeleteTask):
                 self.records.pop(effect.task_id, None)
             elif isinstance(effect, StartTask | ResumeTask):
                 self.pending.append(effect)
-            elif isinstance(effect, CancelTask | CancelRequest | WakeAt):
-                pass  # nothing runs concurrently here, and expiry is swept by the caller
-        return reply
+            # CancelTask, CancelRequest, WakeAt, ...: nothing runs concurrently here, and
+            # expiry is swept by the caller.
+        return step.reply
 
 
 def request(request_id: int, method: str, params: dict[str, Any]) -> bytes:

@@ -3,58 +3,142 @@
 `Server` runs tools and their tasks on trio; the pure protocol core lives in
 `mcp_tasks.core`, task stores in `mcp_tasks.store`. The names most programs need are
 re-exported here.
+
+They are loaded on first use (PEP 562): `import mcp_tasks.core` stays free of trio and the
+transports, and `from mcp_tasks import Server` brings in only what the server needs.
 """
 
-from ._context import RequestContext, ToolContext
-from .core import (
-    INVALID_PARAMS,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    PROTOCOL_VERSION,
-    START_TASK,
-    TASKS_EXTENSION,
-    AudioContent,
-    CallToolResult,
-    ClientCapabilities,
-    Completion,
-    CompletionArgument,
-    CreateMessageParams,
-    CreateMessageRequest,
-    CreateMessageResult,
-    ElicitParams,
-    ElicitRequest,
-    ElicitResult,
-    EmbeddedResource,
-    ErrorObject,
-    GetPromptResult,
-    HttpHeaders,
-    ImageContent,
-    Implementation,
-    InputRequest,
-    InputRequired,
-    ListRootsRequest,
-    ListRootsResult,
-    LocalProtocolError,
-    PromptMessage,
-    ProtocolError,
-    RemoteProtocolError,
-    Reply,
-    ResourceContents,
-    ResourceLink,
-    Root,
-    SamplingMessage,
-    ServerCore,
-    ServerOptions,
-    TaskOptions,
-    TaskRecord,
-    TaskStatus,
-    TextContent,
-    ToolOutcome,
-    ToolSpec,
-)
-from .server import Connection, ResourceNotFound, Server, ToolError
-from .store import MemoryTaskStore, TaskStore
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._context import RequestContext, ToolContext
+    from .core import (
+        INVALID_PARAMS,
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        PROTOCOL_VERSION,
+        START_TASK,
+        TASKS_EXTENSION,
+        AudioContent,
+        CallToolResult,
+        ClientCapabilities,
+        Completion,
+        CompletionArgument,
+        CreateMessageParams,
+        CreateMessageRequest,
+        CreateMessageResult,
+        ElicitParams,
+        ElicitRequest,
+        ElicitResult,
+        EmbeddedResource,
+        ErrorObject,
+        GetPromptResult,
+        HttpHeaders,
+        ImageContent,
+        Implementation,
+        InputRequest,
+        InputRequired,
+        ListRootsRequest,
+        ListRootsResult,
+        LocalProtocolError,
+        PromptMessage,
+        ProtocolError,
+        RemoteProtocolError,
+        Reply,
+        ResourceContents,
+        ResourceLink,
+        Root,
+        SamplingMessage,
+        ServerCore,
+        ServerOptions,
+        TaskOptions,
+        TaskRecord,
+        TaskStatus,
+        TextContent,
+        ToolOutcome,
+        ToolSpec,
+    )
+    from .server import Connection, ResourceNotFound, Server, ToolError
+    from .store import MemoryTaskStore, TaskStore
 
 __version__ = "0.1.0.dev0"
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "._context": ("RequestContext", "ToolContext"),
+    ".core": (
+        "INVALID_PARAMS",
+        "MISSING_REQUIRED_CLIENT_CAPABILITY",
+        "PROTOCOL_VERSION",
+        "START_TASK",
+        "TASKS_EXTENSION",
+        "AudioContent",
+        "CallToolResult",
+        "ClientCapabilities",
+        "Completion",
+        "CompletionArgument",
+        "CreateMessageParams",
+        "CreateMessageRequest",
+        "CreateMessageResult",
+        "ElicitParams",
+        "ElicitRequest",
+        "ElicitResult",
+        "EmbeddedResource",
+        "ErrorObject",
+        "GetPromptResult",
+        "HttpHeaders",
+        "ImageContent",
+        "Implementation",
+        "InputRequest",
+        "InputRequired",
+        "ListRootsRequest",
+        "ListRootsResult",
+        "LocalProtocolError",
+        "PromptMessage",
+        "ProtocolError",
+        "RemoteProtocolError",
+        "Reply",
+        "ResourceContents",
+        "ResourceLink",
+        "Root",
+        "SamplingMessage",
+        "ServerCore",
+        "ServerOptions",
+        "TaskOptions",
+        "TaskRecord",
+        "TaskStatus",
+        "TextContent",
+        "ToolOutcome",
+        "ToolSpec",
+    ),
+    ".server": ("Connection", "ResourceNotFound", "Server", "ToolError"),
+    ".store": ("MemoryTaskStore", "TaskStore"),
+}
+"""The module each re-exported name is loaded from, on first use."""
+
+_ORIGIN = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and a misspelt name is an error
+
+    def __getattr__(name: str) -> object:
+        module = _ORIGIN.get(name)
+        if module is not None:
+            value = getattr(importlib.import_module(module, __name__), name)
+        elif "." + name in _EXPORTS:  # `mcp_tasks.core` etc. without importing them first
+            value = importlib.import_module("." + name, __name__)
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        globals()[name] = value  # the next use is a plain lookup
+        return value
+
+
+def __dir__() -> list[str]:
+    """The public names are `__all__` and the modules they come from, loaded or not."""
+    private = (name for name in globals() if name.startswith("_"))
+    return sorted({*private, *__all__, *(module[1:] for module in _EXPORTS)})
+
 
 __all__ = [
     "INVALID_PARAMS",

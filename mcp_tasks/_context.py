@@ -93,6 +93,8 @@ class RequestContext:
             return msgspec.json.decode(raw, type=kind)
         except msgspec.ValidationError:
             return None  # the answer was to a different kind of request under this key
+        except RecursionError:
+            return None  # nested too deeply to read: no usable answer
 
     # --- telling the client --------------------------------------------------------------
 

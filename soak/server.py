@@ -146,7 +146,7 @@ async def monitor(path: Path, every: float) -> None:
             "t": time.time(),
             "trio_tasks": sum(names.values()),
             "tasks_living": trio.lowlevel.current_statistics().tasks_living,
-            "running_handlers": len(server._running),
+            "running_handlers": len(server.runner.running),
             "stored": await server.store.count(),
             "names": dict(names.most_common()),
         }

@@ -6,30 +6,25 @@ and transitions (a test proves it).
 """
 
 from ._catalog import Catalog
+from ._catalog_calls import MAX_COMPLETION_VALUES
 from ._effects import (
+    AwaitAnswer,
     CancelRequest,
     CancelTask,
-    Complete,
-    CompletionCall,
     DeleteTask,
     Effect,
-    FetchTask,
-    GetPrompt,
-    Listen,
-    PromptCall,
-    ReadResource,
+    Notify,
+    ReleaseLease,
     Reply,
-    ResourceRead,
     ResumeTask,
-    RunTool,
     SaveTask,
     StartTask,
     Step,
-    Subscription,
-    TaskRequest,
-    ToolCall,
+    TaskLimits,
     WakeAt,
 )
+from ._encode import error_body, iso_utc, notification, shown
+from ._envelope import HttpHeaders
 from ._errors import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -47,6 +42,21 @@ from ._errors import (
     VersionConflict,
     http_status_for_code,
 )
+from ._needs import (
+    Complete,
+    CompletionCall,
+    FetchTask,
+    GetPrompt,
+    Listen,
+    Need,
+    PromptCall,
+    ReadResource,
+    ResourceRead,
+    RunTool,
+    Subscription,
+    TaskRequest,
+    ToolCall,
+)
 from ._options import (
     PromptSpec,
     ResourceSpec,
@@ -61,12 +71,17 @@ from ._outcomes import (
     CompletionOutcome,
     InputRequired,
     PromptOutcome,
+    ResourceNotFound,
     ResourceOutcome,
     StartTaskOutcome,
+    ToolError,
     ToolOutcome,
+    failure_outcome,
+    resource_not_found,
 )
+from ._policy import MinPollInterval, PollPolicy
 from ._records import TaskRecord, decode_record, encode_record
-from ._server import HttpHeaders, ServerCore, iso_utc, resource_not_found
+from ._server import LOG_LEVELS, ServerCore
 from ._state import (
     INITIAL_STATUS,
     TRANSITIONS,
@@ -138,6 +153,8 @@ __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
+    "LOG_LEVELS",
+    "MAX_COMPLETION_VALUES",
     "METHOD_NOT_FOUND",
     "MISSING_REQUIRED_CLIENT_CAPABILITY",
     "PARSE_ERROR",
@@ -149,6 +166,7 @@ __all__ = [
     "TRANSITIONS",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "AudioContent",
+    "AwaitAnswer",
     "CallToolResult",
     "CancelRequest",
     "CancelTask",
@@ -193,6 +211,10 @@ __all__ = [
     "Listen",
     "LocalProtocolError",
     "LoggingLevel",
+    "MinPollInterval",
+    "Need",
+    "Notify",
+    "PollPolicy",
     "Prompt",
     "PromptArgument",
     "PromptCall",
@@ -203,6 +225,7 @@ __all__ = [
     "ProtocolError",
     "ReadResource",
     "ReadResourceResult",
+    "ReleaseLease",
     "RemoteProtocolError",
     "Reply",
     "RequestId",
@@ -210,6 +233,7 @@ __all__ = [
     "Resource",
     "ResourceContents",
     "ResourceLink",
+    "ResourceNotFound",
     "ResourceOutcome",
     "ResourceRead",
     "ResourceSpec",
@@ -229,6 +253,7 @@ __all__ = [
     "Subscription",
     "SubscriptionFilter",
     "TaskEvent",
+    "TaskLimits",
     "TaskOptions",
     "TaskRecord",
     "TaskRequest",
@@ -237,6 +262,7 @@ __all__ = [
     "TextContent",
     "Tool",
     "ToolCall",
+    "ToolError",
     "ToolOutcome",
     "ToolSpec",
     "VersionConflict",
@@ -246,10 +272,14 @@ __all__ = [
     "decode_record",
     "decode_result_type",
     "encode_record",
+    "error_body",
+    "failure_outcome",
     "http_status_for_code",
     "iso_utc",
     "mermaid_diagram",
     "next_status",
+    "notification",
     "resource_not_found",
+    "shown",
     "transition_table",
 ]

@@ -1,9 +1,10 @@
-"""What a server offers besides tools: prompts, resources, resource templates, completions.
+"""What a server offers: tools, prompts, resources, resource templates, completions.
 
-`Catalog` is configuration only. It answers the list methods (cached until the next
-registration), finds what a `resources/read` uri names, and says which capabilities
-`server/discover` declares: a kind the server has nothing of is not declared, and its
-methods answer -32601.
+`Catalog` is the server's one registry: each spec with the handler that serves it (any
+object; the core hands it back untouched in the `Need` that runs it). It answers the list
+methods (cached until the next registration), finds what a `resources/read` uri names, and
+says which capabilities `server/discover` declares: a kind the server has nothing of is
+not declared, and its methods answer -32601.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from . import _wire as w
-from ._options import PromptSpec, ResourceSpec, ResourceTemplateSpec
+from ._options import PromptSpec, ResourceSpec, ResourceTemplateSpec, ToolSpec
 
 CompletionTarget = tuple[Literal["ref/prompt", "ref/resource"], str]
 """("ref/prompt", prompt name) or ("ref/resource", uri template)."""
@@ -20,55 +21,90 @@ CompletionTarget = tuple[Literal["ref/prompt", "ref/resource"], str]
 class ResourceMatch:
     """What a uri names: a fixed resource, or a template and its variables."""
 
-    __slots__ = ("template", "ttl_ms", "variables")
+    __slots__ = ("handler", "template", "ttl_ms", "variables")
 
-    def __init__(self, ttl_ms: int, template: str | None, variables: dict[str, str]) -> None:
+    def __init__(
+        self, ttl_ms: int, template: str | None, variables: dict[str, str], handler: Any = None
+    ) -> None:
         self.ttl_ms = ttl_ms
         self.template = template
         self.variables = variables
+        self.handler = handler
 
 
 class Catalog:
     def __init__(self, *, ttl_ms: int, cache_scope: Literal["public", "private"]) -> None:
         self._ttl_ms = ttl_ms
         self._cache_scope: Literal["public", "private"] = cache_scope
+        self.tools: dict[str, ToolSpec] = {}
         self.prompts: dict[str, PromptSpec] = {}
         self.resources: dict[str, ResourceSpec] = {}
         self.templates: dict[str, ResourceTemplateSpec] = {}
         self.completions: set[CompletionTarget] = set()
+        self.header_params: dict[str, dict[str, str]] = {}
+        """Tool name -> argument -> its `Mcp-Param-*` header name (annotated tools only)."""
+        self._handlers: dict[tuple[str, Any], Any] = {}
+        """(kind, name) -> the handler registered with the spec."""
         self._cached: dict[str, Any] = {}
+
+    def handler(self, kind: str, name: Any) -> Any:
+        """What was registered to serve `name` of `kind` ("tool", "prompt", "resource",
+        "template", "completion"), or None."""
+        return self._handlers.get((kind, name))
 
     # --- registration -----------------------------------------------------------------
 
-    def add_prompt(self, prompt: PromptSpec) -> None:
+    def add_tool(self, tool: ToolSpec, handler: Any = None) -> None:
+        if tool.name in self.tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self.tools[tool.name] = tool
+        self._handlers["tool", tool.name] = handler
+        header_params = tool.header_params()
+        if header_params:
+            self.header_params[tool.name] = header_params
+        self._cached.pop("tools", None)
+
+    def remove_tool(self, name: str) -> None:
+        del self.tools[name]
+        self._handlers.pop(("tool", name), None)
+        self.header_params.pop(name, None)
+        self._cached.pop("tools", None)
+
+    def add_prompt(self, prompt: PromptSpec, handler: Any = None) -> None:
         if prompt.name in self.prompts:
             raise ValueError(f"a prompt named {prompt.name!r} is already registered")
         self.prompts[prompt.name] = prompt
+        self._handlers["prompt", prompt.name] = handler
         self._cached.pop("prompts", None)
 
     def remove_prompt(self, name: str) -> None:
         """Take the prompt away, and the completion of its arguments with it."""
         del self.prompts[name]
+        self._handlers.pop(("prompt", name), None)
         self.completions.discard(("ref/prompt", name))
+        self._handlers.pop(("completion", ("ref/prompt", name)), None)
         self._cached.pop("prompts", None)
 
-    def add_resource(self, resource: ResourceSpec) -> None:
+    def add_resource(self, resource: ResourceSpec, handler: Any = None) -> None:
         if resource.uri in self.resources:
             raise ValueError(f"a resource with uri {resource.uri!r} is already registered")
         self.resources[resource.uri] = resource
+        self._handlers["resource", resource.uri] = handler
         self._cached.pop("resources", None)
 
     def remove_resource(self, uri: str) -> None:
         del self.resources[uri]
+        self._handlers.pop(("resource", uri), None)
         self._cached.pop("resources", None)
 
-    def add_template(self, template: ResourceTemplateSpec) -> None:
+    def add_template(self, template: ResourceTemplateSpec, handler: Any = None) -> None:
         if template.uri_template in self.templates:
             raise ValueError(f"the uri template {template.uri_template!r} is already registered")
         self.templates[template.uri_template] = template
+        self._handlers["template", template.uri_template] = handler
         self._cached.pop("templates", None)
 
-    def add_completion(self, target: CompletionTarget) -> None:
+    def add_completion(self, target: CompletionTarget, handler: Any = None) -> None:
         kind, name = target
         known = self.prompts if kind == "ref/prompt" else self.templates
         if name not in known:
@@ -77,17 +113,19 @@ class Catalog:
         if target in self.completions:
             raise ValueError(f"completion for {name!r} is already registered")
         self.completions.add(target)
+        self._handlers["completion", target] = handler
 
     # --- lookups ----------------------------------------------------------------------
 
     def find_resource(self, uri: str) -> ResourceMatch | None:
         fixed = self.resources.get(uri)
         if fixed is not None:
-            return ResourceMatch(fixed.ttl_ms, None, {})
+            return ResourceMatch(fixed.ttl_ms, None, {}, self._handlers.get(("resource", uri)))
         for template in self.templates.values():
             variables = template.match(uri)
             if variables is not None:
-                return ResourceMatch(template.ttl_ms, template.uri_template, variables)
+                handler = self._handlers.get(("template", template.uri_template))
+                return ResourceMatch(template.ttl_ms, template.uri_template, variables, handler)
         return None
 
     def capabilities(self) -> dict[str, Any]:
@@ -103,37 +141,41 @@ class Catalog:
 
     # --- list results -----------------------------------------------------------------
 
+    def list_tools(self, meta: w.ResultMeta) -> w.ListToolsResult:
+        return self._listed("tools", meta)  # type: ignore[no-any-return]
+
     def list_prompts(self, meta: w.ResultMeta) -> w.ListPromptsResult:
-        result = self._cached.get("prompts")
-        if result is None:
-            result = self._cached["prompts"] = w.ListPromptsResult(
-                prompts=[prompt.to_wire() for prompt in self.prompts.values()],
-                ttl_ms=self._ttl_ms,
-                cache_scope=self._cache_scope,
-                meta=meta,
-            )
-        return result
+        return self._listed("prompts", meta)  # type: ignore[no-any-return]
 
     def list_resources(self, meta: w.ResultMeta) -> w.ListResourcesResult:
-        result = self._cached.get("resources")
-        if result is None:
-            result = self._cached["resources"] = w.ListResourcesResult(
-                resources=[resource.to_wire() for resource in self.resources.values()],
-                ttl_ms=self._ttl_ms,
-                cache_scope=self._cache_scope,
-                meta=meta,
-            )
-        return result
+        return self._listed("resources", meta)  # type: ignore[no-any-return]
 
     def list_templates(self, meta: w.ResultMeta) -> w.ListResourceTemplatesResult:
-        result = self._cached.get("templates")
+        return self._listed("templates", meta)  # type: ignore[no-any-return]
+
+    def _listed(self, kind: str, meta: w.ResultMeta) -> Any:
+        """The list result of `kind`, built once until the next registration of that kind."""
+        result = self._cached.get(kind)
         if result is None:
-            result = self._cached["templates"] = w.ListResourceTemplatesResult(
-                resource_templates=[t.to_wire() for t in self.templates.values()],
-                ttl_ms=self._ttl_ms,
-                cache_scope=self._cache_scope,
-                meta=meta,
-            )
+            common: dict[str, Any] = {
+                "ttl_ms": self._ttl_ms,
+                "cache_scope": self._cache_scope,
+                "meta": meta,
+            }
+            if kind == "tools":
+                result = w.ListToolsResult(
+                    tools=[t.to_wire() for t in self.tools.values()], **common
+                )
+            elif kind == "prompts":
+                prompts = [prompt.to_wire() for prompt in self.prompts.values()]
+                result = w.ListPromptsResult(prompts=prompts, **common)
+            elif kind == "resources":
+                resources = [resource.to_wire() for resource in self.resources.values()]
+                result = w.ListResourcesResult(resources=resources, **common)
+            else:
+                templates = [template.to_wire() for template in self.templates.values()]
+                result = w.ListResourceTemplatesResult(resource_templates=templates, **common)
+            self._cached[kind] = result
         return result
 
     def read_result(

@@ -43,11 +43,20 @@ def http_status_for_code(code: int) -> int:
 
 
 class ProtocolError(Exception):
-    """A failure that maps to a JSON-RPC error object."""
+    """A failure that maps to a JSON-RPC error object. Abstract: every error is a
+    `RemoteProtocolError` or a `LocalProtocolError`.
+
+    `ProtocolError(code, message, data)` still works in a handler (it was the way to answer
+    with a JSON-RPC error) and makes a `RemoteProtocolError`: the request cannot be served.
+    """
 
     code: int
     message: str
     data: Any
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ProtocolError:
+        made = RemoteProtocolError if cls is ProtocolError else cls
+        return super().__new__(made, *args)
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)

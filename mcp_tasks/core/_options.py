@@ -7,8 +7,10 @@ import re
 import urllib.parse
 from typing import Any, Final, Literal
 
-from msgspec import UNSET, Struct, UnsetType, field
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType, field
 
+from ._errors import INVALID_PARAMS, RemoteProtocolError
 from ._wire import Prompt, PromptArgument, Resource, ResourceTemplate, Tool
 
 TaskSupport = Literal["none", "optional", "required"]
@@ -78,6 +80,21 @@ class ToolSpec(Struct, frozen=True, kw_only=True):
     resumable: bool = False
     """Safe to run again from the start: a task whose server stopped mid-run restarts
     (keeping the answers it was given) instead of failing."""
+    arguments_type: Any = None
+    """What the arguments decode to before the handler runs (a msgspec Struct, or dict);
+    arguments that do not fit are refused with -32602 naming the field. None: not decoded."""
+
+    def decode_arguments(self, arguments: Raw | None) -> Any:
+        """The arguments as `arguments_type` (None without one), or -32602."""
+        if self.arguments_type is None:
+            return None
+        try:
+            return _decoder(self.arguments_type).decode(b"{}" if arguments is None else arguments)
+        except msgspec.ValidationError as error:
+            raise RemoteProtocolError(
+                INVALID_PARAMS,
+                f"Invalid arguments for tool {self.name!r}: {error_path(error, 'arguments')}",
+            ) from None
 
     def __post_init__(self) -> None:
         if self.task_support not in ("none", "optional", "required"):
@@ -226,3 +243,16 @@ def _template_pattern(template: str) -> re.Pattern[str]:
         position = variable.end()
     parts.append(re.escape(template[position:]))
     return re.compile("".join(parts))
+
+
+@functools.lru_cache(maxsize=256)
+def _decoder(kind: Any) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(kind)
+
+
+def error_path(error: msgspec.ValidationError, root: str) -> str:
+    """msgspec's message with its `$` root renamed to what the reader knows, e.g. params."""
+    message = str(error)
+    if "`$" not in message:
+        return f"{message} - at `{root}`"  # wrong at the root itself: msgspec names no path
+    return message.replace("`$", f"`{root}")

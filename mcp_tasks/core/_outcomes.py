@@ -14,8 +14,10 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-from msgspec import Struct
+from msgspec import UNSET, Struct
 
+from ._encode import shown
+from ._errors import INTERNAL_ERROR, INVALID_PARAMS, ProtocolError, RemoteProtocolError
 from ._wire import (
     CallToolResult,
     Completion,
@@ -48,3 +50,30 @@ PromptOutcome = GetPromptResult | ErrorObject | InputRequired
 ResourceOutcome = list[ResourceContents] | ErrorObject | InputRequired
 """What a resource handler hands back: the contents, an error, or questions (MRTR)."""
 CompletionOutcome = Completion | ErrorObject
+
+
+class ToolError(Exception):
+    """Raise in a tool to answer with a tool-level error (`isError: true`); a task that
+    raises it still ends `completed`. For a JSON-RPC error raise `RemoteProtocolError`."""
+
+
+class ResourceNotFound(Exception):
+    """Raise in a resource handler when the uri names nothing: -32602 with `data.uri`."""
+
+
+def failure_outcome(error: Exception, what: str, uri: str | None = None) -> ErrorObject:
+    """The JSON-RPC error a handler's exception becomes: its own `ProtocolError`, -32602
+    with `data.uri` for `ResourceNotFound`, else -32603 without the details (those belong
+    in the server's log, not in the client's reply). `what` names the handler."""
+    if isinstance(error, ProtocolError):
+        return ErrorObject(
+            code=error.code, message=error.message, data=UNSET if error.data is None else error.data
+        )
+    if isinstance(error, ResourceNotFound) and uri is not None:
+        return failure_outcome(resource_not_found(uri), what)
+    return ErrorObject(code=INTERNAL_ERROR, message=f"{what} failed with an internal error")
+
+
+def resource_not_found(uri: str) -> RemoteProtocolError:
+    """The error for a `resources/read` of a uri nothing on the server names."""
+    return RemoteProtocolError(INVALID_PARAMS, f"Resource not found: {shown(uri)}", {"uri": uri})

@@ -1,7 +1,10 @@
 """The store contract: records in, records out, compare-and-set on `version`.
 
 A store knows no status rules: the core decides what a record becomes, the store only
-keeps it. Every method is async, because durable stores do their I/O in a worker thread.
+keeps it. It never reads a record's status either: each save says whether the task is still
+unfinished (`active`), which is all the store needs for the per-principal limit and for
+dropping the lease of a finished task. Every method is async, because durable stores do
+their I/O in a worker thread.
 
 * Writes name the version they expect to replace (None for a new record), so two writers,
   in one process or several, never overwrite each other: the loser gets `VersionConflict`,
@@ -35,7 +38,7 @@ class StoreUnavailable(Exception):
 
 class StoreFull(Exception):
     """A new record was refused: the store holds its `limit` of records already, or (when
-    `per_principal`) its principal has `limit` unfinished tasks already."""
+    `per_principal`) its principal has `limit` unfinished (saved `active`) tasks already."""
 
     def __init__(self, limit: int, *, per_principal: bool = False) -> None:
         whose = "unfinished tasks of this principal" if per_principal else "tasks"
@@ -91,18 +94,21 @@ class TaskStore(Protocol):
         record: TaskRecord,
         expected_version: int | None,
         *,
+        active: bool,
         limit: int | None = None,
         principal_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         """Write `record` if the stored version equals `expected_version` (None: absent).
 
-        Raises `VersionConflict` otherwise, and writes nothing. A new record with `limit`
-        raises `StoreFull` if the store holds `limit` records already; with
-        `principal_limit`, if its principal has that many unfinished records. With `lease_until`,
-        this process takes the task's lease in the same step (a task is never stored
-        unleased while its handler starts). A record saved terminal loses its lease: no
-        handler runs for it any more.
+        Raises `VersionConflict` otherwise, and writes nothing. `active` is the caller's word
+        (the store reads no status) that the task is unfinished: it counts toward its
+        principal's `principal_limit` while saved active. A new record with `limit` raises
+        `StoreFull` if the store holds `limit` records already; with `principal_limit`, if its
+        principal has that many active records. With `lease_until`, this process takes the
+        task's lease in the same step (a task is never stored unleased while its handler
+        starts). A save with `active=False` drops the task's lease: no handler runs for it any
+        more.
         """
         ...
 

@@ -39,6 +39,7 @@ class MemoryTaskStore:
         record: TaskRecord,
         expected_version: int | None,
         *,
+        active: bool,
         limit: int | None = None,
         principal_limit: int | None = None,
         lease_until: float | None = None,
@@ -47,20 +48,20 @@ class MemoryTaskStore:
         found = None if current is None else current.version
         if found != expected_version:
             raise VersionConflict(record.task_id, expected_version, found)
-        active = self._active.setdefault(record.principal, set())
+        unfinished = self._active.setdefault(record.principal, set())
         if current is None:
             if limit is not None and len(self._records) >= limit:
                 raise StoreFull(limit)
-            if principal_limit is not None and len(active) >= principal_limit:
+            if principal_limit is not None and len(unfinished) >= principal_limit:
                 raise StoreFull(principal_limit, per_principal=True)
         self._records[record.task_id] = record
-        if record.status.is_terminal:
-            active.discard(record.task_id)
+        if active:
+            unfinished.add(record.task_id)
         else:
-            active.add(record.task_id)
+            unfinished.discard(record.task_id)
         if lease_until is not None:
             self._leases[record.task_id] = lease_until
-        if record.status.is_terminal:
+        if not active:
             self._leases.pop(record.task_id, None)
         expires_at = record.expires_at
         if expires_at is not None and (current is None or current.expires_at != expires_at):

@@ -7,8 +7,6 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ._base import TaskStore
 from ._memory import MemoryTaskStore
-from ._redis import RedisTaskStore
-from ._sqlite import SQLiteTaskStore
 
 STORE_URL_HELP = (
     "memory:// (the default), sqlite:///relative/path.db, sqlite:////absolute/path.db "
@@ -28,6 +26,8 @@ def open_store(url: str | None) -> TaskStore:
     if scheme == "sqlite":
         return _open_sqlite(url)
     if scheme in ("redis", "rediss", "unix"):
+        from ._redis import RedisTaskStore  # noqa: PLC0415 - redis only if used
+
         return RedisTaskStore(url)
     raise ValueError(f"no store for {url!r}; use {STORE_URL_HELP}")
 
@@ -46,4 +46,6 @@ def _open_sqlite(url: str) -> TaskStore:
         raise ValueError(f"unknown SQLite store option(s) {sorted(options)} in {url!r}")
     if synchronous not in ("normal", "full"):
         raise ValueError(f"synchronous must be 'normal' or 'full', not {synchronous!r}")
+    from ._sqlite import SQLiteTaskStore  # noqa: PLC0415 - sqlite3 only if used
+
     return SQLiteTaskStore(Path(path[3:]), synchronous=synchronous)  # type: ignore[arg-type]

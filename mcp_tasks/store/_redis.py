@@ -53,10 +53,11 @@ elseif current ~= ARGV[2] then
     return {'conflict', current or ''}
 end
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[4], 'a', KEYS[7])
+-- ARGV[10] is '1' while the task is active (unfinished), '' once it is not
 if ARGV[10] == '1' then
-    redis.call('SREM', KEYS[7], ARGV[1])
-else
     redis.call('SADD', KEYS[7], ARGV[1])
+else
+    redis.call('SREM', KEYS[7], ARGV[1])
 end
 redis.call('SADD', KEYS[2], ARGV[1])
 if ARGV[5] ~= '' then
@@ -68,7 +69,7 @@ if ARGV[8] ~= '' then
     redis.call('HSET', KEYS[6], ARGV[1], ARGV[9])
     redis.call('ZADD', KEYS[5], ARGV[8], ARGV[1])
 end
-if ARGV[10] == '1' then
+if ARGV[10] ~= '1' then
     redis.call('HDEL', KEYS[6], ARGV[1])
     redis.call('ZREM', KEYS[5], ARGV[1])
 end
@@ -196,6 +197,7 @@ class RedisTaskStore:
         record: TaskRecord,
         expected_version: int | None,
         *,
+        active: bool,
         limit: int | None = None,
         principal_limit: int | None = None,
         lease_until: float | None = None,
@@ -215,7 +217,7 @@ class RedisTaskStore:
             changed,
             "" if lease_until is None else repr(lease_until),
             self.origin,
-            "1" if record.status.is_terminal else "",
+            "1" if active else "",
             "" if principal_limit is None else str(principal_limit),
         ]
         answer = await self._run(lambda: self._save(keys=keys, args=args))

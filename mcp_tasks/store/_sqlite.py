@@ -114,13 +114,13 @@ class SQLiteTaskStore:
         record: TaskRecord,
         expected_version: int | None,
         *,
+        active: bool,
         limit: int | None = None,
         principal_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         data = encode_record(record)
         task_id, due_at = record.task_id, record.expires_at
-        active = 0 if record.status.is_terminal else 1
 
         def write(db: sqlite3.Connection) -> None:
             if expected_version is None:
@@ -139,7 +139,7 @@ class SQLiteTaskStore:
                     db.execute(
                         "INSERT INTO tasks (task_id, version, due_at, record, principal, active) "
                         "VALUES (?, ?, ?, ?, ?, ?)",
-                        (task_id, record.version, due_at, data, record.principal, active),
+                        (task_id, record.version, due_at, data, record.principal, int(active)),
                     )
                 except sqlite3.IntegrityError:
                     raise VersionConflict(task_id, None, self._version(task_id)) from None
@@ -147,7 +147,7 @@ class SQLiteTaskStore:
                 changed = db.execute(
                     "UPDATE tasks SET version = ?, due_at = ?, record = ?, active = ? "
                     "WHERE task_id = ? AND version = ?",
-                    (record.version, due_at, data, active, task_id, expected_version),
+                    (record.version, due_at, data, int(active), task_id, expected_version),
                 ).rowcount
                 if changed != 1:
                     raise VersionConflict(task_id, expected_version, self._version(task_id))
@@ -156,12 +156,12 @@ class SQLiteTaskStore:
                     "INSERT OR REPLACE INTO leases (task_id, holder, until) VALUES (?, ?, ?)",
                     (task_id, self.origin, lease_until),
                 )
-            if record.status.is_terminal:
+            if not active:
                 db.execute("DELETE FROM leases WHERE task_id = ?", (task_id,))
 
         def work() -> None:
             db = self._db
-            if lease_until is None and principal_limit is None and not record.status.is_terminal:
+            if lease_until is None and principal_limit is None and active:
                 write(db)  # one statement: atomic as it is
             else:
                 with db:

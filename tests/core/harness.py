@@ -17,22 +17,25 @@ from typing import Any, Literal
 from mcp_tasks.core import (
     PROTOCOL_VERSION,
     TASKS_EXTENSION,
+    AwaitAnswer,
     CancelRequest,
     CancelTask,
     Complete,
     CompletionCall,
     CompletionOutcome,
     DeleteTask,
-    FetchTask,
     GetPrompt,
     HttpHeaders,
     Implementation,
     Listen,
+    Need,
+    Notify,
     PromptCall,
     PromptOutcome,
     PromptReference,
     PromptSpec,
     ReadResource,
+    ReleaseLease,
     ResourceOutcome,
     ResourceRead,
     ResourceSpec,
@@ -45,6 +48,7 @@ from mcp_tasks.core import (
     StartTask,
     Step,
     Subscription,
+    TaskLimits,
     TaskOptions,
     TaskRecord,
     ToolCall,
@@ -53,6 +57,7 @@ from mcp_tasks.core import (
     VersionConflict,
     WakeAt,
 )
+from mcp_tasks.store import StoreFull
 
 Handler = Callable[[ToolCall], ToolOutcome]
 PromptHandler = Callable[[PromptCall], PromptOutcome]
@@ -89,11 +94,24 @@ class RecordBook:
     def get(self, task_id: str) -> TaskRecord | None:
         return self.records.get(task_id)
 
-    def save(self, record: TaskRecord, expected_version: int | None) -> None:
+    def save(
+        self, record: TaskRecord, expected_version: int | None, limits: TaskLimits | None = None
+    ) -> None:
         current = self.records.get(record.task_id)
         found = None if current is None else current.version
         if found != expected_version:
             raise VersionConflict(record.task_id, expected_version, found)
+        if current is None and limits is not None:
+            if len(self.records) >= limits.max_tasks:
+                raise StoreFull(limits.max_tasks)
+            most = limits.max_active_per_principal
+            active = [
+                r
+                for r in self.records.values()
+                if r.principal == record.principal and not r.status.is_terminal
+            ]
+            if most is not None and len(active) >= most:
+                raise StoreFull(most, per_principal=True)
         self.records[record.task_id] = record
 
     def delete(self, task_id: str, expected_version: int | None = None) -> bool:
@@ -166,6 +184,7 @@ class Harness:
         self.cancelled: list[str] = []
         self.cancelled_requests: list[CancelRequest] = []
         self.wakes: list[WakeAt] = []
+        self.other_effects: list[AwaitAnswer | ReleaseLease | Notify] = []
         self.subscriptions: list[Subscription] = []
         self.ids = itertools.count(1)
 
@@ -230,61 +249,63 @@ class Harness:
         """The handler running `task_id` returns `outcome`."""
         step = self.core.task_returned(self.record(task_id), outcome, self.now)
         assert step.reply is None
-        self.perform(step)
+        self.carry_out(step)
 
     def expire_due(self) -> None:
         for record in self.store.pop_due(self.now):
-            self.perform(self.core.expire_task(record, self.now))
+            self.carry_out(self.core.expire_task(record, self.now))
 
     # --- the shell ----------------------------------------------------------------------
 
-    def perform(self, step: Step) -> Any:
-        reply = step.reply
+    def perform(self, answer: Step | Need) -> Any:
+        """Fulfil needs until the core answers with a `Step`, perform it; its reply."""
+        tool_call: ToolCall | None = None
+        while not isinstance(answer, Step):
+            if isinstance(answer, RunTool):
+                tool_call = answer.call
+            answer = self.fulfil(answer)
+            if answer is None:
+                return None
+        try:
+            return self.carry_out(answer)
+        except StoreFull as full:
+            assert tool_call is not None
+            return self.carry_out(
+                self.core.task_refused(tool_call, per_principal=full.per_principal)
+            )
+
+    def fulfil(self, need: Need) -> Step | Need | None:
+        if isinstance(need, RunTool):
+            _, handler = self.tools[need.call.tool_name]
+            return self.core.tool_returned(need.call, handler(need.call), self.now)
+        if isinstance(need, GetPrompt):
+            _, prompt_handler = self.prompts[need.call.prompt_name]
+            return self.core.prompt_returned(need.call, prompt_handler(need.call), self.now)
+        if isinstance(need, ReadResource):
+            read = need.call
+            _, resource_handler = self.resources[
+                read.uri if read.template is None else read.template
+            ]
+            return self.core.resource_returned(read, resource_handler(read), self.now)
+        if isinstance(need, Complete):
+            ref = need.call.ref
+            target: CompletionTarget = (
+                ("ref/prompt", ref.name)
+                if isinstance(ref, PromptReference)
+                else ("ref/resource", ref.uri)
+            )
+            completion = self.completions[target](need.call)
+            return self.core.completion_returned(need.call, completion)
+        if isinstance(need, Listen):
+            self.subscriptions.append(need.subscription)
+            return None
+        record = self.store.get(need.request.task_id)
+        return self.core.handle_task_request(need.request, record, self.now)
+
+    def carry_out(self, step: Step) -> Any:
         for effect in step.effects:
-            if isinstance(effect, RunTool):
-                assert reply is None
-                _, handler = self.tools[effect.call.tool_name]
-                outcome = handler(effect.call)
-                reply = self.perform(
-                    self.core.tool_returned(
-                        effect.call, outcome, self.now, stored_tasks=self.store.count()
-                    )
-                )
-            elif isinstance(effect, GetPrompt):
-                assert reply is None
-                _, prompt_handler = self.prompts[effect.call.prompt_name]
-                reply = self.perform(
-                    self.core.prompt_returned(effect.call, prompt_handler(effect.call), self.now)
-                )
-            elif isinstance(effect, ReadResource):
-                assert reply is None
-                read = effect.call
-                _, resource_handler = self.resources[
-                    read.uri if read.template is None else read.template
-                ]
-                reply = self.perform(
-                    self.core.resource_returned(read, resource_handler(read), self.now)
-                )
-            elif isinstance(effect, Complete):
-                assert reply is None
-                ref = effect.call.ref
-                target: CompletionTarget = (
-                    ("ref/prompt", ref.name)
-                    if isinstance(ref, PromptReference)
-                    else ("ref/resource", ref.uri)
-                )
-                completion = self.completions[target](effect.call)
-                reply = self.perform(self.core.completion_returned(effect.call, completion))
-            elif isinstance(effect, Listen):
-                self.subscriptions.append(effect.subscription)
-            elif isinstance(effect, FetchTask):
-                assert reply is None
-                record = self.store.get(effect.request.task_id)
-                reply = self.perform(
-                    self.core.handle_task_request(effect.request, record, self.now)
-                )
-            elif isinstance(effect, SaveTask):
-                self.store.save(effect.record, effect.expected_version)
+            if isinstance(effect, SaveTask):
+                self.store.save(effect.record, effect.expected_version, effect.limits)
             elif isinstance(effect, DeleteTask):
                 self.store.delete(effect.task_id, effect.expected_version)
             elif isinstance(effect, StartTask):
@@ -297,9 +318,11 @@ class Harness:
                 self.cancelled_requests.append(effect)
             elif isinstance(effect, WakeAt):
                 self.wakes.append(effect)
+            elif isinstance(effect, AwaitAnswer | ReleaseLease | Notify):
+                self.other_effects.append(effect)
             else:  # pragma: no cover - a new effect type the harness must learn
                 raise AssertionError(f"unknown effect {effect!r}")
-        return reply
+        return step.reply
 
 
 # --- schema checks for what the catalog answers -----------------------------------------

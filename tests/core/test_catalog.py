@@ -31,6 +31,7 @@ from mcp_tasks.core import (
     ResourceSpec,
     ResourceTemplateSpec,
     ServerOptions,
+    Step,
     ToolCall,
     ToolOutcome,
     ToolSpec,
@@ -473,8 +474,8 @@ def test_prompts_get_asks_the_shell_to_run_the_handler(h: Harness) -> None:
         ),
         T0,
     )
-    assert step.reply is None
-    (effect,) = step.effects
+    assert not isinstance(step, Step)  # no reply yet: a need
+    effect = step
     assert isinstance(effect, GetPrompt)
     call = effect.call
     assert (call.request_id, call.prompt_name) == (7, "review")
@@ -545,9 +546,8 @@ def test_a_prompt_handler_error_is_the_reply(h: Harness) -> None:
 def test_resources_read_hands_the_handler_what_the_uri_names(
     h: Harness, uri: str, template: str | None, variables: dict[str, str]
 ) -> None:
-    step = h.core.receive(raw_request("resources/read", {"uri": uri}), T0)
-    assert step.reply is None
-    (effect,) = step.effects
+    effect = h.core.receive(raw_request("resources/read", {"uri": uri}), T0)
+    assert not isinstance(effect, Step)  # no reply yet: a need
     assert isinstance(effect, ReadResource)
     call = effect.call
     assert (call.request_id, call.uri, call.template, call.variables) == (

@@ -42,6 +42,7 @@ from mcp_tasks.core import (
     InputRequired,
     ListRootsRequest,
     PromptSpec,
+    ReleaseLease,
     Reply,
     ResourceContents,
     ResourceLink,
@@ -50,6 +51,7 @@ from mcp_tasks.core import (
     RunTool,
     SamplingMessage,
     SaveTask,
+    Step,
     Subscription,
     TaskOptions,
     TaskStatus,
@@ -85,15 +87,33 @@ FUZZ: Final = settings(
 )
 
 KNOWN_METHODS: Final = (
-    "server/discover", "tools/list", "tools/call", "tasks/get", "tasks/update", "tasks/cancel",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 )
 CATALOG_METHODS: Final = (
-    "prompts/list", "prompts/get", "resources/list", "resources/templates/list",
-    "resources/read", "completion/complete", "subscriptions/listen",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+    "subscriptions/listen",
 )
 OTHER_METHODS: Final = (
-    "tasks/list", "tasks/result", "initialize", "ping", "resources/read", "prompts/get",
-    "notifications/cancelled", "notifications/initialized", "", "TOOLS/LIST",
+    "tasks/list",
+    "tasks/result",
+    "initialize",
+    "ping",
+    "resources/read",
+    "prompts/get",
+    "notifications/cancelled",
+    "notifications/initialized",
+    "",
+    "TOOLS/LIST",
 )
 RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
 
@@ -131,14 +151,20 @@ def _seeded(*, catalog: bool = False) -> Harness:
     the prompts, resources and completions of test_catalog too."""
     entries: dict[str, Any] = {}
     if catalog:
-        entries = {"prompts": FUZZ_PROMPTS, "resources": FUZZ_RESOURCES,
-                   "completions": FUZZ_COMPLETIONS}
+        entries = {
+            "prompts": FUZZ_PROMPTS,
+            "resources": FUZZ_RESOURCES,
+            "completions": FUZZ_COMPLETIONS,
+        }
     h = Harness(tools=FUZZ_TOOLS, task_options=TaskOptions(max_tasks=64), **entries)
     ids = [h.call("slow", {"label": str(n)}, caps=ALL_CAPS)["result"]["taskId"] for n in range(4)]
     assert ids == ["tsk-0001", "tsk-0002", "tsk-0003", "tsk-0004"]
-    sampling = CreateMessageRequest(params=CreateMessageParams(
-        messages=[SamplingMessage(role="user", content={"type": "text", "text": "hi"})],
-        max_tokens=5))
+    sampling = CreateMessageRequest(
+        params=CreateMessageParams(
+            messages=[SamplingMessage(role="user", content={"type": "text", "text": "hi"})],
+            max_tokens=5,
+        )
+    )
     h.finish(ids[1], InputRequired(requests={"a": ask_name(), "b": sampling}))
     h.finish(ids[2], CallToolResult.text("done"))
     h.cancel(ids[3])
@@ -148,8 +174,9 @@ def _seeded(*, catalog: bool = False) -> Harness:
 
 # A requestState sealed by a harness at its start time (the key and clock are the same in
 # every fresh harness), bound to ask_then_task with arguments {}.
-VALID_STATE: Final[str] = Harness(tools=TOOLS).call("ask_then_task", {}, caps=ALL_CAPS)[
-    "result"]["requestState"]
+VALID_STATE: Final[str] = Harness(tools=TOOLS).call("ask_then_task", {}, caps=ALL_CAPS)["result"][
+    "requestState"
+]
 
 
 # --- what a reply must be -----------------------------------------------------------------
@@ -160,13 +187,21 @@ def _is_request_id(value: Any) -> bool:
 
 
 def _is_notification(value: Any) -> bool:
-    return (isinstance(value, dict) and value.get("jsonrpc") == "2.0"
-            and isinstance(value.get("method"), str) and "id" not in value)
+    return (
+        isinstance(value, dict)
+        and value.get("jsonrpc") == "2.0"
+        and isinstance(value.get("method"), str)
+        and "id" not in value
+    )
 
 
 def _is_response(value: Any) -> bool:
-    return (isinstance(value, dict) and "id" in value and "method" not in value
-            and ("result" in value or "error" in value))
+    return (
+        isinstance(value, dict)
+        and "id" in value
+        and "method" not in value
+        and ("result" in value or "error" in value)
+    )
 
 
 _NOT_JSON: Final = object()
@@ -228,9 +263,7 @@ def _check(value: Any, reply: Reply | None, *, exact: bool = True) -> None:
         assert "id" not in message, "an id in reply to a message without a usable one"
 
 
-def _send(
-    h: Harness, value: Any, data: bytes, headers: HttpHeaders | None = None
-) -> Reply | None:
+def _send(h: Harness, value: Any, data: bytes, headers: HttpHeaders | None = None) -> Reply | None:
     before, streams = h.store.count(), len(h.subscriptions)
     reply: Reply | None = h.perform(h.core.receive(data, h.now, headers))
     if len(h.subscriptions) > streams:  # a listen stream opened: no reply until it ends
@@ -259,13 +292,18 @@ HUGE_INTS: Final = st.sampled_from(
     [2**31, 2**53 + 1, 2**63 - 1, 2**63, -(2**63) - 1, 2**64, 10**30, -(10**40), 10**300]
 )
 SCALARS: Final = (
-    st.none() | st.booleans() | st.integers() | HUGE_INTS
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | HUGE_INTS
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
 )
 JSON_VALUES: Final = st.recursive(
     SCALARS,
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=10,
 )
 JSON_OBJECTS: Final = st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=3)
@@ -274,25 +312,31 @@ ENVELOPE_VALUES: Final = (
     st.sampled_from(["2.0", "1.0", 2.0, "tools/list", "tasks/get", "notifications/x", 1, "a"])
     | JSON_VALUES
 )
-ENVELOPES: Final = st.dictionaries(ENVELOPE_KEYS | st.text(max_size=6), ENVELOPE_VALUES,
-                                   max_size=6)
+ENVELOPES: Final = st.dictionaries(ENVELOPE_KEYS | st.text(max_size=6), ENVELOPE_VALUES, max_size=6)
 
 IDS: Final = (
-    st.integers() | HUGE_INTS | st.text(max_size=8)
+    st.integers()
+    | HUGE_INTS
+    | st.text(max_size=8)
     | st.sampled_from([0, -1, True, False, None, 1.0, 1.5, "", [1], {"id": 1}])
 )
-METHODS: Final = (
-    st.sampled_from(KNOWN_METHODS + CATALOG_METHODS + OTHER_METHODS) | st.text(max_size=10)
+METHODS: Final = st.sampled_from(KNOWN_METHODS + CATALOG_METHODS + OTHER_METHODS) | st.text(
+    max_size=10
 )
 TASK_IDS: Final = (
     st.sampled_from(["tsk-0001", "tsk-0002", "tsk-0003", "tsk-0004", "tsk-0099", ""])
-    | st.text(max_size=8) | JSON_VALUES
+    | st.text(max_size=8)
+    | JSON_VALUES
 )
 NAMES: Final = st.sampled_from([*FUZZ_TOOLS, "nope", ""]) | st.text(max_size=8) | JSON_VALUES
 ARGUMENTS: Final = (
-    st.dictionaries(st.sampled_from(["name", "label"]) | st.text(max_size=4),
-                    st.text(max_size=6) | JSON_VALUES, max_size=3)
-    | st.just({}) | JSON_VALUES
+    st.dictionaries(
+        st.sampled_from(["name", "label"]) | st.text(max_size=4),
+        st.text(max_size=6) | JSON_VALUES,
+        max_size=3,
+    )
+    | st.just({})
+    | JSON_VALUES
 )
 GOOD_ANSWERS: Final[list[Any]] = [
     {"action": "accept", "content": {"name": "Ada"}},
@@ -307,18 +351,32 @@ ANSWER_FOR: Final = {
 }
 ANSWERS: Final = st.sampled_from([*GOOD_ANSWERS, {"action": "maybe"}, {}, None]) | JSON_VALUES
 INPUT_RESPONSES: Final = (
-    st.dictionaries(st.sampled_from(["a", "b", "who", "k1"]) | st.text(max_size=4), ANSWERS,
-                    max_size=3)
+    st.dictionaries(
+        st.sampled_from(["a", "b", "who", "k1"]) | st.text(max_size=4), ANSWERS, max_size=3
+    )
     | JSON_VALUES
 )
 REQUEST_STATES: Final = (
-    st.sampled_from([VALID_STATE, VALID_STATE[:-2] + "AA", VALID_STATE.replace("v1.", "v2."),
-                     "v1.e30.AAAA", "v1..", "v1.!!!.???", "garbage", ""])
-    | st.text(max_size=20) | JSON_VALUES
+    st.sampled_from(
+        [
+            VALID_STATE,
+            VALID_STATE[:-2] + "AA",
+            VALID_STATE.replace("v1.", "v2."),
+            "v1.e30.AAAA",
+            "v1..",
+            "v1.!!!.???",
+            "garbage",
+            "",
+        ]
+    )
+    | st.text(max_size=20)
+    | JSON_VALUES
 )
 CAPS: Final = st.sampled_from([{}, TASKS_CAPS, ALL_CAPS, {"elicitation": {}}]) | st.dictionaries(
     st.sampled_from(["elicitation", "sampling", "roots", "extensions", "experimental"]),
-    JSON_VALUES, max_size=3)
+    JSON_VALUES,
+    max_size=3,
+)
 VERSIONS: Final = st.sampled_from([PROTOCOL_VERSION, "2025-11-25", ""]) | JSON_VALUES
 META_KEYS: Final = [
     "io.modelcontextprotocol/protocolVersion",
@@ -335,16 +393,31 @@ def _meta_with(caps: Any, version: Any, dropped: list[str], extra: dict[str, Any
 METAS: Final = st.one_of(
     st.builds(meta, st.sampled_from([{}, TASKS_CAPS, ALL_CAPS])),
     st.builds(meta, CAPS),
-    st.builds(_meta_with, CAPS, VERSIONS, st.lists(st.sampled_from(META_KEYS), max_size=2),
-              st.dictionaries(st.sampled_from([*META_KEYS, "progressToken",
-                                               "io.modelcontextprotocol/logLevel"])
-                              | st.text(max_size=6), JSON_VALUES, max_size=2)),
+    st.builds(
+        _meta_with,
+        CAPS,
+        VERSIONS,
+        st.lists(st.sampled_from(META_KEYS), max_size=2),
+        st.dictionaries(
+            st.sampled_from([*META_KEYS, "progressToken", "io.modelcontextprotocol/logLevel"])
+            | st.text(max_size=6),
+            JSON_VALUES,
+            max_size=2,
+        ),
+    ),
     JSON_VALUES,
 )
 PARAM_FIELDS: Final = {
-    "taskId": TASK_IDS, "name": NAMES, "arguments": ARGUMENTS, "inputResponses": INPUT_RESPONSES,
-    "requestState": REQUEST_STATES, "cursor": JSON_VALUES, "task": JSON_VALUES,
-    "uri": JSON_VALUES, "requestId": IDS, "reason": JSON_VALUES,
+    "taskId": TASK_IDS,
+    "name": NAMES,
+    "arguments": ARGUMENTS,
+    "inputResponses": INPUT_RESPONSES,
+    "requestState": REQUEST_STATES,
+    "cursor": JSON_VALUES,
+    "task": JSON_VALUES,
+    "uri": JSON_VALUES,
+    "requestId": IDS,
+    "reason": JSON_VALUES,
 }
 PARAMS: Final = st.one_of(
     st.fixed_dictionaries({"_meta": METAS}, optional=PARAM_FIELDS),
@@ -358,11 +431,22 @@ HEADER_VALUES: Final = st.one_of(
     st.none(),
     HEADER_TEXT,
     HEADER_TEXT.map("=?base64?{}?=".format),
-    st.sampled_from([
-        PROTOCOL_VERSION, f" {PROTOCOL_VERSION} ", "tasks/get", "tools/call", "tsk-0001", "slow",
-        "=?base64?c2xvdw==?=", "=?base64?dHNrLTAwMDE=?=", "=?base64?***?=", "=?base64??=",
-        "=?base64?/w==?=", "=?base64?",
-    ]),
+    st.sampled_from(
+        [
+            PROTOCOL_VERSION,
+            f" {PROTOCOL_VERSION} ",
+            "tasks/get",
+            "tools/call",
+            "tsk-0001",
+            "slow",
+            "=?base64?c2xvdw==?=",
+            "=?base64?dHNrLTAwMDE=?=",
+            "=?base64?***?=",
+            "=?base64??=",
+            "=?base64?/w==?=",
+            "=?base64?",
+        ]
+    ),
 )
 
 
@@ -373,13 +457,19 @@ def _headers_for(draw: st.DrawFn, message: dict[str, Any]) -> HttpHeaders | None
     if kind == "none":
         return None
     if kind == "random":
-        return HttpHeaders(protocol_version=draw(HEADER_VALUES), method=draw(HEADER_VALUES),
-                           name=draw(HEADER_VALUES))
+        return HttpHeaders(
+            protocol_version=draw(HEADER_VALUES),
+            method=draw(HEADER_VALUES),
+            name=draw(HEADER_VALUES),
+        )
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
     meta_value = params.get("_meta")
-    version = (meta_value.get("io.modelcontextprotocol/protocolVersion")
-               if isinstance(meta_value, dict) else None)
+    version = (
+        meta_value.get("io.modelcontextprotocol/protocolVersion")
+        if isinstance(meta_value, dict)
+        else None
+    )
     named = params.get("taskId", params.get("name"))
     named = named if isinstance(named, str) else None
     if named is not None and draw(st.booleans()):  # the same name, base64-wrapped
@@ -398,12 +488,19 @@ def _headers_for(draw: st.DrawFn, message: dict[str, Any]) -> HttpHeaders | None
 GOOD_CAPS: Final = st.sampled_from([{}, TASKS_CAPS, ALL_CAPS, {**TASKS_CAPS, "elicitation": {}}])
 SEEDED_TASKS: Final = st.sampled_from(["tsk-0001", "tsk-0002", "tsk-0003", "tsk-0004"])
 ENVELOPE_FIELDS: Final = {
-    "jsonrpc": ENVELOPE_VALUES, "id": IDS, "method": METHODS, "params": PARAMS,
-    "result": JSON_VALUES, "error": JSON_VALUES,
+    "jsonrpc": ENVELOPE_VALUES,
+    "id": IDS,
+    "method": METHODS,
+    "params": PARAMS,
+    "result": JSON_VALUES,
+    "error": JSON_VALUES,
 }
 META_FIELDS: Final = {
-    META_KEYS[0]: VERSIONS, META_KEYS[1]: CAPS, META_KEYS[2]: JSON_VALUES,
-    "progressToken": IDS, "io.modelcontextprotocol/logLevel": JSON_VALUES,
+    META_KEYS[0]: VERSIONS,
+    META_KEYS[1]: CAPS,
+    META_KEYS[2]: JSON_VALUES,
+    "progressToken": IDS,
+    "io.modelcontextprotocol/logLevel": JSON_VALUES,
 }
 
 
@@ -415,16 +512,25 @@ def _valid_request(draw: st.DrawFn) -> dict[str, Any]:
     if method in ("tasks/get", "tasks/update", "tasks/cancel"):
         params["taskId"] = draw(SEEDED_TASKS)
     if method == "tasks/update":
-        params["inputResponses"] = draw(st.dictionaries(
-            st.sampled_from(["a", "b", "zz"]), st.sampled_from(GOOD_ANSWERS), max_size=3))
+        params["inputResponses"] = draw(
+            st.dictionaries(
+                st.sampled_from(["a", "b", "zz"]), st.sampled_from(GOOD_ANSWERS), max_size=3
+            )
+        )
     if method == "tools/call":
         params["name"] = draw(st.sampled_from(sorted(FUZZ_TOOLS)))
         if draw(st.booleans()):
-            params["arguments"] = draw(st.fixed_dictionaries(
-                {}, optional={"name": st.text(max_size=6), "label": st.text(max_size=6)}))
+            params["arguments"] = draw(
+                st.fixed_dictionaries(
+                    {}, optional={"name": st.text(max_size=6), "label": st.text(max_size=6)}
+                )
+            )
         if params["name"] == "ask_then_task" and draw(st.booleans()):
-            params.update(arguments={}, requestState=VALID_STATE,
-                          inputResponses={"who": draw(st.sampled_from(GOOD_ANSWERS[:2]))})
+            params.update(
+                arguments={},
+                requestState=VALID_STATE,
+                inputResponses={"who": draw(st.sampled_from(GOOD_ANSWERS[:2]))},
+            )
     request_id = draw(st.integers(-(2**31), 2**31) | st.text(max_size=8) | HUGE_INTS)
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
@@ -436,15 +542,15 @@ def near_valid_messages(draw: st.DrawFn) -> tuple[dict[str, Any], HttpHeaders | 
     return _edited(draw, draw(_valid_request()))
 
 
-def _edited(
-    draw: st.DrawFn, message: dict[str, Any]
-) -> tuple[dict[str, Any], HttpHeaders | None]:
+def _edited(draw: st.DrawFn, message: dict[str, Any]) -> tuple[dict[str, Any], HttpHeaders | None]:
     """`message` after up to three random edits (see `near_valid_messages`), and headers."""
     for _ in range(draw(st.integers(0, 3))):
         where = draw(st.sampled_from(["envelope", "params", "params", "meta"]))
         fields: dict[str, Any] = {
-            "envelope": ENVELOPE_FIELDS, "params": {**PARAM_FIELDS, "_meta": METAS},
-            "meta": META_FIELDS}[where]
+            "envelope": ENVELOPE_FIELDS,
+            "params": {**PARAM_FIELDS, "_meta": METAS},
+            "meta": META_FIELDS,
+        }[where]
         target: Any = message
         if where != "envelope":
             target = message.get("params")
@@ -465,10 +571,14 @@ def _edited(
 
 # --- bytes and JSON values into receive ----------------------------------------------------
 
-VALID_BODY: Final = json.dumps({
-    "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-    "params": {"name": "slow", "arguments": {"label": "é"}, "_meta": meta(ALL_CAPS)},
-}).encode()
+VALID_BODY: Final = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"label": "é"}, "_meta": meta(ALL_CAPS)},
+    }
+).encode()
 
 
 @st.composite
@@ -481,7 +591,7 @@ def _mutated(draw: st.DrawFn) -> bytes:
         if kind == "truncate":
             del data[at:]
         elif kind == "cut":
-            del data[at:at + draw(st.integers(1, 8))]
+            del data[at : at + draw(st.integers(1, 8))]
         elif kind == "insert":
             data[at:at] = draw(st.binary(min_size=1, max_size=4))
         elif at < len(data):
@@ -490,10 +600,26 @@ def _mutated(draw: st.DrawFn) -> bytes:
 
 
 @settings(FUZZ, max_examples=2000)
-@given(data=st.binary(max_size=300) | _mutated() | st.sampled_from(
-    [b"", b" ", b"\xef\xbb\xbf{}", b"{}", b"[]", b"null", b"\x00", b'{"jsonrpc":"2.0"',
-     b'"\xff"', b"1e400", b'{"jsonrpc":"2.0","id":1e400,"method":"ping"}',
-     b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}']))
+@given(
+    data=st.binary(max_size=300)
+    | _mutated()
+    | st.sampled_from(
+        [
+            b"",
+            b" ",
+            b"\xef\xbb\xbf{}",
+            b"{}",
+            b"[]",
+            b"null",
+            b"\x00",
+            b'{"jsonrpc":"2.0"',
+            b'"\xff"',
+            b"1e400",
+            b'{"jsonrpc":"2.0","id":1e400,"method":"ping"}',
+            b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}',
+        ]
+    )
+)
 def test_arbitrary_bytes_get_a_jsonrpc_reply_or_none(data: bytes) -> None:
     h = _seeded()
     _send(h, _loads(data), data)
@@ -509,7 +635,8 @@ def test_arbitrary_json_values_get_a_jsonrpc_reply_or_none(value: Any, ascii_onl
 @settings(FUZZ, max_examples=1000)
 @given(message=near_valid_messages(), ascii_only=st.booleans())
 def test_near_valid_requests_get_a_jsonrpc_reply_or_none(
-    message: tuple[dict[str, Any], HttpHeaders | None], ascii_only: bool,
+    message: tuple[dict[str, Any], HttpHeaders | None],
+    ascii_only: bool,
 ) -> None:
     value, headers = message
     h = _seeded()
@@ -521,12 +648,23 @@ def test_the_near_valid_generator_reaches_deep_into_the_core() -> None:
     h = _seeded()
     for params, method in [
         ({"taskId": "tsk-0002", "inputResponses": {"a": GOOD_ANSWERS[0]}}, "tasks/update"),
-        ({"name": "ask_then_task", "arguments": {}, "requestState": VALID_STATE,
-          "inputResponses": {"who": GOOD_ANSWERS[0]}}, "tools/call"),
+        (
+            {
+                "name": "ask_then_task",
+                "arguments": {},
+                "requestState": VALID_STATE,
+                "inputResponses": {"who": GOOD_ANSWERS[0]},
+            },
+            "tools/call",
+        ),
         ({"taskId": "tsk-0001"}, "tasks/cancel"),
     ]:
-        value = {"jsonrpc": "2.0", "id": 1, "method": method,
-                 "params": {**params, "_meta": meta(ALL_CAPS)}}
+        value = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": method,
+            "params": {**params, "_meta": meta(ALL_CAPS)},
+        }
         reply = _send(h, value, json.dumps(value).encode())
         assert reply is not None and "result" in json.loads(reply.body), reply
     assert h.record("tsk-0001").status is TaskStatus.CANCELLED
@@ -538,19 +676,30 @@ def test_the_near_valid_generator_reaches_deep_into_the_core() -> None:
 
 PROMPT_NAMES: Final = ("review", "hello", "ask", "broken", "nope")
 RESOURCE_URIS: Final = (
-    "file:///readme.md", "file:///logs/2026-08-01.txt", "file:///logs/a%20b.txt",
-    "file:///logs/.txt", "file:///secret", "file:///gone", "file:///nope",
+    "file:///readme.md",
+    "file:///logs/2026-08-01.txt",
+    "file:///logs/a%20b.txt",
+    "file:///logs/.txt",
+    "file:///secret",
+    "file:///gone",
+    "file:///nope",
 )
 COMPLETION_REFS: Final = (
-    {"type": "ref/prompt", "name": "review"}, {"type": "ref/resource", "uri": LOGS.uri_template},
-    {"type": "ref/prompt", "name": "nope"}, {"type": "ref/resource", "uri": "file:///x/{y}"},
+    {"type": "ref/prompt", "name": "review"},
+    {"type": "ref/resource", "uri": LOGS.uri_template},
+    {"type": "ref/prompt", "name": "nope"},
+    {"type": "ref/resource", "uri": "file:///x/{y}"},
 )
-LISTEN_FILTERS: Final = st.fixed_dictionaries({}, optional={
-    "toolsListChanged": st.booleans(), "promptsListChanged": st.booleans(),
-    "resourcesListChanged": st.booleans(),
-    "resourceSubscriptions": st.lists(st.sampled_from(RESOURCE_URIS), max_size=3),
-    "taskIds": st.lists(SEEDED_TASKS | st.text(max_size=4), max_size=3),
-})
+LISTEN_FILTERS: Final = st.fixed_dictionaries(
+    {},
+    optional={
+        "toolsListChanged": st.booleans(),
+        "promptsListChanged": st.booleans(),
+        "resourcesListChanged": st.booleans(),
+        "resourceSubscriptions": st.lists(st.sampled_from(RESOURCE_URIS), max_size=3),
+        "taskIds": st.lists(SEEDED_TASKS | st.text(max_size=4), max_size=3),
+    },
+)
 
 
 @st.composite
@@ -564,20 +713,40 @@ def _valid_catalog_request(draw: st.DrawFn) -> dict[str, Any]:
         params["cursor"] = draw(st.text(max_size=6))
     elif method == "prompts/get":
         params["name"] = draw(st.sampled_from(PROMPT_NAMES))
-        params.update(draw(st.fixed_dictionaries({}, optional={
-            "arguments": st.dictionaries(st.sampled_from(["code", "language", "style", "x"]),
-                                         st.text(max_size=6), max_size=3),
-            "inputResponses": answers})))
+        params.update(
+            draw(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "arguments": st.dictionaries(
+                            st.sampled_from(["code", "language", "style", "x"]),
+                            st.text(max_size=6),
+                            max_size=3,
+                        ),
+                        "inputResponses": answers,
+                    },
+                )
+            )
+        )
     elif method == "resources/read":
         params["uri"] = draw(st.sampled_from(RESOURCE_URIS))
         params.update(draw(st.fixed_dictionaries({}, optional={"inputResponses": answers})))
     elif method == "completion/complete":
         params["ref"] = draw(st.sampled_from(COMPLETION_REFS))
-        params["argument"] = {"name": draw(st.sampled_from(["code", "language", "day", "x"])),
-                              "value": draw(st.text(max_size=6))}
+        params["argument"] = {
+            "name": draw(st.sampled_from(["code", "language", "day", "x"])),
+            "value": draw(st.text(max_size=6)),
+        }
         if draw(st.booleans()):
-            params["context"] = {"arguments": draw(st.dictionaries(
-                st.sampled_from(["code", "language", "day"]), st.text(max_size=4), max_size=2))}
+            params["context"] = {
+                "arguments": draw(
+                    st.dictionaries(
+                        st.sampled_from(["code", "language", "day"]),
+                        st.text(max_size=4),
+                        max_size=2,
+                    )
+                )
+            }
     elif method == "subscriptions/listen":
         params["notifications"] = draw(LISTEN_FILTERS)
     request_id = draw(st.integers(-(2**31), 2**31) | st.text(max_size=8) | HUGE_INTS)
@@ -631,17 +800,29 @@ def test_the_catalog_generator_reaches_deep_into_the_core() -> None:
     cases: list[tuple[str, dict[str, Any]]] = [
         ("prompts/get", {"name": "review", "arguments": {"code": "x", "language": "py"}}),
         ("resources/read", {"uri": "file:///logs/2026-08-01.txt"}),
-        ("completion/complete", {"ref": COMPLETION_REFS[0],
-                                 "argument": {"name": "code", "value": "x"}}),
-        ("prompts/list", {}), ("resources/list", {}), ("resources/templates/list", {}),
+        (
+            "completion/complete",
+            {"ref": COMPLETION_REFS[0], "argument": {"name": "code", "value": "x"}},
+        ),
+        ("prompts/list", {}),
+        ("resources/list", {}),
+        ("resources/templates/list", {}),
     ]
     for method, params in cases:
-        value = {"jsonrpc": "2.0", "id": 1, "method": method,
-                 "params": {**params, "_meta": meta(ALL_CAPS)}}
+        value = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": method,
+            "params": {**params, "_meta": meta(ALL_CAPS)},
+        }
         reply = _send(h, value, json.dumps(value).encode())
         assert reply is not None and "result" in json.loads(reply.body), (method, reply)
-    value = {"jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen",
-             "params": {"notifications": {"toolsListChanged": True}, "_meta": meta(ALL_CAPS)}}
+    value = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": True}, "_meta": meta(ALL_CAPS)},
+    }
     assert _send(h, value, json.dumps(value).encode()) is None
     assert len(h.subscriptions) == 1
 
@@ -653,12 +834,18 @@ CONTENT: Final = st.one_of(
     st.builds(TextContent, text=TEXT),
     st.builds(ImageContent, data=TEXT, mime_type=TEXT),
     st.builds(AudioContent, data=TEXT, mime_type=TEXT),
-    st.builds(EmbeddedResource, resource=st.builds(ResourceContents, uri=TEXT, text=TEXT)
-              | st.builds(ResourceContents, uri=TEXT, blob=TEXT)),
+    st.builds(
+        EmbeddedResource,
+        resource=st.builds(ResourceContents, uri=TEXT, text=TEXT)
+        | st.builds(ResourceContents, uri=TEXT, blob=TEXT),
+    ),
     st.builds(ResourceLink, uri=TEXT, name=TEXT),
 )
-RESULT_METAS: Final = st.just(UNSET) | JSON_OBJECTS | st.builds(
-    lambda m, t: {**m, RELATED_TASK: {"taskId": t}}, JSON_OBJECTS, TEXT)
+RESULT_METAS: Final = (
+    st.just(UNSET)
+    | JSON_OBJECTS
+    | st.builds(lambda m, t: {**m, RELATED_TASK: {"taskId": t}}, JSON_OBJECTS, TEXT)
+)
 CALL_RESULTS: Final = st.builds(
     CallToolResult,
     content=st.lists(CONTENT, max_size=3),
@@ -675,26 +862,45 @@ ERROR_OBJECTS: Final = st.builds(
 )
 FORM_SCHEMA: Final = {"type": "object", "properties": {"n": {"type": "string"}}}
 INPUT_REQUESTS: Final = st.one_of(
-    st.builds(lambda m, mode: ElicitRequest(params=ElicitParams(
-        message=m, mode=mode, requested_schema=FORM_SCHEMA)),
-        TEXT, st.sampled_from([UNSET, "form"])),
-    st.builds(lambda m, url: ElicitRequest(params=ElicitParams(message=m, mode="url", url=url)),
-              TEXT, TEXT),
-    st.builds(lambda text, n: CreateMessageRequest(params=CreateMessageParams(
-        messages=[SamplingMessage(role="user", content={"type": "text", "text": text})],
-        max_tokens=n)), TEXT, st.integers(0, 2**31)),
+    st.builds(
+        lambda m, mode: ElicitRequest(
+            params=ElicitParams(message=m, mode=mode, requested_schema=FORM_SCHEMA)
+        ),
+        TEXT,
+        st.sampled_from([UNSET, "form"]),
+    ),
+    st.builds(
+        lambda m, url: ElicitRequest(params=ElicitParams(message=m, mode="url", url=url)),
+        TEXT,
+        TEXT,
+    ),
+    st.builds(
+        lambda text, n: CreateMessageRequest(
+            params=CreateMessageParams(
+                messages=[SamplingMessage(role="user", content={"type": "text", "text": text})],
+                max_tokens=n,
+            )
+        ),
+        TEXT,
+        st.integers(0, 2**31),
+    ),
     st.just(ListRootsRequest()),
 )
 INPUT_REQUIRED: Final = st.builds(
     InputRequired,
-    requests=st.dictionaries(st.sampled_from(["a", "b", "c"]) | TEXT, INPUT_REQUESTS,
-                             max_size=3),
+    requests=st.dictionaries(st.sampled_from(["a", "b", "c"]) | TEXT, INPUT_REQUESTS, max_size=3),
     state=st.none() | TEXT,
     status_message=st.none() | TEXT,
 )
 OUTCOMES: Final = CALL_RESULTS | ERROR_OBJECTS | INPUT_REQUIRED | st.just(START_TASK)
-TASK_CAPS: Final = st.sampled_from([ALL_CAPS, TASKS_CAPS, {**TASKS_CAPS, "elicitation": {}},
-                                    {**TASKS_CAPS, "sampling": {}, "roots": {}}])
+TASK_CAPS: Final = st.sampled_from(
+    [
+        ALL_CAPS,
+        TASKS_CAPS,
+        {**TASKS_CAPS, "elicitation": {}},
+        {**TASKS_CAPS, "sampling": {}, "roots": {}},
+    ]
+)
 
 
 def _statuses_after(outcome: ToolOutcome) -> set[TaskStatus]:
@@ -706,10 +912,15 @@ def _statuses_after(outcome: ToolOutcome) -> set[TaskStatus]:
 
 
 @FUZZ
-@given(caps=TASK_CAPS, steps=st.lists(st.tuples(OUTCOMES, st.integers(0, 3000), st.booleans()),
-                                      min_size=1, max_size=5))
+@given(
+    caps=TASK_CAPS,
+    steps=st.lists(
+        st.tuples(OUTCOMES, st.integers(0, 3000), st.booleans()), min_size=1, max_size=5
+    ),
+)
 def test_random_outcomes_fed_back_through_task_returned(
-    caps: dict[str, Any], steps: list[tuple[ToolOutcome, int, bool]],
+    caps: dict[str, Any],
+    steps: list[tuple[ToolOutcome, int, bool]],
 ) -> None:
     h = Harness(tools=FUZZ_TOOLS, task_options=TaskOptions(ttl_ms=8000))
     task_id: str = h.call("slow", {}, caps=caps)["result"]["taskId"]
@@ -728,10 +939,13 @@ def test_random_outcomes_fed_back_through_task_returned(
             assert after is None and h.cancelled[-1] == task_id
             break
         else:
-            (save,) = step.effects
+            save, *rest = step.effects
             assert isinstance(save, SaveTask) and after is save.record
             assert after.version == record.version + 1
             assert after.status in _statuses_after(outcome)
+            # A handler that returned its questions runs no more: its lease goes.
+            waiting = not after.status.is_terminal
+            assert rest == ([ReleaseLease(task_id=task_id)] if waiting else [])
         reply = h.get(task_id)
         if "result" in reply and reply["result"]["status"] == "input_required" and answer:
             requests = reply["result"]["inputRequests"]
@@ -742,19 +956,28 @@ def test_random_outcomes_fed_back_through_task_returned(
 
 
 @FUZZ
-@given(caps=TASK_CAPS | st.sampled_from([{}, {"elicitation": {"url": {}}}]), outcome=OUTCOMES,
-       tool=st.sampled_from(["greet", "slow", "required_job", "needs_roots"]))
+@given(
+    caps=TASK_CAPS | st.sampled_from([{}, {"elicitation": {"url": {}}}]),
+    outcome=OUTCOMES,
+    tool=st.sampled_from(["greet", "slow", "required_job", "needs_roots"]),
+)
 def test_random_outcomes_fed_back_through_tool_returned(
-    caps: dict[str, Any], outcome: ToolOutcome, tool: str,
+    caps: dict[str, Any],
+    outcome: ToolOutcome,
+    tool: str,
 ) -> None:
     h = Harness(tools=FUZZ_TOOLS)
-    message = {"jsonrpc": "2.0", "id": "c-1", "method": "tools/call",
-               "params": {"name": tool, "arguments": {}, "_meta": meta(caps)}}
-    step = h.core.receive(json.dumps(message).encode(), h.now)
-    if step.reply is not None:  # required_job without the extension: refused up front
-        _check(message, step.reply)
+    message = {
+        "jsonrpc": "2.0",
+        "id": "c-1",
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": {}, "_meta": meta(caps)},
+    }
+    run = h.core.receive(json.dumps(message).encode(), h.now)
+    if isinstance(run, Step):  # required_job without the extension: refused up front
+        assert run.reply is not None
+        _check(message, run.reply)
         return
-    (run,) = step.effects
     assert isinstance(run, RunTool)
     reply = h.perform(h.core.tool_returned(run.call, outcome, h.now))
     _check(message, reply)
@@ -765,11 +988,15 @@ def test_random_outcomes_fed_back_through_tool_returned(
 
 @pytest.mark.parametrize(
     "message",
-    [{"method": "tools/list"}, {"jsonrpc": "1.0", "method": "notifications/initialized"},
-     {"jsonrpc": 2.0, "method": "tools/call", "params": {}}],
+    [
+        {"method": "tools/list"},
+        {"jsonrpc": "1.0", "method": "notifications/initialized"},
+        {"jsonrpc": 2.0, "method": "tools/call", "params": {}},
+    ],
 )
 def test_invalid_message_without_id_gets_an_error_reply(
-    make_harness: type[Harness], message: dict[str, Any],
+    make_harness: type[Harness],
+    message: dict[str, Any],
 ) -> None:
     h = make_harness(tools=TOOLS)
     exchange = h.send(json.dumps(message).encode())
@@ -779,7 +1006,8 @@ def test_invalid_message_without_id_gets_an_error_reply(
 
 @pytest.mark.parametrize("name", ["=?base64?é?=", "=?base64?dC0x\u00ff?=", "=?base64?\u2603?="])
 def test_non_ascii_base64_name_header_is_header_mismatch(
-    make_harness: type[Harness], name: str,
+    make_harness: type[Harness],
+    name: str,
 ) -> None:
     h = make_harness(tools=TOOLS)
     headers = HttpHeaders(protocol_version=PROTOCOL_VERSION, method="tasks/get", name=name)
@@ -800,20 +1028,69 @@ def _with_invalid_utf8(message: dict[str, Any]) -> bytes:
 @pytest.mark.parametrize(
     ("where", "message"),
     [
-        ("_meta", {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta(
-            ALL_CAPS, **{"io.modelcontextprotocol/clientInfo": {"name": _RAW_0X80,
-                                                                "version": "1"}})}}),
-        ("taskId", {"jsonrpc": "2.0", "id": 1, "method": "tasks/get",
-                    "params": {"taskId": _RAW_0X80, "_meta": meta(ALL_CAPS)}}),
-        ("answer", {"jsonrpc": "2.0", "id": 1, "method": "tasks/update", "params": {
-            "taskId": "tsk-0002", "inputResponses": {"a": {"action": "accept",
-                                                           "content": {"name": _RAW_0X80}}},
-            "_meta": meta(ALL_CAPS)}}),
-        ("arguments", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "ask_then_task", "arguments": {"x": _RAW_0X80},
-            "requestState": VALID_STATE, "_meta": meta(ALL_CAPS)}}),
-        ("notification", {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                          "params": {"requestId": 1, "reason": _RAW_0X80}}),
+        (
+            "_meta",
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/list",
+                "params": {
+                    "_meta": meta(
+                        ALL_CAPS,
+                        **{
+                            "io.modelcontextprotocol/clientInfo": {
+                                "name": _RAW_0X80,
+                                "version": "1",
+                            }
+                        },
+                    )
+                },
+            },
+        ),
+        (
+            "taskId",
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tasks/get",
+                "params": {"taskId": _RAW_0X80, "_meta": meta(ALL_CAPS)},
+            },
+        ),
+        (
+            "answer",
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tasks/update",
+                "params": {
+                    "taskId": "tsk-0002",
+                    "inputResponses": {"a": {"action": "accept", "content": {"name": _RAW_0X80}}},
+                    "_meta": meta(ALL_CAPS),
+                },
+            },
+        ),
+        (
+            "arguments",
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {
+                    "name": "ask_then_task",
+                    "arguments": {"x": _RAW_0X80},
+                    "requestState": VALID_STATE,
+                    "_meta": meta(ALL_CAPS),
+                },
+            },
+        ),
+        (
+            "notification",
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": 1, "reason": _RAW_0X80},
+            },
+        ),
     ],
 )
 def test_invalid_utf8_inside_params_gets_a_reply(where: str, message: dict[str, Any]) -> None:

@@ -24,9 +24,10 @@ from mcp_tasks.core import (
     ResourceRead,
     ResourceSpec,
     ResourceTemplateSpec,
+    Step,
     Subscription,
 )
-from mcp_tasks.core._server import MAX_SUBSCRIBED_ITEMS
+from mcp_tasks.core._listen import MAX_SUBSCRIBED_ITEMS
 
 from .harness import ALL_CAPS, CORE, TASKS, Harness, check_schema, checked_harnesses, meta
 from .tools import TOOLS, ask_name
@@ -121,9 +122,8 @@ EVERYTHING: dict[str, Any] = {
 
 
 def test_listen_opens_a_stream_and_replies_nothing_yet(h: Harness) -> None:
-    step = h.core.receive(_listen_message(EVERYTHING, None, 4), h.now)
-    assert step.reply is None
-    (effect,) = step.effects
+    effect = h.core.receive(_listen_message(EVERYTHING, None, 4), h.now)
+    assert not isinstance(effect, Step)  # no reply yet: a need
     assert type(effect).__name__ == "Listen"
 
 

@@ -17,7 +17,9 @@ from mcp_tasks.core import (
     ErrorObject,
     HttpHeaders,
     InputRequired,
+    RunTool,
     ServerOptions,
+    Step,
     TaskOptions,
     TaskStatus,
 )
@@ -350,8 +352,10 @@ def test_create_task_effects_save_before_start_and_ask_to_wake_at_expiry(h: Harn
         ).encode(),
         T0,
     )
-    (run,) = step.effects
-    step = h.core.tool_returned(run.call, TOOLS["slow"][1](run.call), T0, stored_tasks=0)
+    assert isinstance(step, RunTool)
+    run = step
+    step = h.core.tool_returned(run.call, TOOLS["slow"][1](run.call), T0)
+    assert isinstance(step, Step)
     kinds = [type(e).__name__ for e in step.effects]
     assert kinds == ["SaveTask", "StartTask", "WakeAt"]
     assert step.effects[2].deadline == T0 + 600  # type: ignore[union-attr]

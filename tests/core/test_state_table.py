@@ -50,6 +50,7 @@ from mcp_tasks.core import (
     LocalProtocolError,
     SamplingMessage,
     TaskEvent,
+    TaskLimits,
     TaskOptions,
     TaskRecord,
     TaskStatus,
@@ -60,8 +61,8 @@ from mcp_tasks.core import (
     next_status,
     transition_table,
 )
-from mcp_tasks.core._server import RESTARTED_MESSAGE
 from mcp_tasks.core._state import MACHINE
+from mcp_tasks.core._tasks import RESTARTED_MESSAGE
 
 from .harness import ALL_CAPS, Harness, RecordBook
 from .tools import TOOLS, ask_name
@@ -235,9 +236,11 @@ class CountingStore(RecordBook):
         super().__init__()
         self.writes = 0
 
-    def save(self, record: TaskRecord, expected_version: int | None) -> None:
+    def save(
+        self, record: TaskRecord, expected_version: int | None, limits: TaskLimits | None = None
+    ) -> None:
         current = self.get(record.task_id)
-        super().save(record, expected_version)
+        super().save(record, expected_version, limits)
         assert record.version > (0 if current is None else current.version)
         self.writes += 1
 
@@ -334,9 +337,13 @@ class TaskLifecycle(RuleBasedStateMachine):
         return applied
 
     @precondition(lambda self: self.present)
-    @rule(kind=st.sampled_from(
-        ["result", "tool_error", "error_object", "reused_key", "no_requests", "start_task"]),
-        pick=st.integers(0, 100), with_fresh=st.booleans())
+    @rule(
+        kind=st.sampled_from(
+            ["result", "tool_error", "error_object", "reused_key", "no_requests", "start_task"]
+        ),
+        pick=st.integers(0, 100),
+        with_fresh=st.booleans(),
+    )
     def handler_ends(self, kind: str, pick: int, with_fresh: bool) -> None:
         """The handler returns a result (complete), an ErrorObject or breaks its contract:
         asks with a used key, asks nothing, asks for a task inside its task (fail)."""
@@ -371,8 +378,10 @@ class TaskLifecycle(RuleBasedStateMachine):
                 assert "reused input key(s)" in record.error.message
 
     @precondition(lambda self: self.present)
-    @rule(kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=3),
-          message=st.none() | st.sampled_from(["Waiting", "Need more"]))
+    @rule(
+        kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=3),
+        message=st.none() | st.sampled_from(["Waiting", "Need more"]),
+    )
     def asks_input(self, kinds: list[str], message: str | None) -> None:
         """The handler asks for input under fresh keys (need_input)."""
         fresh = {f"k{next(self.keys)}": kind for kind in kinds}
@@ -448,10 +457,16 @@ class TaskLifecycle(RuleBasedStateMachine):
         return None
 
     @precondition(lambda self: self.present)
-    @rule(everything=st.booleans(), mask=st.integers(0, 2**8 - 1), stale=st.booleans(),
-          unknown=st.booleans(), malformed=st.sampled_from([False, False, True]))
-    def answers(self, everything: bool, mask: int, stale: bool, unknown: bool,
-                malformed: bool) -> None:
+    @rule(
+        everything=st.booleans(),
+        mask=st.integers(0, 2**8 - 1),
+        stale=st.booleans(),
+        unknown=st.booleans(),
+        malformed=st.sampled_from([False, False, True]),
+    )
+    def answers(
+        self, everything: bool, mask: int, stale: bool, unknown: bool, malformed: bool
+    ) -> None:
         """tasks/update with some or all outstanding keys, maybe stale, unknown or bad ones."""
         keys = sorted(self.outstanding)
         chosen = [k for i, k in enumerate(keys) if everything or mask >> (i % 8) & 1]
@@ -565,7 +580,7 @@ class TaskLifecycle(RuleBasedStateMachine):
                 assert self.terminal.setdefault(record.task_id, record.status) is record.status
         if not self._expired():  # a lookup of an expired record would remove it
             self._check_get()
-        for exchange in self.h.exchanges[self.checked:]:
+        for exchange in self.h.exchanges[self.checked :]:
             if exchange.reply is not None:
                 _check_reply_once(exchange.method, exchange.reply)
         self.checked = len(self.h.exchanges)

@@ -258,7 +258,7 @@ async def test_cancel_while_waiting_in_place_ends_the_handler(
     await client.send("tasks/cancel", {"taskId": task_id})
     await trio.sleep(0.01)
     assert (await client.get(task_id))["status"] == "cancelled"
-    assert server._running == {}
+    assert server.runner.running == {}
 
 
 async def test_awaited_elicit_without_the_capability_fails_the_task(
@@ -312,7 +312,7 @@ async def test_expiry_removes_the_task_at_its_ttl(autojump_clock: MockClock) -> 
         await trio.sleep(0.2)
         error = (await client.send("tasks/get", {"taskId": task_id}))["error"]
         assert error["code"] == -32602
-        assert await server.store.count() == 0 and server._running == {}
+        assert await server.store.count() == 0 and server.runner.running == {}
 
 
 async def test_shutdown_gives_tasks_a_grace_period_then_cancels(autojump_clock: MockClock) -> None:
@@ -331,7 +331,7 @@ async def test_shutdown_refuses_new_calls_but_answers_polls(autojump_clock: Mock
     async with server.running():
         client = Client(server)
         task_id = await client.start("work", {"seconds": 100})
-        server._closing = True  # what leaving `running()` does first
+        server.closing = True  # what leaving `running()` does first
         error = (await client.call("work", {"seconds": 1}))["error"]
         assert "shutting down" in error["message"]
         assert (await client.get(task_id))["status"] == "working"

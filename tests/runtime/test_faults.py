@@ -48,7 +48,7 @@ async def test_blocking_work_in_a_thread_is_cancelled_at_once() -> None:
         assert "result" in await client.send("tools/list")  # the server answers meanwhile
         await client.send("tasks/cancel", {"taskId": task_id})
         with trio.fail_after(5):
-            while task_id in server._running:
+            while task_id in server.runner.running:
                 await trio.sleep(0.01)
         assert (await client.get(task_id))["status"] == "cancelled"
     assert stop.is_set()
@@ -77,7 +77,7 @@ async def test_a_handler_that_shields_itself_still_ends_cancelled() -> None:
         assert (await client.get(task_id))["status"] == "cancelled"  # at once, running or not
         release.set()
         with trio.fail_after(5):
-            while task_id in server._running:
+            while task_id in server.runner.running:
                 await trio.sleep(0.01)
         task = await client.get(task_id)
         assert finished == ["returned"]
@@ -116,7 +116,7 @@ async def test_a_store_that_fails_on_write_costs_that_request_only(
         answer = json.loads(reply.body)
         assert answer["id"] == json.loads(data)["id"]
         assert answer["error"]["code"] == -32603
-        assert await store.count() == 0 and server._running == {}  # nothing half-made
+        assert await store.count() == 0 and server.runner.running == {}  # nothing half-made
         store.fail_saves = False
         client = Client(server)
         task_id = await client.start("job")

@@ -189,9 +189,9 @@ async def test_cancel_through_one_stops_the_handler_on_the_other(
     a, b = pair
     async with running(a, b) as (on_a, on_b):
         task_id = await on_a.start("blocks")
-        await wait_for(lambda: task_id in a._running)
+        await wait_for(lambda: task_id in a.runner.running)
         await on_b.send("tasks/cancel", {"taskId": task_id})
-        await wait_for(lambda: task_id not in a._running)  # A's handler is gone
+        await wait_for(lambda: task_id not in a.runner.running)  # A's handler is gone
         assert (await on_a.get(task_id))["status"] == "cancelled"
         assert b.runs == []  # type: ignore[attr-defined]
 
@@ -234,7 +234,7 @@ async def test_a_lapsed_lease_fails_the_task_on_the_other(redis_url: str) -> Non
         ttl_ms=600_000,
         poll_interval_ms=None,
     )
-    await dead.save(record, None)
+    await dead.save(record, None, active=True)
     await dead.claim("tsk_orphan", time.time() + 0.3)
     survivor = build(RedisTaskStore(redis_url, prefix=prefix), lease_seconds=0.3)
     async with running(survivor) as (client,):
@@ -291,7 +291,11 @@ class Interleaved(MemoryTaskStore):
         if record is not None and self.armed == task_id:
             self.armed = None
             self.interleaved += 1
-            await self.save(record.replace(status_message="changed elsewhere"), record.version)
+            await self.save(
+                record.replace(status_message="changed elsewhere"),
+                record.version,
+                active=not record.status.is_terminal,
+            )
         return record
 
 

@@ -96,7 +96,7 @@ def full_record() -> TaskRecord:
 
 async def test_a_saved_record_reads_back_exactly(store: TaskStore) -> None:
     original = full_record()
-    await store.save(original, None)
+    await store.save(original, None, active=True)
     back = await store.get("t1")
     assert back == original  # Raw fields compare byte for byte
     assert back is not None and back.arguments is not None and original.arguments is not None
@@ -108,46 +108,46 @@ async def test_a_saved_record_reads_back_exactly(store: TaskStore) -> None:
 @pytest.mark.parametrize("ending", ["result", "error"])
 async def test_results_and_errors_round_trip_exactly(store: TaskStore, ending: str) -> None:
     first = record()
-    await store.save(first, None)
+    await store.save(first, None, active=True)
     if ending == "result":
         result = Raw(msgspec.json.encode(CallToolResult.text("done ✓")))
         done = first.replace(status=TaskStatus.COMPLETED, result=result)
     else:
         error = ErrorObject(code=-32603, message="boom", data={"why": [1, None]})
         done = first.replace(status=TaskStatus.FAILED, error=error)
-    await store.save(done, 1)
+    await store.save(done, 1, active=False)
     assert await store.get("t1") == done
 
 
 async def test_create_refuses_an_existing_id(store: TaskStore) -> None:
-    await store.save(record(), None)
+    await store.save(record(), None, active=True)
     with pytest.raises(VersionConflict) as caught:
-        await store.save(record(), None)
+        await store.save(record(), None, active=True)
     assert caught.value.found == 1
 
 
 async def test_replace_needs_the_stored_version(store: TaskStore) -> None:
     first = record()
-    await store.save(first, None)
+    await store.save(first, None, active=True)
     second = first.replace(status_message="x")
     with pytest.raises(VersionConflict):
-        await store.save(second, 2)
-    await store.save(second, 1)
+        await store.save(second, 2, active=True)
+    await store.save(second, 1, active=True)
     third = second.replace(status_message="y")
     with pytest.raises(VersionConflict) as caught:
-        await store.save(third, 1)
+        await store.save(third, 1, active=True)
     assert (caught.value.expected, caught.value.found) == (1, 2)
     assert await store.get("t1") == second
 
 
 async def test_replace_of_a_missing_record_conflicts(store: TaskStore) -> None:
     with pytest.raises(VersionConflict):
-        await store.save(record(version=2), 1)
+        await store.save(record(version=2), 1, active=True)
     assert await store.get("t1") is None
 
 
 async def test_delete_with_and_without_a_version(store: TaskStore) -> None:
-    await store.save(record(), None)
+    await store.save(record(), None, active=True)
     with pytest.raises(VersionConflict):
         await store.delete("t1", 5)
     assert await store.delete("t1", 1) is True
@@ -158,7 +158,7 @@ async def test_delete_with_and_without_a_version(store: TaskStore) -> None:
 async def test_concurrent_transitions_never_lose_one(store: TaskStore) -> None:
     """Twenty writers each add their key by read, change, compare-and-set, retry: every
     key ends up in the record and the version counts every write."""
-    await store.save(record(), None)
+    await store.save(record(), None, active=True)
 
     async def add(key: str) -> None:
         while True:
@@ -166,7 +166,9 @@ async def test_concurrent_transitions_never_lose_one(store: TaskStore) -> None:
             assert current is not None
             try:
                 await store.save(
-                    current.replace(issued_keys=current.issued_keys | {key}), current.version
+                    current.replace(issued_keys=current.issued_keys | {key}),
+                    current.version,
+                    active=True,
                 )
                 return
             except VersionConflict:
@@ -181,14 +183,16 @@ async def test_concurrent_transitions_never_lose_one(store: TaskStore) -> None:
 
 
 async def test_the_limit_refuses_new_records_only(store: TaskStore) -> None:
-    await store.save(record("a"), None, limit=2)
-    await store.save(record("b"), None, limit=2)
+    await store.save(record("a"), None, active=True, limit=2)
+    await store.save(record("b"), None, active=True, limit=2)
     with pytest.raises(StoreFull) as caught:
-        await store.save(record("c"), None, limit=2)
+        await store.save(record("c"), None, active=True, limit=2)
     assert caught.value.limit == 2 and await store.get("c") is None
-    await store.save(record("a").replace(status_message="fine"), 1, limit=2)  # a change
+    await store.save(
+        record("a").replace(status_message="fine"), 1, active=True, limit=2
+    )  # a change
     await store.delete("b")
-    await store.save(record("c"), None, limit=2)  # room again
+    await store.save(record("c"), None, active=True, limit=2)  # room again
     assert await store.count() == 2
 
 
@@ -198,26 +202,26 @@ async def test_the_principal_limit_counts_unfinished_tasks_of_that_principal(
     def owned(task_id: str, principal: str | None) -> TaskRecord:
         return msgspec.structs.replace(record(task_id), principal=principal)
 
-    await store.save(owned("a1", "alice"), None, principal_limit=2)
-    await store.save(owned("a2", "alice"), None, principal_limit=2)
+    await store.save(owned("a1", "alice"), None, active=True, principal_limit=2)
+    await store.save(owned("a2", "alice"), None, active=True, principal_limit=2)
     with pytest.raises(StoreFull) as caught:
-        await store.save(owned("a3", "alice"), None, principal_limit=2)
+        await store.save(owned("a3", "alice"), None, active=True, principal_limit=2)
     assert caught.value.per_principal and caught.value.limit == 2
-    await store.save(owned("b1", "bob"), None, principal_limit=2)  # bob has his own
-    await store.save(owned("n1", None), None, principal_limit=2)  # and so has nobody
+    await store.save(owned("b1", "bob"), None, active=True, principal_limit=2)  # bob has his own
+    await store.save(owned("n1", None), None, active=True, principal_limit=2)  # and so has nobody
     done = owned("a1", "alice").replace(status=TaskStatus.COMPLETED)
-    await store.save(done, 1)  # a finished task no longer counts
-    await store.save(owned("a3", "alice"), None, principal_limit=2)
+    await store.save(done, 1, active=False)  # a finished task no longer counts
+    await store.save(owned("a3", "alice"), None, active=True, principal_limit=2)
     await store.delete("a2")  # nor does a deleted one
-    await store.save(owned("a4", "alice"), None, principal_limit=2)
+    await store.save(owned("a4", "alice"), None, active=True, principal_limit=2)
     with pytest.raises(StoreFull):
-        await store.save(owned("a5", "alice"), None, principal_limit=2)
+        await store.save(owned("a5", "alice"), None, active=True, principal_limit=2)
 
 
 async def test_pop_due_returns_only_records_whose_time_has_come(store: TaskStore) -> None:
-    await store.save(record("a", created_at=100.0), None)  # expires 101
-    await store.save(record("b", created_at=105.0), None)  # expires 106
-    await store.save(record("c", ttl_ms=None), None)  # never
+    await store.save(record("a", created_at=100.0), None, active=True)  # expires 101
+    await store.save(record("b", created_at=105.0), None, active=True)  # expires 106
+    await store.save(record("c", ttl_ms=None), None, active=True)  # never
     assert await store.next_deadline() == 101.0
     assert await store.pop_due(100.999) == []
     assert [r.task_id for r in await store.pop_due(101.0)] == ["a"]
@@ -228,7 +232,7 @@ async def test_pop_due_returns_only_records_whose_time_has_come(store: TaskStore
 
 async def test_pop_due_skips_deleted_records_and_honours_the_limit(store: TaskStore) -> None:
     for n in range(5):
-        await store.save(record(f"t{n}", created_at=100.0 + n), None)
+        await store.save(record(f"t{n}", created_at=100.0 + n), None, active=True)
     await store.delete("t0")
     assert [r.task_id for r in await store.pop_due(1000, limit=2)] == ["t1", "t2"]
     assert [r.task_id for r in await store.pop_due(1000)] == ["t3", "t4"]
@@ -236,15 +240,15 @@ async def test_pop_due_skips_deleted_records_and_honours_the_limit(store: TaskSt
 
 async def test_a_new_expiry_is_indexed_anew(store: TaskStore) -> None:
     first = record()
-    await store.save(first, None)
+    await store.save(first, None, active=True)
     longer = first.replace(ttl_ms=5000)
-    await store.save(longer, 1)
+    await store.save(longer, 1, active=True)
     assert await store.pop_due(101.0) == []
     assert await store.pop_due(105.0) == [longer]
 
 
 async def test_a_lease_is_held_renewed_and_released(store: TaskStore) -> None:
-    await store.save(record(), None)
+    await store.save(record(), None, active=True)
     assert await store.lease_holder("t1", 0.0) is None
     await store.claim("t1", 50.0)
     assert await store.lease_holder("t1", 10.0) == store.origin
@@ -256,30 +260,44 @@ async def test_a_lease_is_held_renewed_and_released(store: TaskStore) -> None:
 
 
 async def test_a_new_record_can_take_its_lease_as_it_is_written(store: TaskStore) -> None:
-    await store.save(record(), None, lease_until=50.0)
+    await store.save(record(), None, active=True, lease_until=50.0)
     assert await store.lease_holder("t1", 10.0) == store.origin
 
 
 async def test_a_terminal_save_drops_the_lease(store: TaskStore) -> None:
     first = record()
-    await store.save(first, None, lease_until=50.0)
+    await store.save(first, None, active=True, lease_until=50.0)
     waiting = first.replace(status=TaskStatus.INPUT_REQUIRED)
-    await store.save(waiting, 1)
+    await store.save(waiting, 1, active=True)
     assert await store.lease_holder("t1", 10.0) == store.origin  # still running
-    await store.save(waiting.replace(status=TaskStatus.CANCELLED), 2)
+    await store.save(waiting.replace(status=TaskStatus.CANCELLED), 2, active=False)
     assert await store.lease_holder("t1", 10.0) is None
     assert await store.lapsed(1000.0) == []  # nothing left to take over
 
 
+async def test_the_store_takes_active_from_the_caller_not_the_status(store: TaskStore) -> None:
+    """The store reads no status: `active` alone decides what counts toward the principal
+    limit and when the lease goes."""
+    finished_looking = msgspec.structs.replace(record("a"), status=TaskStatus.COMPLETED)
+    await store.save(finished_looking, None, active=True, principal_limit=1, lease_until=50.0)
+    assert await store.lease_holder("a", 10.0) == store.origin  # kept: still active
+    with pytest.raises(StoreFull):  # and it counts
+        await store.save(record("b"), None, active=True, principal_limit=1)
+    await store.save(record("c"), None, active=False, lease_until=50.0)  # working, yet done
+    assert await store.lease_holder("c", 10.0) is None
+    await store.save(finished_looking.replace(status_message="x"), 1, active=False)
+    await store.save(record("b"), None, active=True, principal_limit=1)  # room again
+
+
 async def test_a_refused_write_takes_no_lease(store: TaskStore) -> None:
-    await store.save(record("a"), None, limit=1)
+    await store.save(record("a"), None, active=True, limit=1)
     with pytest.raises(StoreFull):
-        await store.save(record("b"), None, limit=1, lease_until=50.0)
+        await store.save(record("b"), None, active=True, limit=1, lease_until=50.0)
     assert await store.lease_holder("b", 10.0) is None
 
 
 async def test_deleting_a_record_drops_its_lease(store: TaskStore) -> None:
-    await store.save(record(), None)
+    await store.save(record(), None, active=True)
     await store.claim("t1", 50.0)
     await store.delete("t1")
     assert await store.lease_holder("t1", 10.0) is None
@@ -320,7 +338,7 @@ def test_records_round_trip_through_json() -> None:
 async def test_memory_expiry_cost_is_proportional_to_what_expired() -> None:
     store = MemoryTaskStore()
     for n in range(10_000):
-        await store.save(record(f"t{n}", created_at=100.0 + n), None)
+        await store.save(record(f"t{n}", created_at=100.0 + n), None, active=True)
     heap = store._expiry_heap
     assert len(await store.pop_due(104.0)) == 4
     assert len(heap) == 10_000 - 4  # popped exactly the expired entries, touched no others

@@ -1,0 +1,134 @@
+"""Every byte the server sends is encoded here: results, errors, notifications.
+
+`Encoder` knows the server's `_meta` (its `serverInfo`) and turns results and errors into
+`Reply`s; `notification` and `error_body` are the one way to build a notification and a
+bare error body (the transports use it for what they refuse before the core sees it).
+`shown` cuts what the peer sent before an error message quotes it back. (Validation
+errors are worded by `_options.error_path`, next to the tool arguments it decodes.)
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import math
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET
+
+from . import _wire as w
+from ._effects import Reply
+from ._errors import ProtocolError, http_status_for_code
+from ._records import TaskRecord
+from ._state import TaskStatus
+
+SHOWN_CHARACTERS: Final = 100
+"""How much of a peer's string an error message quotes back (a name may be megabytes)."""
+META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def shown(text: str) -> str:
+    """`text`, cut to `SHOWN_CHARACTERS` with a note of how much was left out."""
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    return f"{text[:SHOWN_CHARACTERS]}… ({len(text) - SHOWN_CHARACTERS} more characters)"
+
+
+@functools.lru_cache(maxsize=4096)
+def _second(seconds: int) -> str:
+    return (_EPOCH + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def iso_utc(when: float) -> str:
+    """ISO 8601 in UTC with milliseconds, e.g. `2026-08-01T12:00:00.000Z`.
+
+    Every task poll formats two of these, so the date-and-time part of each second is
+    memoised (a pure cache: the same input always gives the same text).
+    """
+    fraction, whole = math.modf(when)  # rounds to microseconds as datetime does
+    seconds, micros = divmod(int(whole) * 1_000_000 + round(fraction * 1_000_000), 1_000_000)
+    return f"{_second(seconds)}.{micros // 1000:03d}Z"
+
+
+def notification(method: str, params: dict[str, Any]) -> bytes:
+    """A JSON-RPC notification."""
+    return w.json_encoder.encode({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+def error_body(request_id: w.RequestId | None, code: int, message: str, data: Any = None) -> bytes:
+    """A JSON-RPC error response (without an id when the request's is unknown)."""
+    error = w.ErrorObject(code=code, message=message, data=UNSET if data is None else data)
+    response = w.ErrorResponse(id=UNSET if request_id is None else request_id, error=error)
+    return w.json_encoder.encode(response)
+
+
+def error_object(error: ProtocolError) -> w.ErrorObject:
+    return w.ErrorObject(
+        code=error.code, message=error.message, data=UNSET if error.data is None else error.data
+    )
+
+
+def unset_if_none(value: Any) -> Any:
+    return UNSET if value is None else value
+
+
+class Encoder:
+    """Replies carrying the server's `_meta`."""
+
+    def __init__(self, info: w.Implementation) -> None:
+        self.result_meta = w.ResultMeta(server_info=info)
+        self.meta_dict: dict[str, Any] = msgspec.to_builtins(self.result_meta)
+
+    def result(self, request_id: w.RequestId, result: Any) -> Reply:
+        body = w.json_encoder.encode(w.ResultResponse(id=request_id, result=result))
+        return Reply(body=body, request_id=request_id)
+
+    def error(self, request_id: w.RequestId | None, error: ProtocolError) -> Reply:
+        return self.error_object(request_id, error_object(error))
+
+    def error_object(self, request_id: w.RequestId | None, error: w.ErrorObject) -> Reply:
+        response = w.ErrorResponse(id=UNSET if request_id is None else request_id, error=error)
+        return Reply(
+            body=w.json_encoder.encode(response),
+            http_status=http_status_for_code(error.code),
+            request_id=request_id,
+            error_code=error.code,
+        )
+
+    def detailed_task(self, record: TaskRecord) -> w.DetailedTask:
+        """The task as `tasks/get` shows it."""
+        common: dict[str, Any] = {
+            "task_id": record.task_id,
+            "created_at": iso_utc(record.created_at),
+            "last_updated_at": iso_utc(record.last_updated_at),
+            "ttl_ms": record.ttl_ms,
+            "poll_interval_ms": unset_if_none(record.poll_interval_ms),
+            "status_message": unset_if_none(record.status_message),
+            "meta": self.result_meta,
+        }
+        status = record.status
+        if status is TaskStatus.WORKING:
+            return w.WorkingTask(**common)
+        if status is TaskStatus.INPUT_REQUIRED:
+            return w.InputRequiredTask(**common, input_requests=record.input_requests or {})
+        if status is TaskStatus.COMPLETED:
+            assert record.result is not None
+            return w.CompletedTask(**common, result=record.result)
+        if status is TaskStatus.FAILED:
+            assert record.error is not None
+            return w.FailedTask(**common, error=record.error)
+        return w.CancelledTask(**common)
+
+    def task_handle(self, record: TaskRecord) -> w.CreateTaskResult:
+        """The `CreateTaskResult` that answers the `tools/call` creating `record`."""
+        return w.CreateTaskResult(
+            task_id=record.task_id,
+            status=record.status.value,
+            created_at=iso_utc(record.created_at),
+            last_updated_at=iso_utc(record.last_updated_at),
+            ttl_ms=record.ttl_ms,
+            poll_interval_ms=unset_if_none(record.poll_interval_ms),
+            meta=self.result_meta,
+        )

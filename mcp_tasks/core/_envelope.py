@@ -1,0 +1,244 @@
+"""The envelope of an incoming message: JSON-RPC shape, `_meta`, the HTTP headers.
+
+Checked in the order the conformance suite expects: JSON and JSON-RPC shape, `_meta`,
+HTTP headers against the body, protocol version, method, the capability gate; the params
+of each method are decoded by its own module with `decode_params`.
+"""
+
+from __future__ import annotations
+
+import base64
+import decimal
+import re
+from typing import Any, Final, TypeVar
+
+import msgspec
+from msgspec import UNSET, Raw, Struct
+
+from . import _wire as w
+from ._encode import shown
+from ._errors import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    RemoteProtocolError,
+)
+from ._options import error_path
+
+TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+KNOWN_METHODS: Final = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+        "subscriptions/listen",
+    }
+    | TASK_METHODS
+)
+CAPABILITY_OF: Final = {  # methods that exist only while the server offers the capability
+    "prompts/list": "prompts",
+    "prompts/get": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resources",
+    "resources/read": "resources",
+    "completion/complete": "completions",
+}
+TOO_DEEP: Final = "JSON nested more deeply than this server accepts"
+
+_Params = TypeVar("_Params")
+
+
+class HttpHeaders(Struct, frozen=True, kw_only=True):
+    """The MCP request headers of a Streamable HTTP POST, as received (None: absent)."""
+
+    protocol_version: str | None = None
+    method: str | None = None
+    name: str | None = None
+    params: dict[str, str] | None = None
+    """`Mcp-Param-{Name}` headers by lower-cased Name (None: the request had none)."""
+
+
+def invalid_params(message: str, data: Any = UNSET) -> RemoteProtocolError:
+    return RemoteProtocolError(INVALID_PARAMS, message, data)
+
+
+def decode_params(raw: Raw, kind: type[_Params]) -> _Params:
+    """`raw` decoded as `kind`, or -32602 naming the field that does not fit."""
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except msgspec.ValidationError as error:
+        raise invalid_params(f"Invalid params: {error_path(error, 'params')}") from None
+
+
+def is_request_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def decode_message(data: bytes) -> w.IncomingMessage:
+    try:
+        # msgspec checks UTF-8 only in what it decodes; params stay raw until later, so the
+        # whole body is checked here, once (a fast path for ASCII).
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RemoteProtocolError(
+            PARSE_ERROR,
+            f"Parse error: the body is not UTF-8 ({error.reason} at byte {error.start})",
+        ) from None
+    try:
+        return msgspec.json.decode(data, type=w.IncomingMessage)
+    except msgspec.ValidationError as error:
+        if str(error).endswith("at `$.id`"):  # a number beyond a double
+            raise RemoteProtocolError(
+                INVALID_REQUEST, f"Invalid request: id must be a string or an integer ({error})"
+            ) from None
+        if data.lstrip(b" \t\r\n").startswith(b"{"):  # an object, with a value out of range
+            raise RemoteProtocolError(INVALID_REQUEST, f"Invalid request: {error}") from None
+        raise RemoteProtocolError(
+            INVALID_REQUEST, "Invalid request: a JSON-RPC message must be a JSON object"
+        ) from None
+    except msgspec.DecodeError as error:
+        raise RemoteProtocolError(
+            PARSE_ERROR, f"Parse error: the body is not valid JSON ({error})"
+        ) from None
+    except RecursionError:
+        raise RemoteProtocolError(INVALID_REQUEST, f"Invalid request: {TOO_DEEP}") from None
+
+
+def check_envelope(message: w.IncomingMessage) -> str:
+    """The method of a request or notification whose envelope is sound."""
+    if message.jsonrpc != "2.0":
+        raise RemoteProtocolError(INVALID_REQUEST, 'Invalid request: jsonrpc must be "2.0"')
+    if message.method is UNSET:
+        raise RemoteProtocolError(INVALID_REQUEST, "Invalid request: method is missing")
+    if not isinstance(message.method, str):
+        raise RemoteProtocolError(INVALID_REQUEST, "Invalid request: method must be a string")
+    return message.method
+
+
+def request_meta(head: w.ParamsHead) -> w.RequestMeta:
+    if head.meta is UNSET:
+        raise invalid_params(
+            "Invalid params: params._meta is required (protocol version and client "
+            "capabilities travel in every request)"
+        )
+    return head.meta
+
+
+def check_version_and_method(method: str, meta: w.RequestMeta, offered: dict[str, Any]) -> None:
+    """The protocol version, then the method: known, and offered by this server."""
+    if meta.protocol_version not in w.SUPPORTED_VERSIONS:
+        raise RemoteProtocolError(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            f"Unsupported protocol version {meta.protocol_version!r}",
+            {"supported": list(w.SUPPORTED_VERSIONS), "requested": meta.protocol_version},
+        )
+    if method not in KNOWN_METHODS:
+        raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")
+    needs = CAPABILITY_OF.get(method)
+    if needs is not None and needs not in offered:
+        raise RemoteProtocolError(
+            METHOD_NOT_FOUND, f"Method not found: {method} (this server offers no {needs})"
+        )
+
+
+def check_headers(
+    headers: HttpHeaders,
+    method: str,
+    head: w.ParamsHead,
+    meta: w.RequestMeta,
+    *,
+    accept_missing_task_name: bool,
+) -> None:
+    """The MCP headers of an HTTP request must mirror its body."""
+    if headers.protocol_version is None:
+        raise RemoteProtocolError(HEADER_MISMATCH, "MCP-Protocol-Version header is missing")
+    if headers.protocol_version.strip() != meta.protocol_version:
+        raise RemoteProtocolError(
+            HEADER_MISMATCH,
+            "MCP-Protocol-Version header does not match "
+            "params._meta[io.modelcontextprotocol/protocolVersion]",
+        )
+    if headers.method is None:
+        raise RemoteProtocolError(HEADER_MISMATCH, "Mcp-Method header is missing")
+    if headers.method.strip() != method:
+        raise RemoteProtocolError(HEADER_MISMATCH, "Mcp-Method header does not match method")
+    wire_name = w.MCP_NAME_PARAM.get(method)
+    if wire_name is None:
+        return
+    body_value = getattr(head, "task_id" if wire_name == "taskId" else wire_name)
+    if not isinstance(body_value, str):
+        return  # absent or mistyped: the params check reports it
+    if headers.name is None:
+        if method in TASK_METHODS and accept_missing_task_name:
+            return
+        raise RemoteProtocolError(
+            HEADER_MISMATCH, f"Mcp-Name header is missing (it must carry params.{wire_name})"
+        )
+    if _decode_header_value(headers.name) != body_value:
+        raise RemoteProtocolError(
+            HEADER_MISMATCH, f"Mcp-Name header does not match params.{wire_name}"
+        )
+
+
+def check_param_headers(
+    header_params: dict[str, str], given: dict[str, str], arguments: Raw | None
+) -> None:
+    """Each annotated argument in the body must be mirrored, exactly, by its header; a
+    header without its argument is a mismatch too."""
+    values = {} if arguments is None else msgspec.json.decode(arguments)
+    for argument, header in header_params.items():
+        value = values.get(argument)
+        sent = given.get(header.lower())
+        if value is None and sent is None:
+            continue
+        name = f"Mcp-Param-{header}"
+        if sent is None:
+            raise RemoteProtocolError(
+                HEADER_MISMATCH, f"{name} header is missing (it must carry arguments.{argument})"
+            )
+        if value is None:
+            raise RemoteProtocolError(
+                HEADER_MISMATCH, f"{name} header is sent but arguments.{argument} is not"
+            )
+        if not _header_mirrors(_decode_header_value(sent, name), value):
+            raise RemoteProtocolError(
+                HEADER_MISMATCH, f"{name} header does not match arguments.{argument}"
+            )
+
+
+def _decode_header_value(value: str, name: str = "Mcp-Name") -> str:
+    value = value.strip()
+    start, end = w.BASE64_HEADER_PREFIX, w.BASE64_HEADER_SUFFIX
+    if value.startswith(start) and value.endswith(end) and len(value) >= len(start) + len(end):
+        try:
+            return base64.b64decode(value[len(start) : -len(end)], validate=True).decode("utf-8")
+        except ValueError:  # binascii.Error, UnicodeDecodeError, non-ASCII text
+            raise RemoteProtocolError(
+                HEADER_MISMATCH, f"{name} header holds invalid =?base64?...?= text"
+            ) from None
+    return value
+
+
+_NUMBER: Final = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+
+
+def _header_mirrors(text: str, value: Any) -> bool:
+    """Whether header `text` carries argument `value`: strings exactly, booleans as
+    `true`/`false`, numbers by value (`042`, `+42` and `42.0` all carry 42, as SEP-2243
+    asks); objects, arrays and anything else never."""
+    if isinstance(value, bool):
+        return text == ("true" if value else "false")
+    if isinstance(value, str):
+        return text == value
+    if isinstance(value, int | float) and _NUMBER.fullmatch(text):
+        return decimal.Decimal(text) == value  # exact, also for integers beyond 2**53
+    return False

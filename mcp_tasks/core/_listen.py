@@ -1,0 +1,130 @@
+"""`subscriptions/listen`: what a stream agrees to carry, and each message on it."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET, Raw
+
+from . import _wire as w
+from ._catalog import Catalog
+from ._effects import Reply
+from ._encode import META_SUBSCRIPTION_ID, Encoder, notification
+from ._envelope import decode_params, invalid_params
+from ._needs import Listen, Subscription
+from ._records import TaskRecord
+from ._rounds import needs_tasks_extension
+
+MAX_SUBSCRIBED_ITEMS: Final = 256
+"""Task ids, and resource uris, one `subscriptions/listen` may name."""
+LIST_CHANGED_METHODS: Final = {
+    "tools": "notifications/tools/list_changed",
+    "prompts": "notifications/prompts/list_changed",
+    "resources": "notifications/resources/list_changed",
+}
+
+
+class Listening:
+    def __init__(self, encoder: Encoder, catalog: Catalog) -> None:
+        self._encode = encoder
+        self._catalog = catalog
+
+    def listen(
+        self,
+        request_id: w.RequestId,
+        raw_params: Raw,
+        meta: w.RequestMeta,
+        principal: str | None,
+    ) -> Listen:
+        wanted = decode_params(raw_params, w.ListenParams).notifications
+        for name, items in (
+            ("taskIds", wanted.task_ids),
+            ("resourceSubscriptions", wanted.resource_subscriptions),
+        ):
+            if items is not UNSET and len(items) > MAX_SUBSCRIBED_ITEMS:
+                raise invalid_params(
+                    f"Invalid params: params.notifications.{name} names {len(items)} items, "
+                    f"at most {MAX_SUBSCRIBED_ITEMS}"
+                )
+        if wanted.task_ids is not UNSET and not meta.client_capabilities.has_tasks:
+            raise needs_tasks_extension("Listening for task status (taskIds) needs")
+        offered = self._catalog.capabilities()
+        agreed = w.SubscriptionFilter(
+            tools_list_changed=True if wanted.tools_list_changed is True else UNSET,
+            prompts_list_changed=(
+                True if wanted.prompts_list_changed is True and "prompts" in offered else UNSET
+            ),
+            resources_list_changed=(
+                True if wanted.resources_list_changed is True and "resources" in offered else UNSET
+            ),
+            resource_subscriptions=_unset_if_empty(
+                _unique(
+                    uri
+                    for uri in wanted.resource_subscriptions or ()
+                    if self._catalog.find_resource(uri) is not None
+                )
+            ),
+            task_ids=_unset_if_empty(_unique(wanted.task_ids or ())),
+        )
+        subscription = Subscription(
+            request_id=request_id, notifications=agreed, meta=meta, principal=principal
+        )
+        return Listen(subscription=subscription)
+
+    def acknowledged(self, subscription: Subscription) -> bytes:
+        """The stream's first message: which notifications it will carry."""
+        params = {
+            "_meta": {META_SUBSCRIPTION_ID: subscription.request_id},
+            "notifications": subscription.notifications,
+        }
+        return notification("notifications/subscriptions/acknowledged", params)
+
+    def list_changed(self, subscription: Subscription, kind: str) -> bytes | None:
+        """`notifications/<kind>/list_changed` for this stream, or None if it did not ask.
+        `kind` is "tools", "prompts" or "resources"."""
+        wanted = subscription.notifications
+        asked = {
+            "tools": wanted.tools_list_changed,
+            "prompts": wanted.prompts_list_changed,
+            "resources": wanted.resources_list_changed,
+        }[kind]
+        if asked is not True:
+            return None
+        params = {"_meta": {META_SUBSCRIPTION_ID: subscription.request_id}}
+        return notification(LIST_CHANGED_METHODS[kind], params)
+
+    def resource_updated(self, subscription: Subscription, uri: str) -> bytes | None:
+        """`notifications/resources/updated` for this stream, or None if it did not ask."""
+        if uri not in (subscription.notifications.resource_subscriptions or ()):
+            return None
+        params = {"_meta": {META_SUBSCRIPTION_ID: subscription.request_id}, "uri": uri}
+        return notification("notifications/resources/updated", params)
+
+    def task_changed(self, subscription: Subscription, record: TaskRecord) -> bytes | None:
+        """`notifications/tasks` with the task's full state (as `tasks/get` shows it), or
+        None if this stream did not ask about this task."""
+        if record.task_id not in (subscription.notifications.task_ids or ()):
+            return None
+        if record.principal != subscription.principal:
+            return None  # not theirs: they learn nothing of it
+        # Through JSON, not to_builtins: a completed task's result is kept as raw JSON.
+        task = self._encode.detailed_task(record)
+        params: dict[str, Any] = msgspec.json.decode(w.json_encoder.encode(task))
+        params.pop("resultType", None)
+        params["_meta"] = {META_SUBSCRIPTION_ID: subscription.request_id}
+        return notification("notifications/tasks", params)
+
+    def ended(self, subscription: Subscription) -> Reply:
+        """The response that ends a stream gracefully (the server is shutting down)."""
+        meta = {**self._encode.meta_dict, META_SUBSCRIPTION_ID: subscription.request_id}
+        result = {"resultType": "complete", "_meta": meta}
+        return self._encode.result(subscription.request_id, result)
+
+
+def _unique(items: Any) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _unset_if_empty(items: list[str]) -> list[str] | Any:
+    return items if items else UNSET

@@ -1,0 +1,201 @@
+"""What the core needs before it can go on, and the calls that carry a request to a handler.
+
+A `Need` is not a command: the shell fulfils it (runs a handler, loads a record, opens a
+stream) and hands what it got back to the core, which answers with a `Step` or another
+`Need`. The shell loops until it has a `Step`; it never recurses.
+
+    RunTool(call, handler)       run the tool handler, then `tool_returned(call, outcome, now)`
+    GetPrompt(call, handler)     run the prompt handler, then `prompt_returned`
+    ReadResource(call, handler)  run the resource handler, then `resource_returned`
+    Complete(call, handler)      run the completion handler, then `completion_returned`
+    FetchTask(request)           load `request.task_id`, then `handle_task_request`
+    Listen(subscription)         carry a `subscriptions/listen` stream until it ends
+
+`handler` is whatever was registered with the spec (`Catalog.add_*(spec, handler)`): the
+core hands it back untouched, so the shell runs exactly what the core found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import Raw, Struct
+
+from ._wire import (
+    ClientCapabilities,
+    CompletionArgument,
+    PromptReference,
+    RequestId,
+    RequestMeta,
+    ResourceTemplateReference,
+    SubscriptionFilter,
+)
+
+
+class ToolCall(Struct, frozen=True, kw_only=True):
+    """A `tools/call` the shell must run the tool handler for."""
+
+    request_id: RequestId | None
+    """The `tools/call` being answered; None for a run inside a task after its creation."""
+    tool_name: str
+    arguments: Raw | None
+    meta: RequestMeta
+    principal: str | None = None
+    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
+    input_responses: dict[str, Raw]
+    """Answers by key, each checked against the request it answers: those of the input
+    rounds before the task existed, then (inside a task) the task's own, which win."""
+    handler_state: str | None = None
+    """What the handler asked to carry to its next round, returned untouched."""
+    in_task: bool = False
+    """True when the handler should do the work: inside task `task_id`, or in place when
+    the client cannot hold a task (task_id is then None)."""
+    task_id: str | None = None
+
+    @property
+    def client_capabilities(self) -> ClientCapabilities:
+        return self.meta.client_capabilities
+
+
+class PromptCall(Struct, frozen=True, kw_only=True):
+    """A `prompts/get` the shell must run the prompt handler for."""
+
+    request_id: RequestId
+    prompt_name: str
+    arguments: dict[str, str]
+    meta: RequestMeta
+    principal: str | None = None
+    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
+    input_responses: dict[str, Raw]
+    handler_state: str | None = None
+
+    @property
+    def client_capabilities(self) -> ClientCapabilities:
+        return self.meta.client_capabilities
+
+
+class ResourceRead(Struct, frozen=True, kw_only=True):
+    """A `resources/read` of a registered resource, or of a uri one template fits."""
+
+    request_id: RequestId
+    uri: str
+    template: str | None
+    """The uri template that matched; None for a resource registered with its uri."""
+    variables: dict[str, str]
+    """The template's variables as read from `uri` (empty for a fixed resource)."""
+    meta: RequestMeta
+    principal: str | None = None
+    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
+    input_responses: dict[str, Raw]
+    handler_state: str | None = None
+
+    @property
+    def client_capabilities(self) -> ClientCapabilities:
+        return self.meta.client_capabilities
+
+
+class CompletionCall(Struct, frozen=True, kw_only=True):
+    """A `completion/complete` for a prompt argument or a uri template variable."""
+
+    request_id: RequestId
+    ref: PromptReference | ResourceTemplateReference
+    argument: CompletionArgument
+    context: dict[str, str]
+    """Arguments (or variables) the client has already resolved."""
+    meta: RequestMeta
+
+
+class Subscription(Struct, frozen=True, kw_only=True):
+    """A `subscriptions/listen` stream and what it agreed to carry."""
+
+    request_id: RequestId
+    notifications: SubscriptionFilter
+    meta: RequestMeta
+    principal: str | None = None
+    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
+
+
+class TaskRequest(Struct, frozen=True, kw_only=True):
+    """A `tasks/get`, `tasks/update` or `tasks/cancel` that passed every check but the
+    task lookup. The shell loads `task_id` and calls `handle_task_request`."""
+
+    request_id: RequestId
+    method: str
+    task_id: str
+    meta: RequestMeta
+    principal: str | None = None
+    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
+    input_responses: dict[str, Raw] | None = None
+
+
+# --- needs -------------------------------------------------------------------------------
+
+
+class RunTool(Struct, frozen=True, kw_only=True):
+    """Run the tool handler for `call` now, then hand its outcome to `tool_returned`."""
+
+    call: ToolCall
+    handler: Any = None
+    arguments: Any = None
+    """The arguments decoded with the tool's `arguments_type` (None without one)."""
+
+    @property
+    def request_id(self) -> RequestId | None:
+        return self.call.request_id
+
+
+class GetPrompt(Struct, frozen=True, kw_only=True):
+    """Run the prompt handler for `call`, then hand its outcome to `prompt_returned`."""
+
+    call: PromptCall
+    handler: Any = None
+
+    @property
+    def request_id(self) -> RequestId:
+        return self.call.request_id
+
+
+class ReadResource(Struct, frozen=True, kw_only=True):
+    """Run the resource handler for `call`, then hand its outcome to `resource_returned`."""
+
+    call: ResourceRead
+    handler: Any = None
+
+    @property
+    def request_id(self) -> RequestId:
+        return self.call.request_id
+
+
+class Complete(Struct, frozen=True, kw_only=True):
+    """Run the completion handler for `call`, then hand its values to `completion_returned`."""
+
+    call: CompletionCall
+    handler: Any = None
+
+    @property
+    def request_id(self) -> RequestId:
+        return self.call.request_id
+
+
+class Listen(Struct, frozen=True, kw_only=True):
+    """Open the stream: send `subscription_acknowledged` first, then each notification the
+    subscription wants, until the client closes it (or `subscription_ended` closes it)."""
+
+    subscription: Subscription
+
+    @property
+    def request_id(self) -> RequestId:
+        return self.subscription.request_id
+
+
+class FetchTask(Struct, frozen=True, kw_only=True):
+    """Load the record of `request.task_id` (None if absent) and call `handle_task_request`."""
+
+    request: TaskRequest
+
+    @property
+    def request_id(self) -> RequestId:
+        return self.request.request_id
+
+
+Need = RunTool | GetPrompt | ReadResource | Complete | Listen | FetchTask

@@ -1,0 +1,162 @@
+"""Input rounds before a task exists (MRTR): questions out, answers back in.
+
+A handler of `tools/call`, `prompts/get` or `resources/read` may answer `InputRequired`:
+the reply is an `InputRequiredResult` whose `requestState` seals which keys were asked,
+the handler's own state and a digest of the request, bound to the caller. The client
+sends the request again with `inputResponses` and that `requestState`; `open_round` checks
+the seal and the answers before the handler runs again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, Raw
+
+from . import _wire as w
+from ._effects import Reply
+from ._encode import Encoder
+from ._envelope import TOO_DEEP, invalid_params
+from ._errors import (
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
+from ._options import error_path
+from ._outcomes import InputRequired
+from ._sealing import RoundState, open_sealed, params_digest, seal
+
+RoundParams = w.CallToolParams | w.GetPromptParams | w.ReadResourceParams
+
+
+class Rounds:
+    def __init__(self, encoder: Encoder, state_key: bytes, state_ttl_ms: int) -> None:
+        if len(state_key) < 16:
+            raise ValueError("state_key must hold at least 16 random bytes")
+        self._encode = encoder
+        self.state_key = state_key
+        self._state_ttl_ms = state_ttl_ms
+
+    def open(
+        self,
+        method: str,
+        name: str,
+        arguments: bytes | None,
+        params: RoundParams,
+        *,
+        principal: str | None,
+        now: float,
+    ) -> tuple[dict[str, Raw], str | None]:
+        """The answers and handler state an input round carries.
+
+        With a `requestState` (a round this server asked), the answers are those to the
+        keys it asked, each checked against its request. Without one, answers are taken as
+        given (a client may answer before it is asked): the handler's typed reading
+        (`ctx.elicit_response(key)`) still refuses an answer of the wrong shape."""
+        given = {} if params.input_responses is UNSET else params.input_responses
+        if params.request_state is UNSET:
+            return {key: answer.copy() for key, answer in given.items()}, None
+        digest = params_digest(method, name, arguments, principal)
+        round_state = open_sealed(
+            self.state_key, params.request_state, method=method, digest=digest, now=now
+        )
+        return checked_responses(given, round_state.asked), round_state.handler_state
+
+    def ask(
+        self,
+        request_id: w.RequestId,
+        outcome: InputRequired,
+        *,
+        method: str,
+        name: str,
+        arguments: bytes | None,
+        principal: str | None,
+        what: str,
+        capabilities: w.ClientCapabilities,
+        now: float,
+    ) -> Reply:
+        """The `InputRequiredResult` of an input round, its state sealed for the next."""
+        check_input_requests(what, outcome.requests, capabilities)
+        state = RoundState(
+            method=method,
+            params_digest=params_digest(method, name, arguments, principal),
+            expires_at=now + self._state_ttl_ms / 1000,
+            asked={key: method_of(request) for key, request in outcome.requests.items()},
+            handler_state=outcome.state,
+        )
+        result = w.InputRequiredResult(
+            input_requests=outcome.requests,
+            request_state=seal(self.state_key, state),
+            meta=self._encode.result_meta,
+        )
+        return self._encode.result(request_id, result)
+
+
+def method_of(request: w.InputRequest) -> str:
+    return type(request).__struct_config__.tag  # type: ignore[return-value]
+
+
+def check_input_requests(
+    what: str, requests: dict[str, w.InputRequest], capabilities: w.ClientCapabilities
+) -> None:
+    """A server may only ask what this request's client declared it can answer.
+
+    `what` names the asker, e.g. "Tool 'deploy'" or "Prompt 'review'"."""
+    if not requests:
+        raise LocalProtocolError(f"{what} asked for input with no request")
+    for request in requests.values():
+        if isinstance(request, w.ElicitRequest):
+            mode = request.params.effective_mode
+            needs = "url" if mode == "url" else "requested_schema"
+            if getattr(request.params, needs) is UNSET:
+                raise LocalProtocolError(f"{what} asked a {mode}-mode elicitation without {needs}")
+            if not capabilities.has_elicitation(mode):
+                needed: dict[str, Any] = {"elicitation": {} if mode == "form" else {mode: {}}}
+                raise _missing_capability(what, f"elicitation ({mode} mode)", needed)
+        elif isinstance(request, w.CreateMessageRequest):
+            if not capabilities.has_sampling:
+                raise _missing_capability(what, "sampling", {"sampling": {}})
+        elif not capabilities.has_roots:
+            raise _missing_capability(what, "roots", {"roots": {}})
+
+
+def _missing_capability(asker: str, what: str, needed: dict[str, Any]) -> RemoteProtocolError:
+    return RemoteProtocolError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"{asker} needs the client capability {what}, which this request lacks",
+        {"requiredCapabilities": needed},
+    )
+
+
+def needs_tasks_extension(what: str) -> RemoteProtocolError:
+    return RemoteProtocolError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"{what} the {w.TASKS_EXTENSION} extension in this request's client capabilities",
+        {"requiredCapabilities": {"extensions": {w.TASKS_EXTENSION: {}}}},
+    )
+
+
+def checked_responses(given: dict[str, Raw], asked: dict[str, str]) -> dict[str, Raw]:
+    """The answers to the keys in `asked`, each checked against its request's answer type.
+
+    Keys not asked are ignored without a look at their values. A malformed answer to an
+    asked key refuses the whole set (-32602), so nothing is half-applied.
+    """
+    checked: dict[str, Raw] = {}
+    for key, method in asked.items():
+        answer = given.get(key)
+        if answer is None:
+            continue
+        try:
+            msgspec.json.decode(answer, type=w.RESPONSE_TYPE_FOR_METHOD[method])
+        except msgspec.ValidationError as error:
+            raise invalid_params(
+                f"Invalid params: {error_path(error, f'params.inputResponses[{key!r}]')}"
+            ) from None
+        except RecursionError:
+            raise invalid_params(
+                f"Invalid params: params.inputResponses[{key!r}]: {TOO_DEEP}"
+            ) from None
+        checked[key] = answer.copy()
+    return checked

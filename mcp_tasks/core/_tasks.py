@@ -1,0 +1,401 @@
+"""Tasks: their creation, `tasks/get`/`update`/`cancel`, and every outcome of their handler.
+
+Each method takes the task's record as stored now (the shell loads it) and the time, and
+returns the `Step` that follows: the record's successor to save (compare-and-set on its
+version) and what the shell must do about the handler. Status changes go through
+`next_status`, the one place an illegal transition is raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import msgspec
+from msgspec import Raw
+
+from . import _wire as w
+from ._catalog import Catalog
+from ._effects import (
+    AwaitAnswer,
+    CancelTask,
+    DeleteTask,
+    Effect,
+    ReleaseLease,
+    ResumeTask,
+    SaveTask,
+    StartTask,
+    Step,
+    TaskLimits,
+    WakeAt,
+)
+from ._encode import Encoder, error_object, shown
+from ._envelope import invalid_params
+from ._errors import INTERNAL_ERROR, SERVER_ERROR, LocalProtocolError, ProtocolError
+from ._needs import TaskRequest, ToolCall
+from ._options import TaskOptions
+from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome
+from ._policy import PollPolicy
+from ._records import TaskRecord
+from ._rounds import check_input_requests, checked_responses, method_of
+from ._state import INITIAL_STATUS, TaskEvent, TaskStatus, can_happen, next_status
+
+RELATED_TASK_META: Final = "io.modelcontextprotocol/related-task"
+ORPHANED_MESSAGE: Final = (
+    "The server restarted before the task finished: the process running it stopped, "
+    "and its work is lost"
+)
+RESTARTED_MESSAGE: Final = "Running again from the start: the server restarted before it finished"
+INPUT_KEY_PREFIX: Final = "input-"
+"""Keys of the questions a handler asks in place (`ctx.elicit`): input-1, input-2, ..."""
+
+
+def save(record: TaskRecord, expected_version: int | None) -> SaveTask:
+    """Write `record`, telling the store whether the task is still active."""
+    return SaveTask(
+        record=record, expected_version=expected_version, active=not record.status.is_terminal
+    )
+
+
+class Tasks:
+    def __init__(
+        self,
+        encoder: Encoder,
+        catalog: Catalog,
+        options: TaskOptions,
+        new_task_id: Callable[[], str],
+        poll_policy: PollPolicy | None,
+    ) -> None:
+        self._encode = encoder
+        self._catalog = catalog
+        self.options = options
+        self._new_task_id = new_task_id
+        self.poll_policy = poll_policy
+
+    # --- creation ----------------------------------------------------------------------
+
+    def create(self, request_id: w.RequestId, call: ToolCall, now: float) -> Step:
+        """The task a `tools/call` becomes: saved (under the limits), started, answered."""
+        options = self.options
+        record = TaskRecord(
+            task_id=self._new_task_id(),
+            version=1,
+            tool_name=call.tool_name,
+            status=INITIAL_STATUS,
+            created_at=now,
+            last_updated_at=now,
+            ttl_ms=options.ttl_ms,
+            poll_interval_ms=options.poll_interval_ms,
+            arguments=call.arguments,
+            request_meta=call.meta,
+            prior_responses=call.input_responses or None,
+            handler_state=call.handler_state,
+            principal=call.principal,
+        )
+        limits = TaskLimits(
+            max_tasks=options.max_tasks,
+            max_active_per_principal=options.max_active_per_principal,
+        )
+        inside = msgspec.structs.replace(call, in_task=True, task_id=record.task_id)
+        effects: list[Effect] = [
+            SaveTask(record=record, expected_version=None, limits=limits, take_lease=True),
+            StartTask(
+                task_id=record.task_id,
+                call=inside,
+                handler=self._catalog.handler("tool", call.tool_name),
+                claim_lease=False,
+            ),
+        ]
+        if record.expires_at is not None:
+            effects.append(WakeAt(task_id=record.task_id, deadline=record.expires_at))
+        return Step(
+            reply=self._encode.result(request_id, self._encode.task_handle(record)),
+            effects=tuple(effects),
+        )
+
+    def refused(self, request_id: w.RequestId, *, per_principal: bool) -> Step:
+        """The store refused to create the task: it holds its limit (of tasks, or of this
+        principal's unfinished tasks)."""
+        if per_principal:
+            most = self.options.max_active_per_principal
+            message = (
+                f"Too many unfinished tasks for this caller: at most {most} at once; "
+                "try again when one has finished (or cancel one)"
+            )
+        else:
+            message = (
+                f"Too many tasks: the server holds its limit of {self.options.max_tasks}; "
+                "try again when some have finished or expired"
+            )
+        error = w.ErrorObject(code=INTERNAL_ERROR, message=message)
+        return Step(reply=self._encode.error_object(request_id, error))
+
+    # --- tasks/get, tasks/update, tasks/cancel ------------------------------------------
+
+    def handle_request(self, request: TaskRequest, record: TaskRecord | None, now: float) -> Step:
+        """Answer a `FetchTask`: `record` is what the store holds for the id, or None."""
+        request_id = request.request_id
+        if (
+            record is None
+            or record.task_id != request.task_id
+            or record.principal != request.principal
+        ):
+            # Another principal's task answers exactly as one that does not exist.
+            error = invalid_params(f"Unknown task: {shown(request.task_id)!r}")
+            return Step(reply=self._encode.error(request_id, error))
+        if record.is_expired(now):
+            error = invalid_params(f"Task {request.task_id!r} has expired")
+            return Step(
+                reply=self._encode.error(request_id, error),
+                effects=self.expire(record, now).effects,
+            )
+        if request.method == "tasks/get":
+            return self._poll(request, record, now)
+        ack = w.EmptyResult(meta=self._encode.result_meta)
+        if request.method == "tasks/cancel":
+            if not can_happen(record.status, TaskEvent.CANCEL):
+                return Step(reply=self._encode.result(request_id, ack))  # over: still an ack
+            cancelled = _finish(record, TaskEvent.CANCEL, now)
+            effects: tuple[Effect, ...] = (
+                save(cancelled, record.version),
+                CancelTask(task_id=record.task_id),
+            )
+            return Step(reply=self._encode.result(request_id, ack), effects=effects)
+        try:
+            effects = self._merge_answers(record, request.input_responses or {}, now)
+        except ProtocolError as error:
+            return Step(reply=self._encode.error(request_id, error))
+        return Step(reply=self._encode.result(request_id, ack), effects=effects)
+
+    def _poll(self, request: TaskRequest, record: TaskRecord, now: float) -> Step:
+        policy = self.poll_policy
+        wait_ms = None if policy is None else policy.wait_ms(request.principal, record, now)
+        if wait_ms is None:
+            return Step(
+                reply=self._encode.result(request.request_id, self._encode.detailed_task(record))
+            )
+        error = w.ErrorObject(
+            code=SERVER_ERROR,
+            message=f"Polling too fast: task {record.task_id!r} advises pollIntervalMs="
+            f"{record.poll_interval_ms}; poll again in {wait_ms} ms",
+            data={"retryAfterMs": wait_ms},
+        )
+        reply = msgspec.structs.replace(
+            self._encode.error_object(request.request_id, error),
+            http_status=429,
+            retry_after_seconds=max(1, -(-wait_ms // 1000)),
+        )
+        return Step(reply=reply)
+
+    def _merge_answers(
+        self, record: TaskRecord, given: dict[str, Raw], now: float
+    ) -> tuple[Effect, ...]:
+        # Only a task in input_required has outstanding requests: the core clears them when
+        # the task resumes or ends, so the status needs no second check here.
+        outstanding = record.input_requests or {}
+        asked = {key: method_of(outstanding[key]) for key in given if key in outstanding}
+        if not asked:
+            return ()  # nothing outstanding was answered: ignored, still an ack
+        answers = checked_responses(given, asked)
+        responses = {**(record.input_responses or {}), **answers}
+        still_open = {k: v for k, v in outstanding.items() if k not in answers}
+        if still_open:
+            updated = record.replace(
+                input_requests=still_open, input_responses=responses, last_updated_at=now
+            )
+            return (save(updated, record.version),)
+        resumed = record.replace(
+            status=next_status(record.status, TaskEvent.INPUT_ANSWERED),
+            input_requests=None,
+            input_responses=responses,
+            status_message=None,
+            last_updated_at=now,
+        )
+        return (save(resumed, record.version), self._resume(resumed))
+
+    # --- the handler's outcome, inside a task --------------------------------------------
+
+    def returned(self, record: TaskRecord, outcome: ToolOutcome, now: float) -> Step:
+        """The handler running task `record` returned `outcome` (`record` as stored now)."""
+        if record.status.is_terminal:
+            return Step()  # cancelled (or otherwise ended) meanwhile: the outcome is moot
+        if record.is_expired(now):
+            return self.expire(record, now)
+        try:
+            updated = self._apply_outcome(record, outcome, now)
+        except ProtocolError as error:
+            updated = self._failed(record, error, now)
+        if updated.status.is_terminal:
+            return Step(effects=(save(updated, record.version),))
+        # It returned its questions: nothing runs until they are answered.
+        return Step(effects=(save(updated, record.version), ReleaseLease(task_id=record.task_id)))
+
+    def asked(self, record: TaskRecord | None, request: w.InputRequest, now: float) -> Step:
+        """The handler running task `record` asks `request` and waits in place for the
+        answer, under a key the task never used; if it may not ask, the task fails."""
+        if record is None or record.status.is_terminal:
+            return Step()
+        if record.is_expired(now):
+            return self.expire(record, now)
+        number = len(record.issued_keys) + 1
+        while f"{INPUT_KEY_PREFIX}{number}" in record.issued_keys:
+            number += 1
+        key = f"{INPUT_KEY_PREFIX}{number}"
+        try:
+            updated = self._ask(record, InputRequired(requests={key: request}), now)
+        except ProtocolError as error:
+            return Step(effects=(save(self._failed(record, error, now), record.version),))
+        # Waiting before the question is saved: the answer may come as soon as it is.
+        waiting = AwaitAnswer(task_id=record.task_id, key=key)
+        return Step(effects=(waiting, save(updated, record.version)))
+
+    def _apply_outcome(self, record: TaskRecord, outcome: ToolOutcome, now: float) -> TaskRecord:
+        if isinstance(outcome, w.CallToolResult):
+            encoded = msgspec.json.encode(_without_related_task_meta(outcome))
+            # The encoder's buffer keeps up to half again its length in spare room; a stored
+            # result lives for the task's whole TTL, so keep an exact-size copy.
+            result = Raw(bytes(memoryview(encoded)))
+            return _finish(record, TaskEvent.COMPLETE, now, result=result)
+        if isinstance(outcome, w.ErrorObject):
+            return _finish(
+                record, TaskEvent.FAIL, now, error=outcome, status_message=outcome.message
+            )
+        if isinstance(outcome, InputRequired):
+            return self._ask(record, outcome, now)
+        if isinstance(outcome, StartTaskOutcome):
+            raise LocalProtocolError(
+                f"Tool {record.tool_name!r} asked to start a task while already inside one"
+            )
+        raise LocalProtocolError(f"Tool {record.tool_name!r} returned an unknown outcome")
+
+    def _ask(self, record: TaskRecord, outcome: InputRequired, now: float) -> TaskRecord:
+        meta = record.request_meta
+        capabilities = w.ClientCapabilities() if meta is None else meta.client_capabilities
+        check_input_requests(f"Tool {record.tool_name!r}", outcome.requests, capabilities)
+        reused = sorted(key for key in outcome.requests if key in record.issued_keys)
+        if reused:
+            raise LocalProtocolError(
+                f"Tool {record.tool_name!r} reused input key(s) {', '.join(reused)}; "
+                "keys must be unique over a task's life"
+            )
+        return record.replace(
+            status=next_status(record.status, TaskEvent.NEED_INPUT),
+            input_requests={**(record.input_requests or {}), **outcome.requests},
+            issued_keys=record.issued_keys.union(outcome.requests),
+            status_message=outcome.status_message,
+            last_updated_at=now,
+        )
+
+    def _failed(self, record: TaskRecord, error: ProtocolError, now: float) -> TaskRecord:
+        return _finish(
+            record, TaskEvent.FAIL, now, error=error_object(error), status_message=error.message
+        )
+
+    def set_status_message(
+        self, record: TaskRecord | None, message: str | None, now: float
+    ) -> Step:
+        """Show `message` as the task's `statusMessage` (progress); no status change."""
+        if record is None or record.status.is_terminal or record.status_message == message:
+            return Step()
+        updated = record.replace(status_message=message, last_updated_at=now)
+        return Step(effects=(save(updated, record.version),))
+
+    # --- the process running it stopped, its time ran out ---------------------------------
+
+    def orphaned(self, record: TaskRecord | None, now: float) -> Step:
+        """The process running `record`'s handler stopped before the task ended (a
+        restart, a crash, a lease that lapsed). A resumable tool runs again from the start,
+        keeping the answers it was given; any other task fails, saying why."""
+        if record is None or record.status.is_terminal:
+            return Step()
+        if record.is_expired(now):
+            return self.expire(record, now)
+        tool = self._catalog.tools.get(record.tool_name)
+        if tool is not None and tool.resumable and record.request_meta is not None:
+            restarted = record.replace(
+                status=next_status(record.status, TaskEvent.RESTART),
+                input_requests=None,
+                status_message=RESTARTED_MESSAGE,
+                last_updated_at=now,
+            )
+            start = StartTask(
+                task_id=record.task_id,
+                call=task_call(restarted),
+                handler=self._catalog.handler("tool", record.tool_name),
+            )
+            return Step(effects=(save(restarted, record.version), start))
+        error = w.ErrorObject(code=INTERNAL_ERROR, message=ORPHANED_MESSAGE)
+        failed = _finish(record, TaskEvent.ORPHAN, now, error=error, status_message=error.message)
+        return Step(effects=(save(failed, record.version),))
+
+    def resumed(self, record: TaskRecord | None) -> ResumeTask | None:
+        """Run `record`'s handler again, or wake it, with every answer it has so far; None
+        if the task is not working (it ended, or waits for more answers)."""
+        if record is None or record.status is not TaskStatus.WORKING:
+            return None
+        if record.request_meta is None:
+            return None
+        return self._resume(record)
+
+    def _resume(self, record: TaskRecord) -> ResumeTask:
+        return ResumeTask(
+            task_id=record.task_id,
+            call=task_call(record),
+            handler=self._catalog.handler("tool", record.tool_name),
+        )
+
+    def expire(self, record: TaskRecord | None, now: float) -> Step:
+        """A `WakeAt` came due: remove the record if its TTL has run out."""
+        if record is None or record.expires_at is None:
+            return Step()
+        if now < record.expires_at:
+            return Step(effects=(WakeAt(task_id=record.task_id, deadline=record.expires_at),))
+        delete = DeleteTask(task_id=record.task_id, expected_version=record.version)
+        if can_happen(record.status, TaskEvent.EXPIRE):
+            return Step(effects=(CancelTask(task_id=record.task_id), delete))
+        return Step(effects=(delete,))
+
+
+def task_call(record: TaskRecord) -> ToolCall:
+    """The call that runs `record`'s handler again, with every answer it has so far."""
+    assert record.request_meta is not None, "only a running task is run again"
+    return ToolCall(
+        request_id=None,
+        tool_name=record.tool_name,
+        arguments=record.arguments,
+        meta=record.request_meta,
+        input_responses={**(record.prior_responses or {}), **(record.input_responses or {})},
+        handler_state=record.handler_state,
+        in_task=True,
+        task_id=record.task_id,
+        principal=record.principal,
+    )
+
+
+def progress_text(progress: float, total: float | None, message: str | None) -> str:
+    """How a task shows progress: its `statusMessage` (tasks have no progress notifications)."""
+    amount = f"{progress:g}" if total is None else f"{progress:g}/{total:g}"
+    return amount if message is None else f"{message} ({amount})"
+
+
+def _without_related_task_meta(result: w.CallToolResult) -> w.CallToolResult:
+    if result.meta is msgspec.UNSET or RELATED_TASK_META not in result.meta:
+        return result
+    meta = {k: v for k, v in result.meta.items() if k != RELATED_TASK_META}
+    return msgspec.structs.replace(result, meta=meta or msgspec.UNSET)
+
+
+def _finish(record: TaskRecord, event: TaskEvent, now: float, **changes: Any) -> TaskRecord:
+    """The record after a terminal event, without what only a running task needs."""
+    changes.setdefault("status_message", None)  # a waiting or progress message is over too
+    return record.replace(
+        status=next_status(record.status, event),
+        last_updated_at=now,
+        arguments=None,
+        request_meta=None,
+        prior_responses=None,
+        handler_state=None,
+        input_requests=None,
+        input_responses=None,
+        **changes,
+    )

@@ -1,0 +1,33 @@
+"""The trio runtime: carries out what the core decides.
+
+`Server` is the facade people use; `Registry` (its decorators), `Interpreter` (needs and
+commands), `TaskRunner` (task handlers), `Background` (expiry, leases, signals) and
+`Listeners` (listen streams) are its parts. Transports depend only on `MessageHandler`.
+"""
+
+from ._handlers import CompletionEntry, PromptEntry, ResourceEntry, ToolEntry
+from ._interpreter import MAX_CONFLICT_RETRIES, Interpreter
+from ._listeners import MAX_QUEUED_NOTIFICATIONS, Connection, Listener, Listeners, Notify
+from ._protocol import MessageHandler
+from ._registry import Registry
+from ._server import Server
+from ._tasks import STORE_RETRY_SECONDS, TaskRunner
+
+__all__ = [
+    "MAX_CONFLICT_RETRIES",
+    "MAX_QUEUED_NOTIFICATIONS",
+    "STORE_RETRY_SECONDS",
+    "CompletionEntry",
+    "Connection",
+    "Interpreter",
+    "Listener",
+    "Listeners",
+    "MessageHandler",
+    "Notify",
+    "PromptEntry",
+    "Registry",
+    "ResourceEntry",
+    "Server",
+    "TaskRunner",
+    "ToolEntry",
+]

@@ -1,0 +1,173 @@
+"""The server's background loops: expiry, and with a shared store leases and signals.
+
+* Expiry sleeps until the store's next deadline (or an earlier one a `WakeAt` named), then
+  hands each record that came due to the core (`expire_task`).
+* Leases: this process renews the leases of the handlers it runs every third of
+  `lease_seconds`, and takes over the tasks whose lease lapsed (`task_orphaned`).
+* Signals: cancel or resume a handler running here, and `notifications/tasks` for records
+  another process saved.
+
+A loop that fails (the store was unreachable) starts again a moment later: a store's
+hiccup must not end the server.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..core import VersionConflict
+from ..store import StoreUnavailable
+
+if TYPE_CHECKING:
+    from ._server import Server
+
+logger = logging.getLogger("mcp_tasks.server")
+
+
+class Background:
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._core = server.core
+        self._wake = trio.Event()
+        self._sleeping_until = math.inf
+        """Until when the expiry loop sleeps (inf while it is awake: any deadline counts)."""
+
+    def wake_at(self, deadline: float) -> None:
+        """A record's expiry is due at `deadline`: wake the expiry loop if it sleeps past it."""
+        if deadline < self._sleeping_until:
+            self._wake.set()
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Expiry, and with a shared store leases and signals, until its scope is cancelled."""
+        store = self._server.store
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._keep_going, self._expire_loop)
+            if store.shared:
+                nursery.start_soon(self._keep_going, self._lease_loop)
+            if store.signals is not None:
+                await nursery.start(self._keep_going, self._signal_loop)
+            task_status.started(nursery.cancel_scope)
+
+    async def _keep_going(
+        self,
+        loop: Callable[..., Awaitable[None]],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        once = _StartedOnce(task_status)
+        while True:
+            try:
+                await loop(task_status=once)
+                return
+            except Exception:
+                logger.exception("%s failed; starting it again", loop.__name__)
+            once.started()  # serve on without it meanwhile
+            await trio.sleep(self._server.poll_seconds)
+
+    async def _expire_loop(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        server = self._server
+        # Another process may index an earlier deadline without waking this one: with a
+        # shared store, look again at least every `poll_seconds`.
+        most = server.poll_seconds if server.store.shared else math.inf
+        task_status.started()
+        while True:
+            deadline = await server.store.next_deadline()
+            delay = math.inf if deadline is None else deadline - server.now()
+            if delay > 0:
+                self._sleeping_until = server.now() + min(delay, most)
+                with trio.move_on_after(min(delay, most)):
+                    await self._wake.wait()
+                self._sleeping_until = math.inf  # awake: any WakeAt means look again
+                self._wake = trio.Event()
+                if delay > most:
+                    continue
+            now = server.now()
+            for record in await server.store.pop_due(now):
+                try:
+                    await server.interpreter.perform(self._core.expire_task(record, now))
+                except VersionConflict:  # changed since it came due: decide on it anew
+                    decide = functools.partial(self._core.expire_task, now=now)
+                    await server.interpreter.transition(record.task_id, decide)
+
+    async def _lease_loop(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Renew this process's leases, and take over the tasks of processes that died."""
+        server = self._server
+        task_status.started()
+        while True:
+            await trio.sleep(server.lease_seconds / 3)
+            if server.runner.running:
+                await server.store.renew(list(server.runner.running), server.lease_until())
+            await self.reap_lapsed()
+
+    async def reap_lapsed(self) -> None:
+        server = self._server
+        now = server.now()
+        for task_id in await server.store.lapsed(now):
+            logger.warning("task %r: the process running it stopped; taking it over", task_id)
+            await server.interpreter.transition(
+                task_id, lambda record: self._core.task_orphaned(record, now)
+            )
+
+    async def _signal_loop(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        server = self._server
+        store = server.store
+        signals = store.signals
+        nursery = server.runner.nursery
+        assert signals is not None and nursery is not None
+        async with signals.listen() as stream:
+            task_status.started()
+            async for signal in stream:
+                if signal.kind == "cancel":
+                    server.runner.cancel(signal.task_id)
+                elif signal.kind == "resume":
+                    if signal.to == store.origin:
+                        nursery.start_soon(self._resume_from_signal, signal.task_id)
+                elif signal.origin != store.origin and server.listeners.wants_task(signal.task_id):
+                    nursery.start_soon(self._publish_stored_task, signal.task_id)
+
+    async def _resume_from_signal(self, task_id: str) -> None:
+        try:
+            record = await self._server.store.get(task_id)
+        except StoreUnavailable as error:
+            logger.warning("task %r: answers not delivered: %s", task_id, error)
+            return
+        resume = self._core.task_resumed(record)
+        if resume is not None:
+            self._server.runner.resume(resume)
+
+    async def _publish_stored_task(self, task_id: str) -> None:
+        try:
+            record = await self._server.store.get(task_id)
+        except StoreUnavailable as error:
+            logger.warning("notifications/tasks for %r not sent: %s", task_id, error)
+            return
+        if record is not None:
+            self._server.listeners.task_changed(record)
+
+
+class _StartedOnce:
+    """A task status that passes on only the first `started()`: a loop run again after
+    a failure starts again without telling its nursery twice."""
+
+    def __init__(self, status: trio.TaskStatus[None]) -> None:
+        self._status = status
+        self._told = False
+
+    def started(self, value: None = None) -> None:
+        if not self._told:
+            self._told = True
+            self._status.started(value)

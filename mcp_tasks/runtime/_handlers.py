@@ -1,0 +1,258 @@
+"""Handlers as the runtime registers them, and how each is invoked.
+
+The decorators wrap each user function in an entry (`ToolEntry`, `PromptEntry`,
+`ResourceEntry`, `CompletionEntry`) and register it with its spec in the core's catalog,
+the one registry. The core hands the entry back in the `Need` that runs it; `invoke_*`
+calls the function and turns every way it can end into an outcome for the core
+(cancellation aside): a handler's failure is never the server's.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import logging
+import typing
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+
+from .._context import RequestContext, ToolContext
+from ..core import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    CallToolResult,
+    Completion,
+    CompletionCall,
+    CompletionOutcome,
+    ErrorObject,
+    GetPromptResult,
+    InputRequired,
+    PromptArgument,
+    PromptCall,
+    PromptMessage,
+    PromptOutcome,
+    PromptSpec,
+    ProtocolError,
+    ResourceContents,
+    ResourceNotFound,
+    ResourceOutcome,
+    ResourceRead,
+    StartTaskOutcome,
+    ToolCall,
+    ToolError,
+    ToolOutcome,
+    ToolSpec,
+    failure_outcome,
+)
+from ..core._options import error_path
+
+logger = logging.getLogger("mcp_tasks.server")
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    spec: ToolSpec
+    function: Handler
+    takes_arguments: bool
+
+
+@dataclass(frozen=True)
+class PromptEntry:
+    spec: PromptSpec
+    function: Handler
+    arguments_type: Any
+    """None: the function takes only the context."""
+
+
+@dataclass(frozen=True)
+class ResourceEntry:
+    function: Handler
+    mime_type: str | None
+
+
+@dataclass(frozen=True)
+class CompletionEntry:
+    name: str
+    function: Handler
+
+
+async def invoke_tool(
+    entry: ToolEntry, call: ToolCall, context: ToolContext, arguments: Any = None
+) -> ToolOutcome:
+    """Run a tool; `arguments` as the core decoded them (None: decode `call.arguments`
+    with the tool's spec, for a run inside a task)."""
+    name = entry.spec.name
+    try:
+        if not entry.takes_arguments:
+            value = await entry.function(context)
+        else:
+            if arguments is None:
+                arguments = entry.spec.decode_arguments(call.arguments)
+            value = await entry.function(context, arguments)
+        return _tool_outcome(name, value)
+    except ToolError as error:
+        return CallToolResult.text(str(error), is_error=True)
+    except Exception as error:  # the handler's failure, not ours: it must not end the server
+        return _failed(error, f"Tool {name!r}")
+
+
+async def invoke_prompt(
+    entry: PromptEntry, call: PromptCall, context: RequestContext
+) -> PromptOutcome:
+    name = call.prompt_name
+    try:
+        if entry.arguments_type is None:
+            value = await entry.function(context)
+        else:
+            try:
+                args = msgspec.json.decode(
+                    msgspec.json.encode(call.arguments), type=entry.arguments_type
+                )
+            except msgspec.ValidationError as error:
+                return ErrorObject(
+                    code=INVALID_PARAMS,
+                    message=f"Invalid arguments for prompt {name!r}: "
+                    f"{error_path(error, 'arguments')}",
+                )
+            value = await entry.function(context, args)
+        return _prompt_outcome(name, value)
+    except Exception as error:
+        return _failed(error, f"Prompt {name!r}")
+
+
+async def invoke_resource(
+    entry: ResourceEntry, call: ResourceRead, context: RequestContext
+) -> ResourceOutcome:
+    try:
+        value = await entry.function(context, **call.variables)
+        return _resource_outcome(call, entry.mime_type, value)
+    except Exception as error:
+        return _failed(error, f"Resource {call.uri!r}", call.uri)
+
+
+async def invoke_completion(entry: CompletionEntry, call: CompletionCall) -> CompletionOutcome:
+    try:
+        value = await entry.function(call.argument, call.context)
+    except Exception as error:
+        return _failed(error, f"Completion for {entry.name!r}")
+    if isinstance(value, Completion):
+        return value
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return Completion(values=value)
+    logger.error("completion for %r returned %s, not a list of str", entry.name, type(value))
+    return ErrorObject(
+        code=INTERNAL_ERROR,
+        message=f"Completion for {entry.name!r} failed with an internal error",
+    )
+
+
+def _failed(error: Exception, what: str, uri: str | None = None) -> ErrorObject:
+    if not isinstance(error, ProtocolError | ResourceNotFound):
+        logger.error("%s raised", what, exc_info=error)  # the details stay here
+    return failure_outcome(error, what, uri)
+
+
+# --- what a handler returned, as an outcome -------------------------------------------------
+
+
+def _tool_outcome(tool_name: str, value: Any) -> ToolOutcome:
+    if isinstance(value, CallToolResult | ErrorObject | InputRequired | StartTaskOutcome):
+        return value
+    if isinstance(value, str):
+        return CallToolResult.text(value)
+    raise TypeError(f"tool {tool_name!r} returned {type(value).__name__}, not a tool outcome")
+
+
+def _prompt_outcome(name: str, value: Any) -> PromptOutcome:
+    if isinstance(value, GetPromptResult | ErrorObject | InputRequired):
+        return value
+    if isinstance(value, str):
+        return GetPromptResult(messages=[PromptMessage.user(value)])
+    if isinstance(value, list) and all(isinstance(item, PromptMessage) for item in value):
+        return GetPromptResult(messages=value)
+    raise TypeError(f"prompt {name!r} returned {type(value).__name__}, not prompt messages")
+
+
+def _resource_outcome(read: ResourceRead, mime_type: str | None, value: Any) -> ResourceOutcome:
+    if isinstance(value, ErrorObject | InputRequired):
+        return value
+    mime = UNSET if mime_type is None else mime_type
+    if isinstance(value, str):
+        return [ResourceContents(uri=read.uri, mime_type=mime, text=value)]
+    if isinstance(value, bytes):
+        blob = base64.b64encode(value).decode("ascii")
+        return [ResourceContents(uri=read.uri, mime_type=mime, blob=blob)]
+    if isinstance(value, ResourceContents):
+        return [value]
+    if isinstance(value, list) and all(isinstance(item, ResourceContents) for item in value):
+        return value
+    raise TypeError(
+        f"resource {read.uri!r} returned {type(value).__name__}, not str, bytes or ResourceContents"
+    )
+
+
+# --- reading a handler's signature ----------------------------------------------------------
+
+
+def handler_parameters(kind: str, handler: Handler, most: int = 2) -> list[str]:
+    if not inspect.iscoroutinefunction(handler):
+        raise TypeError(f"{kind} {handler.__name__!r} must be an async function")
+    parameters = list(inspect.signature(handler).parameters)
+    if not 1 <= len(parameters) <= most:
+        raise TypeError(f"{kind} {handler.__name__!r} must take (ctx) or (ctx, args)")
+    return parameters
+
+
+def first_paragraph(handler: Handler) -> Any:
+    doc = inspect.getdoc(handler)
+    return doc.split("\n\n")[0] if doc else UNSET
+
+
+def listing(
+    handler: Handler,
+    name: str | None,
+    title: str | None,
+    description: str | None,
+    mime_type: str | None,
+) -> dict[str, Any]:
+    """How a resource or template is listed: its name defaults to the handler's, its
+    description to the docstring's first paragraph."""
+    return {
+        "name": name or handler.__name__,
+        "title": UNSET if title is None else title,
+        "description": description or first_paragraph(handler),
+        "mime_type": UNSET if mime_type is None else mime_type,
+    }
+
+
+def schema_for(args_type: Any) -> dict[str, Any]:
+    """A tool's `inputSchema`, from the msgspec Struct its arguments decode to."""
+    if args_type is None or args_type in (dict, Any) or typing.get_origin(args_type) is dict:
+        return {"type": "object"}
+    if not (isinstance(args_type, type) and issubclass(args_type, msgspec.Struct)):
+        raise TypeError(f"tool arguments must be a msgspec.Struct (or dict), not {args_type!r}")
+    (_,), components = msgspec.json.schema_components([args_type], ref_template="#/$defs/{name}")
+    schema = dict(components.pop(args_type.__name__))
+    if components:
+        schema["$defs"] = components
+    return schema
+
+
+def prompt_arguments(args_type: Any) -> tuple[PromptArgument, ...]:
+    """A prompt's arguments from its msgspec Struct: every field a string."""
+    if not (isinstance(args_type, type) and issubclass(args_type, msgspec.Struct)):
+        raise TypeError(f"prompt arguments must be a msgspec.Struct, not {args_type!r}")
+    arguments = []
+    for info in msgspec.structs.fields(args_type):
+        if info.type not in (str, str | None):
+            raise TypeError(
+                f"prompt argument {info.name!r} must be a str (prompt arguments are strings)"
+            )
+        arguments.append(PromptArgument(name=info.encode_name, required=info.required))
+    return tuple(arguments)

@@ -1,0 +1,245 @@
+"""The one place the core's answers are carried out.
+
+`drive` takes what the core returned for a message: while it is a `Need`, fulfil it (run
+the handler the need names, load the task, carry the stream) and hand the result back to
+the core; once it is a `Step`, `perform` its commands in order and return its reply. The
+shell never recurses into the core, and never decides: every branch below is a command.
+
+Store writes are compare-and-set: `transition` reads a task's record, lets the core
+decide, performs the step, and when a write finds the record changed underneath it, reads
+it again and asks the core anew.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from .._context import RequestContext, ToolContext
+from ..core import (
+    AwaitAnswer,
+    CancelRequest,
+    CancelTask,
+    Complete,
+    DeleteTask,
+    FetchTask,
+    GetPrompt,
+    Listen,
+    LoggingLevel,
+    Need,
+    Notify,
+    ReadResource,
+    ReleaseLease,
+    Reply,
+    RequestMeta,
+    ResumeTask,
+    RunTool,
+    SaveTask,
+    ServerCore,
+    StartTask,
+    Step,
+    TaskRecord,
+    TaskRequest,
+    ToolCall,
+    VersionConflict,
+    WakeAt,
+)
+from ..store import StoreFull
+from ._handlers import invoke_completion, invoke_prompt, invoke_resource, invoke_tool
+from ._listeners import Connection
+from ._listeners import Notify as SendNotification
+
+if TYPE_CHECKING:
+    from ._server import Server
+
+logger = logging.getLogger("mcp_tasks.server")
+
+MAX_CONFLICT_RETRIES: Final = 50
+"""How often one transition is decided anew after losing a compare-and-set race."""
+
+Decide = Callable[[TaskRecord | None], Step]
+SendProgress = Callable[[float, float | None, str | None], Awaitable[None]]
+SendLog = Callable[[LoggingLevel, Any, str | None], Awaitable[None]]
+
+
+class Interpreter:
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._core = server.core
+
+    # --- needs ------------------------------------------------------------------------------
+
+    async def drive(
+        self,
+        answer: Step | Need,
+        notify: SendNotification | None = None,
+        connection: Connection | None = None,
+    ) -> Reply | None:
+        """Fulfil needs until the core answers with a `Step`; perform it; its reply."""
+        tool_call: ToolCall | None = None
+        while True:
+            if isinstance(answer, Step):
+                try:
+                    return await self.perform(answer, notify, connection)
+                except StoreFull as full:  # the task tool_returned created: over a limit
+                    if tool_call is None:
+                        raise
+                    answer = self._core.task_refused(tool_call, per_principal=full.per_principal)
+                    tool_call = None
+                    continue
+            if isinstance(answer, FetchTask):
+                request = answer.request
+                decide = functools.partial(
+                    _handle_task_request, self._core, request, now=self._server.now()
+                )
+                return await self.transition(request.task_id, decide)
+            if isinstance(answer, Listen):
+                return await self._server.listeners.carry(
+                    answer.subscription, notify, connection, closing=self._server.closing
+                )
+            if isinstance(answer, RunTool):
+                if self._server.closing:
+                    answer = self._core.call_refused(answer)
+                    continue
+                tool_call = answer.call
+            fulfilled = await self._in_request(answer, notify, connection)
+            if fulfilled is None:
+                return None  # the client cancelled the request: it wants no reply
+            answer = fulfilled
+
+    async def _in_request(
+        self,
+        need: RunTool | GetPrompt | ReadResource | Complete,
+        notify: SendNotification | None,
+        connection: Connection | None,
+    ) -> Step | Need | None:
+        """Run the handler in the request's own task, where the client may cancel it."""
+        request_id = need.request_id
+        if connection is None or request_id is None:  # nothing can cancel it but its caller
+            return await self._run_handler(need, notify)
+        with trio.CancelScope() as scope:
+            connection.in_flight[request_id] = scope
+            try:
+                answer = await self._run_handler(need, notify)
+            finally:
+                connection.in_flight.pop(request_id, None)
+        return None if scope.cancelled_caught else answer
+
+    async def _run_handler(
+        self, need: RunTool | GetPrompt | ReadResource | Complete, notify: SendNotification | None
+    ) -> Step | Need:
+        core = self._core
+        if isinstance(need, Complete):
+            return core.completion_returned(
+                need.call, await invoke_completion(need.handler, need.call)
+            )
+        meta = need.call.meta
+        progress = self._progress_sender(meta, notify)
+        log = self._log_sender(meta, notify)
+        if isinstance(need, RunTool):
+            context = ToolContext(
+                need.call, set_status=_no_status, ask=None, notify_progress=progress, notify_log=log
+            )
+            outcome = await invoke_tool(need.handler, need.call, context, need.arguments)
+            return core.tool_returned(need.call, outcome, self._server.now())
+        request_context = RequestContext(need.call, notify_progress=progress, notify_log=log)
+        if isinstance(need, GetPrompt):
+            prompt = await invoke_prompt(need.handler, need.call, request_context)
+            return core.prompt_returned(need.call, prompt, self._server.now())
+        read = await invoke_resource(need.handler, need.call, request_context)
+        return core.resource_returned(need.call, read, self._server.now())
+
+    def _progress_sender(self, meta: RequestMeta, notify: SendNotification | None) -> SendProgress:
+        async def send(progress: float, total: float | None, message: str | None) -> None:
+            await self.perform(self._core.progress(meta, progress, total, message), notify)
+
+        return send
+
+    def _log_sender(self, meta: RequestMeta, notify: SendNotification | None) -> SendLog:
+        async def send(level: LoggingLevel, data: Any, logger_name: str | None) -> None:
+            await self.perform(self._core.log(meta, level, data, logger_name), notify)
+
+        return send
+
+    # --- commands ---------------------------------------------------------------------------
+
+    async def perform(
+        self,
+        step: Step,
+        notify: SendNotification | None = None,
+        connection: Connection | None = None,
+    ) -> Reply | None:
+        """Carry out `step.effects` in order; then `step.reply` is the answer."""
+        server = self._server
+        store = server.store
+        runner = server.runner
+        saved: dict[str, TaskRecord] = {}
+        for effect in step.effects:
+            if isinstance(effect, SaveTask):
+                record = effect.record
+                limits = effect.limits
+                await store.save(
+                    record,
+                    effect.expected_version,
+                    active=effect.active,
+                    limit=None if limits is None else limits.max_tasks,
+                    principal_limit=None if limits is None else limits.max_active_per_principal,
+                    lease_until=server.lease_until() if effect.take_lease else None,
+                )
+                saved[record.task_id] = record
+                runner.saved(record)
+                if len(server.listeners):
+                    server.listeners.task_changed(record)
+            elif isinstance(effect, DeleteTask):
+                await store.delete(effect.task_id, effect.expected_version)
+            elif isinstance(effect, StartTask):
+                runner.start(effect, saved.get(effect.task_id))
+            elif isinstance(effect, ResumeTask):
+                await runner.route_resume(effect)
+            elif isinstance(effect, AwaitAnswer):
+                runner.await_answer(effect)
+            elif isinstance(effect, CancelTask):
+                await runner.route_cancel(effect.task_id)
+            elif isinstance(effect, ReleaseLease):
+                await runner.release(effect.task_id)
+            elif isinstance(effect, Notify):
+                if notify is not None:
+                    await notify(effect.message)
+            elif isinstance(effect, CancelRequest):
+                if connection is not None:
+                    connection.cancel(effect.request_id)
+            elif isinstance(effect, WakeAt):
+                server.background.wake_at(effect.deadline)
+        return step.reply
+
+    async def transition(
+        self, task_id: str, decide: Decide, known: TaskRecord | None = None
+    ) -> Reply | None:
+        """Read the record (or take `known`, as this process last wrote it), let `decide`
+        (the core) say what happens, perform it; when a write finds the record changed
+        underneath it, read it again and decide anew."""
+        record = known
+        for _ in range(MAX_CONFLICT_RETRIES):
+            if record is None:
+                record = await self._server.store.get(task_id)
+            try:
+                return await self.perform(decide(record))
+            except VersionConflict:
+                record = None
+        raise RuntimeError(
+            f"task {task_id!r} kept changing underneath {MAX_CONFLICT_RETRIES} writes"
+        )
+
+
+def _handle_task_request(
+    core: ServerCore, request: TaskRequest, record: TaskRecord | None, *, now: float
+) -> Step:
+    return core.handle_task_request(request, record, now)
+
+
+async def _no_status(message: str | None) -> None:
+    """Outside a task there is no status to show."""

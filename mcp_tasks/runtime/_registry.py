@@ -1,0 +1,233 @@
+"""The decorators that register tools, prompts, resources and completions.
+
+Each registers its spec and handler together in the core's catalog, the server's one
+registry, and tells the `subscriptions/listen` streams that asked that the list changed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from msgspec import UNSET
+
+from ..core import PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerCore, TaskSupport, ToolSpec
+from ._handlers import (
+    CompletionEntry,
+    Handler,
+    PromptEntry,
+    ResourceEntry,
+    ToolEntry,
+    first_paragraph,
+    handler_parameters,
+    listing,
+    prompt_arguments,
+    schema_for,
+)
+from ._listeners import Listeners
+
+ToolHandler = Handler
+ListKind = typing.Literal["tools", "prompts", "resources"]
+
+
+class Registry:
+    core: ServerCore
+    listeners: Listeners
+
+    # --- tools -------------------------------------------------------------------------
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        task_support: TaskSupport = "none",
+        description: str | None = None,
+        title: str | None = None,
+        annotations: dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+        resumable: bool = False,
+    ) -> Callable[[ToolHandler], ToolHandler]:
+        """Register an async tool handler `(ctx, args)` or `(ctx)`.
+
+        `args` is typed with a msgspec Struct: its JSON Schema is the tool's `inputSchema`,
+        and arguments that do not fit are refused with -32602 naming the field. Pass
+        `input_schema` to publish a schema of your own instead (the Struct still decodes).
+        `resumable=True` says the handler may safely run again from the start: a task whose
+        server stopped mid-run (restart, crash) runs again instead of failing.
+        """
+        published = input_schema  # the parameter hides nothing the body needs
+
+        def register(handler: ToolHandler) -> ToolHandler:
+            parameters = handler_parameters("tool", handler)
+            args_type = None
+            if len(parameters) == 2:
+                args_type = typing.get_type_hints(handler).get(parameters[1], dict)
+            spec = ToolSpec(
+                name=name or handler.__name__,
+                input_schema=schema_for(args_type) if published is None else published,
+                task_support=task_support,
+                title=UNSET if title is None else title,
+                description=description or first_paragraph(handler),
+                annotations=UNSET if annotations is None else annotations,
+                resumable=resumable,
+                arguments_type=args_type,
+            )
+            entry = ToolEntry(spec, handler, takes_arguments=args_type is not None)
+            self.core.catalog.add_tool(spec, entry)
+            self.notify_list_changed("tools")
+            return handler
+
+        return register
+
+    def remove_tool(self, name: str) -> None:
+        """Take a tool away; `subscriptions/listen` streams that asked are told. Its tasks
+        already running go on to their end."""
+        self.core.catalog.remove_tool(name)
+        self.notify_list_changed("tools")
+
+    # --- prompts -------------------------------------------------------------------------
+
+    def prompt(
+        self, name: str | None = None, *, title: str | None = None, description: str | None = None
+    ) -> Callable[[Handler], Handler]:
+        """Register an async prompt handler `(ctx)` or `(ctx, args)`.
+
+        `args` is a msgspec Struct of `str` fields: they are the prompt's arguments, the ones
+        without a default required. The handler returns the messages (`str` for one user
+        message, a list of `PromptMessage`, or a `GetPromptResult`), or `InputRequired`.
+        """
+
+        def register(handler: Handler) -> Handler:
+            parameters = handler_parameters("prompt", handler)
+            args_type = None
+            if len(parameters) == 2:
+                args_type = typing.get_type_hints(handler).get(parameters[1])
+                if args_type is None:
+                    raise TypeError(
+                        f"prompt {handler.__name__!r}: annotate {parameters[1]!r} with the "
+                        "msgspec.Struct of its arguments"
+                    )
+            spec = PromptSpec(
+                name=name or handler.__name__,
+                arguments=() if args_type is None else prompt_arguments(args_type),
+                title=UNSET if title is None else title,
+                description=description or first_paragraph(handler),
+            )
+            self.core.catalog.add_prompt(spec, PromptEntry(spec, handler, args_type))
+            self.notify_list_changed("prompts")
+            return handler
+
+        return register
+
+    def remove_prompt(self, name: str) -> None:
+        self.core.catalog.remove_prompt(name)
+        self.notify_list_changed("prompts")
+
+    # --- resources -----------------------------------------------------------------------
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        ttl_ms: int = 0,
+    ) -> Callable[[Handler], Handler]:
+        """Register an async handler `(ctx)` that reads the resource at `uri`.
+
+        It returns `str` (text contents), `bytes` (a base64 blob), `ResourceContents` or a
+        list of them, or `InputRequired`. `ttl_ms` is the cache freshness its read result
+        advises (`ttlMs`).
+        """
+
+        def register(handler: Handler) -> Handler:
+            handler_parameters("resource", handler, most=1)
+            spec = ResourceSpec(
+                uri=uri, ttl_ms=ttl_ms, **listing(handler, name, title, description, mime_type)
+            )
+            self.core.catalog.add_resource(spec, ResourceEntry(handler, mime_type))
+            self.notify_list_changed("resources")
+            return handler
+
+        return register
+
+    def remove_resource(self, uri: str) -> None:
+        self.core.catalog.remove_resource(uri)
+        self.notify_list_changed("resources")
+
+    def resource_template(
+        self,
+        uri_template: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        ttl_ms: int = 0,
+    ) -> Callable[[Handler], Handler]:
+        """Register an async handler `(ctx, **variables)` for the uris `uri_template` fits,
+        e.g. `"files://{name}"` and `async def file(ctx, name: str)`. Raise
+        `ResourceNotFound` for a uri that fits but names nothing."""
+
+        def register(handler: Handler) -> Handler:
+            spec = ResourceTemplateSpec(
+                uri_template=uri_template,
+                ttl_ms=ttl_ms,
+                **listing(handler, name, title, description, mime_type),
+            )
+            if not inspect.iscoroutinefunction(handler):
+                raise TypeError(f"resource template {handler.__name__!r} must be async")
+            parameters = list(inspect.signature(handler).parameters)[1:]
+            if sorted(parameters) != sorted(spec.variables):
+                raise TypeError(
+                    f"resource template {handler.__name__!r} must take (ctx, "
+                    f"{', '.join(spec.variables)}): the variables of {uri_template!r}"
+                )
+            self.core.catalog.add_template(spec, ResourceEntry(handler, mime_type))
+            self.notify_list_changed("resources")
+            return handler
+
+        return register
+
+    # --- completions ---------------------------------------------------------------------
+
+    def completion(
+        self, *, prompt: str | None = None, uri_template: str | None = None
+    ) -> Callable[[Handler], Handler]:
+        """Register an async handler `(argument, resolved)` that completes an argument of
+        `prompt` (or a variable of `uri_template`): `argument` is the `CompletionArgument`
+        (name, value typed so far), `resolved` the other values the client already chose.
+        It returns the candidate values (`list[str]`, at most 100 go out) or a `Completion`.
+        """
+        if (prompt is None) == (uri_template is None):
+            raise TypeError("completion() takes exactly one of prompt= and uri_template=")
+        target: tuple[typing.Literal["ref/prompt", "ref/resource"], str]
+        if prompt is not None:
+            target = ("ref/prompt", prompt)
+        else:
+            assert uri_template is not None
+            target = ("ref/resource", uri_template)
+
+        def register(handler: Handler) -> Handler:
+            if not inspect.iscoroutinefunction(handler):
+                raise TypeError(f"completion {handler.__name__!r} must be an async function")
+            self.core.catalog.add_completion(target, CompletionEntry(target[1], handler))
+            return handler
+
+        return register
+
+    # --- telling listen streams ----------------------------------------------------------
+
+    def notify_list_changed(self, kind: ListKind) -> None:
+        """Tell the `subscriptions/listen` streams that asked that a list changed. The
+        server does this itself on each registration and removal; call it when what a list
+        shows changed some other way."""
+        self.listeners.list_changed(kind)
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell the `subscriptions/listen` streams subscribed to `uri` that it changed."""
+        self.listeners.resource_updated(uri)

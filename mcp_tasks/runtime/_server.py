@@ -1,0 +1,241 @@
+"""`Server`: tools as async functions, tasks run in a nursery the server owns.
+
+Theory of operation
+-------------------
+`Server` puts together a `ServerCore` (every protocol decision), a `TaskStore` (the
+records) and the trio parts that carry out what the core decides:
+
+* `Registry` (the decorators) registers each spec with its handler in the core's catalog;
+* `Interpreter` turns each message into a reply: it fulfils the core's `Need`s (runs a
+  handler in the transport's request task, where the client may cancel it; loads a task;
+  carries a listen stream) and performs the commands of its `Step`, in order;
+* `TaskRunner` runs each task's handler in the server's nursery, in a cancel scope of its
+  own, holding the task's lease in the store while it runs;
+* `Background` runs expiry, lease renewal and takeover, and the signals between the
+  processes sharing a store;
+* `Listeners` carries `subscriptions/listen` streams.
+
+Transports hand each incoming message to `Server.handle`, inside `async with
+server.running():`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import trio
+
+from ..core import (
+    HttpHeaders,
+    Implementation,
+    Need,
+    Reply,
+    RequestId,
+    ServerCore,
+    ServerOptions,
+    Step,
+    TaskOptions,
+)
+from ..store import MemoryTaskStore, StoreUnavailable, TaskStore
+from ._background import Background
+from ._interpreter import Interpreter
+from ._listeners import Connection, Listeners, Notify
+from ._registry import Registry
+from ._tasks import TaskRunner
+
+logger = logging.getLogger("mcp_tasks.server")
+
+
+class Server(Registry):
+    """An MCP server with the Tasks extension.
+
+    ```python
+    server = Server("jobs", "0.1.0", tasks=TaskOptions(ttl_ms=600_000))
+
+    @server.tool(task_support="optional")
+    async def slow_compute(ctx: ToolContext, args: SlowArgs) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        ...
+    ```
+    """
+
+    def __init__(
+        self,
+        name: str,
+        version: str,
+        *,
+        tasks: TaskOptions | None = None,
+        options: ServerOptions | None = None,
+        store: TaskStore | None = None,
+        state_key: bytes | None = None,
+        shutdown_grace_seconds: float = 5.0,
+        lease_seconds: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.info = Implementation(name=name, version=version)
+        self.store: TaskStore = MemoryTaskStore() if store is None else store
+        self.core = ServerCore(
+            info=self.info,
+            new_task_id=lambda: "tsk_" + secrets.token_urlsafe(24),
+            state_key=secrets.token_bytes(32) if state_key is None else state_key,
+            tasks=tasks,
+            options=options,
+        )
+        self._state_key_given = state_key is not None
+        self.shutdown_grace_seconds = shutdown_grace_seconds
+        if lease_seconds <= 0:
+            raise ValueError("lease_seconds must be positive")
+        self.lease_seconds = lease_seconds
+        """With a shared store: how long after its process dies a task is failed (or run
+        again) by another. Leases are renewed every third of it."""
+        self._clock = clock
+        self.closing = False
+        """Leaving `running()`: new tool calls are refused."""
+        self.listeners = Listeners(self.core)
+        self.runner = TaskRunner(self)
+        self.interpreter = Interpreter(self)
+        self.background = Background(self)
+
+    # --- running -------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Server]:
+        """Run the server's task nursery and expiry loop; transports serve inside this.
+
+        On entry the server takes its sealing key from the store (unless given one) and
+        takes over the tasks whose process stopped. On exit new tool calls are refused,
+        running tasks get `shutdown_grace_seconds` to finish, and are then cancelled.
+        """
+        runner = self.runner
+        if runner.nursery is not None:
+            raise RuntimeError("this server is already running")
+        self.closing = False
+        runner.all_ended = None
+        async with trio.open_nursery() as nursery:
+            runner.nursery = nursery
+            try:
+                if not self._state_key_given:  # the store's: any process opens a round
+                    key = await self.store.shared_key(secrets.token_bytes(32))
+                    self.core.use_state_key(key)
+                await self.background.reap_lapsed()  # tasks a previous process left
+                background: trio.CancelScope = await nursery.start(self.background.serve)
+            except BaseException:
+                runner.nursery = None  # never started: it may be tried again
+                raise
+            try:
+                yield self
+            finally:
+                self.closing = True
+                self.end_subscriptions()
+                background.cancel()
+                await self._wind_down()
+                nursery.cancel_scope.cancel()
+                runner.nursery = None
+
+    async def _wind_down(self) -> None:
+        runner = self.runner
+        if runner.running:
+            runner.all_ended = trio.Event()
+            # Shielded: leaving by cancellation (Ctrl-C) still grants the grace period.
+            with trio.move_on_after(self.shutdown_grace_seconds) as grace:
+                grace.shield = True
+                await runner.all_ended.wait()
+        unfinished = list(runner.running)
+        for task_id in unfinished:
+            runner.cancel(task_id)
+        if unfinished and self.store.shared:
+            # Let the leases lapse now, so another process takes these tasks over at once
+            # instead of a lease time from now.
+            with trio.move_on_after(self.shutdown_grace_seconds) as handover:
+                handover.shield = True
+                try:
+                    await self.store.renew(unfinished, self.now())
+                except StoreUnavailable as error:  # they lapse in their own time
+                    logger.warning("leases not handed over: %s", error)
+
+    def use_store(self, store: TaskStore) -> None:
+        """Keep tasks in `store` from now on (e.g. one `open_store(url)` opened). Only
+        before `running()`: tasks already stored elsewhere are not moved."""
+        if self.runner.nursery is not None:
+            raise RuntimeError("use_store() while the server is running: stop it first")
+        self.store = store
+
+    @property
+    def is_running(self) -> bool:
+        """True inside `async with server.running():`, where `handle` may be called."""
+        return self.runner.nursery is not None
+
+    def now(self) -> float:
+        return self._clock()
+
+    def lease_until(self) -> float:
+        """The end of a lease taken or renewed now. A store only this process uses hears
+        of no other process to take over: its leases never lapse while it runs."""
+        return self.now() + self.lease_seconds if self.store.shared else math.inf
+
+    @property
+    def poll_seconds(self) -> float:
+        """How often loops waiting on a shared store look again."""
+        return min(1.0, self.lease_seconds / 3)
+
+    async def handle(
+        self,
+        data: bytes,
+        *,
+        headers: HttpHeaders | None = None,
+        notify: Notify | None = None,
+        connection: Connection | None = None,
+        principal: str | None = None,
+    ) -> Reply | None:
+        """Answer one incoming message: the reply to send, or None (a notification, or a
+        request cancelled while it ran). `notify` sends a notification to this request's
+        client while the request runs (progress). `principal` is who sent it (the HTTP
+        authenticator's answer): tasks it creates are its own, and only its own tasks
+        answer it.
+
+        A `tools/call` is entered in `connection.in_flight` before this coroutine first
+        yields, so a `notifications/cancelled` read right after it always finds it.
+        """
+        if self.runner.nursery is None:
+            raise RuntimeError("use `async with server.running():` around the transport")
+        answer = self.core.receive(data, self.now(), headers, principal)
+        try:
+            return await self.interpreter.drive(answer, notify, connection)
+        except StoreUnavailable as error:
+            logger.warning("the task store is unavailable: %s", error)
+            request_id = _request_id_of(answer)
+            if request_id is None:
+                return None  # a notification: nobody to tell
+            return self.core.store_unavailable(request_id, str(error))
+        except Exception:  # the store (or the server) failed: this request, not the server
+            logger.exception("the server failed on a request")
+            request_id = _request_id_of(answer)
+            if request_id is None:
+                return None
+            return self.core.internal_failure(request_id)
+
+    # --- listen streams ------------------------------------------------------------------
+
+    def end_subscriptions(self, connection: Connection | None = None) -> None:
+        """End the `subscriptions/listen` streams gracefully, each with its closing response
+        after what was already queued for it: all of them, or those of `connection`.
+        Transports call this when they start to shut down or their client is gone."""
+        self.listeners.end(connection)
+
+    @property
+    def subscription_count(self) -> int:
+        """How many `subscriptions/listen` streams are open."""
+        return len(self.listeners)
+
+
+def _request_id_of(answer: Step | Need) -> RequestId | None:
+    """The id of the request `answer` is for (None: a notification)."""
+    if isinstance(answer, Step):
+        return None if answer.reply is None else answer.reply.request_id
+    return answer.request_id
