@@ -58,6 +58,7 @@ from .core._client import (
     TaskExpired,
     TaskFailed,
     give_up_at,
+    task_status,
 )
 from .journal import TaskJournal
 from .transports import (
@@ -208,7 +209,7 @@ class Client:
                 if on_status is not None and shown != last_status:
                     await _maybe_await(on_status(current))
                 last_status = shown
-                if isinstance(current, CompletedTask | FailedTask | CancelledTask):
+                if task_status(current).is_terminal:
                     self._journal("ended", task_id, type(current).__name__)
                 if isinstance(current, CompletedTask):
                     return _call_result.decode(current.result)

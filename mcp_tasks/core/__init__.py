@@ -23,7 +23,7 @@ from ._effects import (
     TaskLimits,
     WakeAt,
 )
-from ._encode import error_body, iso_utc, notification, shown
+from ._encode import LOG_LEVELS, error_body, iso_utc, notification, shown
 from ._envelope import HttpHeaders
 from ._errors import (
     HEADER_MISMATCH,
@@ -81,7 +81,7 @@ from ._outcomes import (
 )
 from ._policy import MinPollInterval, PollPolicy
 from ._records import TaskRecord, decode_record, encode_record
-from ._server import LOG_LEVELS, ServerCore
+from ._server import ServerCore
 from ._state import (
     INITIAL_STATUS,
     TRANSITIONS,

@@ -16,11 +16,10 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec import UNSET, Struct
 
+from ._envelope import BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, MCP_NAME_PARAM
 from ._errors import INTERNAL_ERROR, ProtocolError, RemoteProtocolError
+from ._state import TaskStatus
 from ._wire import (
-    BASE64_HEADER_PREFIX,
-    BASE64_HEADER_SUFFIX,
-    MCP_NAME_PARAM,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
@@ -188,3 +187,8 @@ class ClientCore:
             return _task_decoder.decode(msgspec.json.encode(result))
         except msgspec.ValidationError as error:
             raise RemoteProtocolError(INTERNAL_ERROR, f"malformed task: {error}") from None
+
+
+def task_status(task: DetailedTask) -> TaskStatus:
+    """The status a task read from a server is in (`task_status(t).is_terminal`: it ended)."""
+    return TaskStatus(str(type(task).__struct_config__.tag))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import functools
 import math
+import typing
 from typing import Any, Final
 
 import msgspec
@@ -23,6 +24,8 @@ from ._errors import ProtocolError, http_status_for_code
 from ._records import TaskRecord
 from ._state import TaskStatus
 
+LOG_LEVELS: Final[tuple[w.LoggingLevel, ...]] = typing.get_args(w.LoggingLevel)
+"""The log levels, least severe first."""
 SHOWN_CHARACTERS: Final = 100
 """How much of a peer's string an error message quotes back (a name may be megabytes)."""
 META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
@@ -55,6 +58,35 @@ def iso_utc(when: float) -> str:
 def notification(method: str, params: dict[str, Any]) -> bytes:
     """A JSON-RPC notification."""
     return w.json_encoder.encode({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+def progress_notification(
+    meta: w.RequestMeta, progress: float, total: float | None, message: str | None
+) -> bytes | None:
+    """`notifications/progress`, or None if the request asked for none (no token)."""
+    token = meta.progress_token
+    if token is UNSET:
+        return None
+    params: dict[str, Any] = {"progressToken": token, "progress": progress}
+    if total is not None:
+        params["total"] = total
+    if message is not None:
+        params["message"] = message
+    return notification("notifications/progress", params)
+
+
+def log_notification(
+    meta: w.RequestMeta, level: w.LoggingLevel, data: Any, logger: str | None
+) -> bytes | None:
+    """`notifications/message`, or None if the request asked for no log messages at
+    `level` (`_meta` `io.modelcontextprotocol/logLevel` names the lowest it wants)."""
+    wanted = meta.log_level
+    if wanted is UNSET or LOG_LEVELS.index(level) < LOG_LEVELS.index(wanted):
+        return None
+    params: dict[str, Any] = {"level": level, "data": data}
+    if logger is not None:
+        params["logger"] = logger
+    return notification("notifications/message", params)
 
 
 def error_body(request_id: w.RequestId | None, code: int, message: str, data: Any = None) -> bytes:

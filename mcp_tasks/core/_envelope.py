@@ -52,6 +52,19 @@ CAPABILITY_OF: Final = {  # methods that exist only while the server offers the 
     "resources/read": "resources",
     "completion/complete": "completions",
 }
+# The params field each method's `Mcp-Name` HTTP header mirrors (wire names).
+MCP_NAME_PARAM: Final = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+# A header value that is not plain visible ASCII travels as `=?base64?<UTF-8, base64>?=`.
+BASE64_HEADER_PREFIX: Final = "=?base64?"
+BASE64_HEADER_SUFFIX: Final = "?="
+
 TOO_DEEP: Final = "JSON nested more deeply than this server accepts"
 
 _Params = TypeVar("_Params")
@@ -171,7 +184,7 @@ def check_headers(
         raise RemoteProtocolError(HEADER_MISMATCH, "Mcp-Method header is missing")
     if headers.method.strip() != method:
         raise RemoteProtocolError(HEADER_MISMATCH, "Mcp-Method header does not match method")
-    wire_name = w.MCP_NAME_PARAM.get(method)
+    wire_name = MCP_NAME_PARAM.get(method)
     if wire_name is None:
         return
     body_value = getattr(head, "task_id" if wire_name == "taskId" else wire_name)
@@ -217,7 +230,7 @@ def check_param_headers(
 
 def _decode_header_value(value: str, name: str = "Mcp-Name") -> str:
     value = value.strip()
-    start, end = w.BASE64_HEADER_PREFIX, w.BASE64_HEADER_SUFFIX
+    start, end = BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX
     if value.startswith(start) and value.endswith(end) and len(value) >= len(start) + len(end):
         try:
             return base64.b64decode(value[len(start) : -len(end)], validate=True).decode("utf-8")

@@ -42,14 +42,18 @@ from . import _wire as w
 from ._catalog import Catalog
 from ._catalog_calls import CatalogCalls
 from ._effects import CancelRequest, Notify, Reply, ResumeTask, Step
-from ._encode import Encoder, notification, shown, unset_if_none
+from ._encode import (
+    Encoder,
+    log_notification,
+    progress_notification,
+    unset_if_none,
+)
 from ._envelope import (
     TASK_METHODS,
     TOO_DEEP,
     HttpHeaders,
     check_envelope,
     check_headers,
-    check_param_headers,
     check_version_and_method,
     decode_message,
     decode_params,
@@ -60,18 +64,15 @@ from ._envelope import (
 from ._errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
-    LocalProtocolError,
     ProtocolError,
     RemoteProtocolError,
 )
 from ._listen import Listening
 from ._needs import (
     CompletionCall,
-    FetchTask,
     Need,
     PromptCall,
     ResourceRead,
-    RunTool,
     Subscription,
     TaskRequest,
     ToolCall,
@@ -79,18 +80,16 @@ from ._needs import (
 from ._options import ServerOptions, TaskOptions, ToolSpec
 from ._outcomes import (
     CompletionOutcome,
-    InputRequired,
     PromptOutcome,
     ResourceOutcome,
-    StartTaskOutcome,
     ToolOutcome,
 )
 from ._policy import MinPollInterval, PollPolicy
 from ._records import TaskRecord
-from ._rounds import Rounds, needs_tasks_extension
+from ._rounds import Rounds
 from ._tasks import Tasks, progress_text, task_call
+from ._tools import ToolCalls
 
-LOG_LEVELS: typing.Final[tuple[w.LoggingLevel, ...]] = typing.get_args(w.LoggingLevel)
 SHUTTING_DOWN_MESSAGE: typing.Final = "The server is shutting down; try again later"
 
 
@@ -123,6 +122,7 @@ class ServerCore:
         self._tasks = Tasks(
             self._encode, self.catalog, self.task_options, self._next_task_id, poll_policy
         )
+        self._tools = ToolCalls(self._encode, self.catalog, self._rounds, self._tasks)
         self._calls = CatalogCalls(self._encode, self.catalog, self._rounds)
         self._listening = Listening(self._encode, self.catalog)
         for tool in tools:
@@ -236,9 +236,9 @@ class ServerCore:
             )
         check_version_and_method(method, meta, self.catalog.capabilities())
         if method in TASK_METHODS:
-            return self._task_request(request_id, method, raw_params, meta, principal)
+            return self._tasks.request(request_id, method, raw_params, meta, principal)
         if method == "tools/call":
-            return self._call(
+            return self._tools.call(
                 request_id, raw_params, meta, now=now, headers=headers, principal=principal
             )
         if method == "prompts/get":
@@ -262,128 +262,13 @@ class ServerCore:
             return self._result(request_id, self.catalog.list_resources(meta_out))
         return self._result(request_id, self.catalog.list_templates(meta_out))
 
-    def _task_request(
-        self,
-        request_id: w.RequestId,
-        method: str,
-        raw_params: Raw,
-        meta: w.RequestMeta,
-        principal: str | None,
-    ) -> FetchTask:
-        if not meta.client_capabilities.has_tasks:
-            raise needs_tasks_extension(f"{method} needs")
-        responses = None
-        if method == "tasks/update":
-            update = decode_params(raw_params, w.UpdateTaskParams)
-            task_id, responses = update.task_id, update.input_responses
-        elif method == "tasks/get":
-            task_id = decode_params(raw_params, w.GetTaskParams).task_id
-        else:
-            task_id = decode_params(raw_params, w.CancelTaskParams).task_id
-        request = TaskRequest(
-            request_id=request_id,
-            method=method,
-            task_id=task_id,
-            meta=meta,
-            principal=principal,
-            input_responses=responses,
-        )
-        return FetchTask(request=request)
-
     # --- tools/call ---------------------------------------------------------------------
-
-    def _call(
-        self,
-        request_id: w.RequestId,
-        raw_params: Raw,
-        meta: w.RequestMeta,
-        *,
-        now: float,
-        headers: HttpHeaders | None,
-        principal: str | None,
-    ) -> RunTool:
-        params = decode_params(raw_params, w.CallToolParams)
-        tool = self.catalog.tools.get(params.name)
-        if tool is None:
-            raise invalid_params(f"Unknown tool: {shown(params.name)!r}")
-        if tool.task_support == "required" and not meta.client_capabilities.has_tasks:
-            raise needs_tasks_extension(f"Tool {tool.name!r} runs only as a task; it needs")
-        arguments = None if params.arguments is UNSET else params.arguments
-        if arguments is not None and not bytes(arguments).lstrip().startswith(b"{"):
-            raise invalid_params("Invalid params: params.arguments must be an object")
-        header_params = self.catalog.header_params.get(tool.name)
-        if header_params is not None and headers is not None:
-            check_param_headers(header_params, headers.params or {}, arguments)
-        arguments_bytes = None if arguments is None else bytes(arguments)
-        responses, handler_state = self._rounds.open(
-            "tools/call", tool.name, arguments_bytes, params, principal=principal, now=now
-        )
-        decoded = tool.decode_arguments(arguments)
-        call = ToolCall(
-            request_id=request_id,
-            tool_name=tool.name,
-            arguments=None if arguments is None else arguments.copy(),
-            meta=meta,
-            principal=principal,
-            input_responses=responses,
-            handler_state=handler_state,
-        )
-        return RunTool(
-            call=call, handler=self.catalog.handler("tool", tool.name), arguments=decoded
-        )
 
     def tool_returned(self, call: ToolCall, outcome: ToolOutcome, now: float) -> Step | Need:
         """The handler of `call` (run for `RunTool`) returned `outcome`: the reply, a new
         task (the store checks the task limits as it saves it), or, for a client that
         cannot hold a task, the handler run again in place."""
-        request_id = call.request_id
-        if request_id is None or call.task_id is not None:
-            raise LocalProtocolError(
-                "tool_returned answers a tools/call request; a task's outcome goes to task_returned"
-            )
-        try:
-            if isinstance(outcome, w.CallToolResult):
-                return self._result(request_id, outcome)
-            if isinstance(outcome, w.ErrorObject):
-                return Step(reply=self._encode.error_object(request_id, outcome))
-            if isinstance(outcome, InputRequired):
-                reply = self._rounds.ask(
-                    request_id,
-                    outcome,
-                    method="tools/call",
-                    name=call.tool_name,
-                    arguments=None if call.arguments is None else bytes(call.arguments),
-                    principal=call.principal,
-                    what=f"Tool {call.tool_name!r}",
-                    capabilities=call.client_capabilities,
-                    now=now,
-                )
-                return Step(reply=reply)
-            if isinstance(outcome, StartTaskOutcome):
-                return self._start_task(request_id, call, now)
-            raise _handler_error(f"Tool {call.tool_name!r} returned an unknown outcome")
-        except ProtocolError as error:
-            return Step(reply=self._encode.error(request_id, error))
-
-    def _start_task(self, request_id: w.RequestId, call: ToolCall, now: float) -> Step | Need:
-        tool = self.catalog.tools.get(call.tool_name)
-        if tool is None:
-            raise _handler_error(f"Tool {call.tool_name!r} was removed while it ran")
-        if call.in_task:
-            raise _handler_error(f"Tool {tool.name!r} asked to start a task while already running")
-        if tool.task_support == "none":
-            raise _handler_error(
-                f"Tool {tool.name!r} asked to start a task but is registered with "
-                "task_support='none'"
-            )
-        if not call.client_capabilities.has_tasks:
-            # An optional task tool, and this client cannot hold a task: work in place.
-            in_place = msgspec.structs.replace(call, in_task=True)
-            handler = self.catalog.handler("tool", tool.name)
-            return RunTool(
-                call=in_place, handler=handler, arguments=tool.decode_arguments(call.arguments)
-            )
-        return self._tasks.create(request_id, call, now)
+        return self._tools.returned(call, outcome, now)
 
     def task_refused(self, call: ToolCall, *, per_principal: bool) -> Step:
         """The store refused the task `tool_returned` created: it holds its limit of tasks
@@ -478,28 +363,14 @@ class ServerCore:
         self, meta: w.RequestMeta, progress: float, total: float | None, message: str | None
     ) -> Step:
         """`notifications/progress` if the request asked for it (a `progressToken`)."""
-        token = meta.progress_token
-        if token is UNSET:
-            return Step()
-        params: dict[str, Any] = {"progressToken": token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
-        return Step(effects=(Notify(message=notification("notifications/progress", params)),))
+        return _notify(progress_notification(meta, progress, total, message))
 
     def log(
         self, meta: w.RequestMeta, level: w.LoggingLevel, data: Any, logger: str | None
     ) -> Step:
         """`notifications/message` if the request asked for log messages at `level` or a
         lower one (`_meta` `io.modelcontextprotocol/logLevel`)."""
-        wanted = meta.log_level
-        if wanted is UNSET or LOG_LEVELS.index(level) < LOG_LEVELS.index(wanted):
-            return Step()
-        params: dict[str, Any] = {"level": level, "data": data}
-        if logger is not None:
-            params["logger"] = logger
-        return Step(effects=(Notify(message=notification("notifications/message", params)),))
+        return _notify(log_notification(meta, level, data, logger))
 
     # --- subscriptions/listen -----------------------------------------------------------
 
@@ -564,6 +435,5 @@ class ServerCore:
         )
 
 
-def _handler_error(message: str) -> ProtocolError:
-    """A handler broke the rules (its reply is -32603, naming what it did)."""
-    return LocalProtocolError(message)
+def _notify(message: bytes | None) -> Step:
+    return Step() if message is None else Step(effects=(Notify(message=message),))

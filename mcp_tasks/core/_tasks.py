@@ -30,14 +30,14 @@ from ._effects import (
     WakeAt,
 )
 from ._encode import Encoder, error_object, shown
-from ._envelope import invalid_params
+from ._envelope import decode_params, invalid_params
 from ._errors import INTERNAL_ERROR, SERVER_ERROR, LocalProtocolError, ProtocolError
-from ._needs import TaskRequest, ToolCall
+from ._needs import FetchTask, TaskRequest, ToolCall
 from ._options import TaskOptions
 from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome
 from ._policy import PollPolicy
 from ._records import TaskRecord
-from ._rounds import check_input_requests, checked_responses, method_of
+from ._rounds import check_input_requests, checked_responses, method_of, needs_tasks_extension
 from ._state import INITIAL_STATUS, TaskEvent, TaskStatus, can_happen, next_status
 
 RELATED_TASK_META: Final = "io.modelcontextprotocol/related-task"
@@ -131,6 +131,34 @@ class Tasks:
         return Step(reply=self._encode.error_object(request_id, error))
 
     # --- tasks/get, tasks/update, tasks/cancel ------------------------------------------
+
+    def request(
+        self,
+        request_id: w.RequestId,
+        method: str,
+        raw_params: Raw,
+        meta: w.RequestMeta,
+        principal: str | None,
+    ) -> FetchTask:
+        if not meta.client_capabilities.has_tasks:
+            raise needs_tasks_extension(f"{method} needs")
+        responses = None
+        if method == "tasks/update":
+            update = decode_params(raw_params, w.UpdateTaskParams)
+            task_id, responses = update.task_id, update.input_responses
+        elif method == "tasks/get":
+            task_id = decode_params(raw_params, w.GetTaskParams).task_id
+        else:
+            task_id = decode_params(raw_params, w.CancelTaskParams).task_id
+        request = TaskRequest(
+            request_id=request_id,
+            method=method,
+            task_id=task_id,
+            meta=meta,
+            principal=principal,
+            input_responses=responses,
+        )
+        return FetchTask(request=request)
 
     def handle_request(self, request: TaskRequest, record: TaskRecord | None, now: float) -> Step:
         """Answer a `FetchTask`: `record` is what the store holds for the id, or None."""

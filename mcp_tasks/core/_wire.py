@@ -27,19 +27,6 @@ META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 
-# The params field each method's `Mcp-Name` HTTP header mirrors (wire names).
-MCP_NAME_PARAM: Final = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    "tasks/get": "taskId",
-    "tasks/update": "taskId",
-    "tasks/cancel": "taskId",
-}
-# A header value that is not plain visible ASCII travels as `=?base64?<UTF-8, base64>?=`.
-BASE64_HEADER_PREFIX: Final = "=?base64?"
-BASE64_HEADER_SUFFIX: Final = "?="
-
 RequestId = str | int
 LoggingLevel = Literal[
     "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"

@@ -1,0 +1,129 @@
+"""`tools/call`: the request checked, the handler's outcome answered.
+
+A call becomes `RunTool` once its params, its `Mcp-Param-*` headers, any input round and
+its arguments (decoded with the tool's `arguments_type`) are checked. The handler's outcome
+comes back to `returned`: the result, its error, another input round (MRTR), a new task,
+or, for a client that cannot hold a task, the handler run again in place.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from msgspec import UNSET, Raw
+
+from . import _wire as w
+from ._catalog import Catalog
+from ._effects import Step
+from ._encode import Encoder, shown
+from ._envelope import HttpHeaders, check_param_headers, decode_params, invalid_params
+from ._errors import LocalProtocolError, ProtocolError
+from ._needs import Need, RunTool, ToolCall
+from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome
+from ._rounds import Rounds, needs_tasks_extension
+from ._tasks import Tasks
+
+
+class ToolCalls:
+    def __init__(self, encoder: Encoder, catalog: Catalog, rounds: Rounds, tasks: Tasks) -> None:
+        self._encode = encoder
+        self._catalog = catalog
+        self._rounds = rounds
+        self._tasks = tasks
+
+    def call(
+        self,
+        request_id: w.RequestId,
+        raw_params: Raw,
+        meta: w.RequestMeta,
+        *,
+        now: float,
+        headers: HttpHeaders | None,
+        principal: str | None,
+    ) -> RunTool:
+        params = decode_params(raw_params, w.CallToolParams)
+        tool = self._catalog.tools.get(params.name)
+        if tool is None:
+            raise invalid_params(f"Unknown tool: {shown(params.name)!r}")
+        if tool.task_support == "required" and not meta.client_capabilities.has_tasks:
+            raise needs_tasks_extension(f"Tool {tool.name!r} runs only as a task; it needs")
+        arguments = None if params.arguments is UNSET else params.arguments
+        if arguments is not None and not bytes(arguments).lstrip().startswith(b"{"):
+            raise invalid_params("Invalid params: params.arguments must be an object")
+        header_params = self._catalog.header_params.get(tool.name)
+        if header_params is not None and headers is not None:
+            check_param_headers(header_params, headers.params or {}, arguments)
+        arguments_bytes = None if arguments is None else bytes(arguments)
+        responses, handler_state = self._rounds.open(
+            "tools/call", tool.name, arguments_bytes, params, principal=principal, now=now
+        )
+        decoded = tool.decode_arguments(arguments)
+        call = ToolCall(
+            request_id=request_id,
+            tool_name=tool.name,
+            arguments=None if arguments is None else arguments.copy(),
+            meta=meta,
+            principal=principal,
+            input_responses=responses,
+            handler_state=handler_state,
+        )
+        return RunTool(
+            call=call, handler=self._catalog.handler("tool", tool.name), arguments=decoded
+        )
+
+    def returned(self, call: ToolCall, outcome: ToolOutcome, now: float) -> Step | Need:
+        """The handler of `call` (run for `RunTool`) returned `outcome`: the reply, a new
+        task (the store checks the task limits as it saves it), or, for a client that
+        cannot hold a task, the handler run again in place."""
+        request_id = call.request_id
+        if request_id is None or call.task_id is not None:
+            raise LocalProtocolError(
+                "tool_returned answers a tools/call request; a task's outcome goes to task_returned"
+            )
+        try:
+            if isinstance(outcome, w.CallToolResult):
+                return Step(reply=self._encode.result(request_id, outcome))
+            if isinstance(outcome, w.ErrorObject):
+                return Step(reply=self._encode.error_object(request_id, outcome))
+            if isinstance(outcome, InputRequired):
+                reply = self._rounds.ask(
+                    request_id,
+                    outcome,
+                    method="tools/call",
+                    name=call.tool_name,
+                    arguments=None if call.arguments is None else bytes(call.arguments),
+                    principal=call.principal,
+                    what=f"Tool {call.tool_name!r}",
+                    capabilities=call.client_capabilities,
+                    now=now,
+                )
+                return Step(reply=reply)
+            if isinstance(outcome, StartTaskOutcome):
+                return self._start_task(request_id, call, now)
+            raise _handler_error(f"Tool {call.tool_name!r} returned an unknown outcome")
+        except ProtocolError as error:
+            return Step(reply=self._encode.error(request_id, error))
+
+    def _start_task(self, request_id: w.RequestId, call: ToolCall, now: float) -> Step | Need:
+        tool = self._catalog.tools.get(call.tool_name)
+        if tool is None:
+            raise _handler_error(f"Tool {call.tool_name!r} was removed while it ran")
+        if call.in_task:
+            raise _handler_error(f"Tool {tool.name!r} asked to start a task while already running")
+        if tool.task_support == "none":
+            raise _handler_error(
+                f"Tool {tool.name!r} asked to start a task but is registered with "
+                "task_support='none'"
+            )
+        if not call.client_capabilities.has_tasks:
+            # An optional task tool, and this client cannot hold a task: work in place.
+            in_place = msgspec.structs.replace(call, in_task=True)
+            handler = self._catalog.handler("tool", tool.name)
+            return RunTool(
+                call=in_place, handler=handler, arguments=tool.decode_arguments(call.arguments)
+            )
+        return self._tasks.create(request_id, call, now)
+
+
+def _handler_error(message: str) -> ProtocolError:
+    """A handler broke the rules (its reply is -32603, naming what it did)."""
+    return LocalProtocolError(message)
