@@ -131,50 +131,43 @@ class TaskRequest(Struct, frozen=True, kw_only=True):
 # --- needs -------------------------------------------------------------------------------
 
 
-class RunTool(Struct, frozen=True, kw_only=True):
-    """Run the tool handler for `call` now, then hand its outcome to `tool_returned`."""
+class _HandlerNeed(Struct, frozen=True, kw_only=True):
+    """Run `handler` (as registered with its spec) for `call`, in the request's own task."""
 
-    call: ToolCall
+    call: Any
     handler: Any = None
-    arguments: Any = None
-    """The arguments decoded with the tool's `arguments_type` (None without one)."""
 
     @property
     def request_id(self) -> RequestId | None:
-        return self.call.request_id
+        """The request this need serves."""
+        request_id: RequestId | None = self.call.request_id
+        return request_id
 
 
-class GetPrompt(Struct, frozen=True, kw_only=True):
+class RunTool(_HandlerNeed, frozen=True, kw_only=True):
+    """Run the tool handler for `call` now, then hand its outcome to `tool_returned`."""
+
+    call: ToolCall
+    arguments: Any = None
+    """The arguments decoded with the tool's `arguments_type` (None without one)."""
+
+
+class GetPrompt(_HandlerNeed, frozen=True, kw_only=True):
     """Run the prompt handler for `call`, then hand its outcome to `prompt_returned`."""
 
     call: PromptCall
-    handler: Any = None
-
-    @property
-    def request_id(self) -> RequestId:
-        return self.call.request_id
 
 
-class ReadResource(Struct, frozen=True, kw_only=True):
+class ReadResource(_HandlerNeed, frozen=True, kw_only=True):
     """Run the resource handler for `call`, then hand its outcome to `resource_returned`."""
 
     call: ResourceRead
-    handler: Any = None
-
-    @property
-    def request_id(self) -> RequestId:
-        return self.call.request_id
 
 
-class Complete(Struct, frozen=True, kw_only=True):
+class Complete(_HandlerNeed, frozen=True, kw_only=True):
     """Run the completion handler for `call`, then hand its values to `completion_returned`."""
 
     call: CompletionCall
-    handler: Any = None
-
-    @property
-    def request_id(self) -> RequestId:
-        return self.call.request_id
 
 
 class Listen(Struct, frozen=True, kw_only=True):

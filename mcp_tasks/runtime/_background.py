@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..core import VersionConflict
+from ..core import TaskRecord, VersionConflict
 from ..store import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -140,23 +140,23 @@ class Background:
                     nursery.start_soon(self._publish_stored_task, signal.task_id)
 
     async def _resume_from_signal(self, task_id: str) -> None:
-        try:
-            record = await self._server.store.get(task_id)
-        except StoreUnavailable as error:
-            logger.warning("task %r: answers not delivered: %s", task_id, error)
-            return
-        resume = self._core.task_resumed(record)
+        resume = self._core.task_resumed(await self._stored(task_id, "answers not delivered"))
         if resume is not None:
             self._server.runner.resume(resume)
 
     async def _publish_stored_task(self, task_id: str) -> None:
-        try:
-            record = await self._server.store.get(task_id)
-        except StoreUnavailable as error:
-            logger.warning("notifications/tasks for %r not sent: %s", task_id, error)
-            return
+        record = await self._stored(task_id, "notifications/tasks not sent")
         if record is not None:
             self._server.listeners.task_changed(record)
+
+    async def _stored(self, task_id: str, lost: str) -> TaskRecord | None:
+        """The record, or None if it is gone or the store cannot be reached (`lost` says
+        what that costs, in the log)."""
+        try:
+            return await self._server.store.get(task_id)
+        except StoreUnavailable as error:
+            logger.warning("task %r: %s: %s", task_id, lost, error)
+            return None
 
 
 class _StartedOnce:
