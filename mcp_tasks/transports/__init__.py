@@ -13,7 +13,8 @@ Client side (`ClientTransport`, used by `mcp_tasks.client.Client`):
 
 from ._client_base import ClientTransport, NotificationHandler, TransportError
 from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpClientTransport
-from ._http_server import Authenticator, HttpConfig, Unauthorized, serve_http
+from ._http_rules import Authenticator, HttpConfig, Unauthorized
+from ._http_server import serve_http
 from ._stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
 from ._stdio_client import DEFAULT_MAX_CLIENT_LINE_BYTES, StdioClientTransport, open_stdio_transport
 

@@ -1,4 +1,4 @@
-"""Streamable HTTP (MCP 2026-07-28) for a `Server`: h11 on trio sockets.
+"""Streamable HTTP (MCP 2026-07-28) for a `Server` (any `MessageHandler`), h11 on trio sockets.
 
 Theory of operation
 -------------------
@@ -6,7 +6,7 @@ Theory of operation
 pump loop over an `h11.Connection`, one request at a time:
 
     wait for a request head    idle timeout before its first byte, then the header timeout
-    check the head             Host, Origin, path, method, Content-Type (421/403/404/405/415)
+    check the head             Host, Origin, path, method, Content-Type... (`_http_rules`)
     read the body              counting bytes (413), under the body timeout (408)
     server.handle(body)        the core checks the MCP headers against the body
     answer                     JSON; SSE from the first notification on; 202 if no reply
@@ -36,24 +36,29 @@ from __future__ import annotations
 
 import contextlib
 import http
-import inspect
-import ipaddress
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Final
-from urllib.parse import urlsplit
 
 import h11
-import msgspec
 import trio
 
-from ..core import INTERNAL_ERROR, INVALID_REQUEST, HttpHeaders, Reply
-from ..server import Server
+from ..core import INTERNAL_ERROR, INVALID_REQUEST, Reply, error_body
+from ..runtime import MessageHandler
+from ._http_rules import (
+    Authenticator,
+    HttpConfig,
+    Refusal,
+    RequestRules,
+    Unauthorized,
+    is_loopback,
+    mcp_headers,
+    principal_of,
+    read_head,
+)
 
-__all__ = ["HttpConfig", "serve_http"]
+__all__ = ["Authenticator", "HttpConfig", "Unauthorized", "serve_http"]
 
 logger = logging.getLogger("mcp_tasks.transports.http")
 
@@ -64,20 +69,6 @@ _HEAD: Final = "the request head"
 _BODY: Final = "the request body"
 _LINGER_SECONDS: Final = 1.0
 _LINGER_BYTES: Final = 1024 * 1024
-_READ_HEADERS: Final = frozenset(
-    {
-        b"host",
-        b"origin",
-        b"content-type",
-        b"content-length",
-        b"transfer-encoding",
-        b"accept",
-        b"mcp-protocol-version",
-        b"mcp-method",
-        b"mcp-name",
-    }
-)
-_PARAM_PREFIX: Final = b"mcp-param-"
 _JSON: Final = (b"content-type", b"application/json")
 _CLOSE: Final = (b"connection", b"close")
 _SSE_HEADERS: Final = [
@@ -88,51 +79,8 @@ _SSE_HEADERS: Final = [
 _REASONS: Final = {status.value: status.phrase.encode() for status in http.HTTPStatus}
 
 
-@dataclass(frozen=True, kw_only=True)
-class HttpConfig:
-    """Where the endpoint is, the limits and timeouts, and whom the server answers."""
-
-    endpoint: str = "/mcp"
-    """The one path that takes MCP messages (POST only); other paths are 404."""
-    max_body_bytes: int = 4 * 1024 * 1024
-    """A larger body is refused with 413, by its Content-Length or while it is counted."""
-    max_header_bytes: int = 16 * 1024
-    """Request line and headers together; more is 431."""
-    header_timeout_seconds: float = 10.0
-    """From a connection's opening, or a request's first byte, until its head is in (408)."""
-    body_timeout_seconds: float = 30.0
-    """From the end of the head until the whole body is in (408)."""
-    idle_timeout_seconds: float = 60.0
-    """How long a keep-alive connection may wait for its next request before it closes."""
-    drain_timeout_seconds: float = 10.0
-    """On shutdown, how long requests in flight may run before they are cancelled."""
-    allowed_hosts: frozenset[str] = frozenset()
-    """`Host` values accepted besides localhost, 127.0.0.1 and ::1 (a name, or name:port).
-    Empty on a non-loopback bind: any Host is accepted."""
-    allowed_origins: frozenset[str] = frozenset()
-    """`Origin` values accepted besides loopback ones, e.g. `https://app.example.com`."""
-    authenticate: Authenticator | None = None
-    """Who sends each request: called with its headers (names lowercased), it returns the
-    caller's principal (a non-empty string), or raises `Unauthorized` (HTTP 401). Every
-    task is bound to the principal that created it. None: no authentication, every
-    request is nobody's, and any task id opens its task."""
-
-    def __post_init__(self) -> None:
-        if not self.endpoint.startswith("/"):
-            raise ValueError(f"endpoint must be a path starting with '/', not {self.endpoint!r}")
-        for name in ("max_body_bytes", "max_header_bytes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be a positive number of bytes")
-        for name in ("header", "body", "idle", "drain"):
-            if getattr(self, f"{name}_timeout_seconds") <= 0:
-                raise ValueError(f"{name}_timeout_seconds must be positive")
-        object.__setattr__(self, "allowed_hosts", _lowered(self.allowed_hosts))
-        origins = _lowered(origin.rstrip("/") for origin in self.allowed_origins)
-        object.__setattr__(self, "allowed_origins", origins)
-
-
 async def serve_http(
-    server: Server,
+    server: MessageHandler,
     host: str = "127.0.0.1",
     port: int = 8000,
     *,
@@ -148,7 +96,7 @@ async def serve_http(
     config = HttpConfig() if config is None else config
     listeners = await trio.open_tcp_listeners(port, host=host)
     addresses = [listener.socket.getsockname() for listener in listeners]
-    serving = _Serving(server, config, loopback=all(_is_loopback(a[0]) for a in addresses))
+    serving = _Serving(server, config, loopback=all(is_loopback(a[0]) for a in addresses))
     async with trio.open_nursery() as nursery:
         connections = await nursery.start(serving.hold_connections)
         serve = partial(trio.serve_listeners, handler_nursery=connections)
@@ -162,46 +110,13 @@ async def serve_http(
             serving.start_drain()
 
 
-class Unauthorized(Exception):
-    """Raise in an authenticator: the request is answered 401 with `message` and a
-    `WWW-Authenticate: challenge` header, and its body is never read."""
-
-    def __init__(self, message: str, *, challenge: str = 'Bearer realm="mcp"') -> None:
-        super().__init__(message)
-        self.message = message
-        self.challenge = challenge
-
-
-Authenticator = Callable[[Mapping[str, str]], "str | Awaitable[str]"]
-
-
-class _Refusal(Exception):
-    """An answer HTTP gives by itself, instead of the server's. Raised, it also closes."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        allow: bytes | None = None,
-        challenge: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.extra_headers = [] if allow is None else [(b"allow", allow)]
-        if challenge is not None:
-            self.extra_headers.append((b"www-authenticate", challenge.encode("latin-1")))
-
-
 class _Serving:
     """What the connections of one `serve_http` share: the server, the rules, the drain."""
 
-    def __init__(self, server: Server, config: HttpConfig, *, loopback: bool) -> None:
+    def __init__(self, server: MessageHandler, config: HttpConfig, *, loopback: bool) -> None:
         self.server = server
         self.config = config
-        self.endpoint = config.endpoint.encode()
-        self.check_host = loopback or bool(config.allowed_hosts)
+        self.rules = RequestRules(config, loopback=loopback)
         self.draining = False
         self.connections: set[_Connection] = set()
         shortest = min(
@@ -210,10 +125,6 @@ class _Serving:
             config.idle_timeout_seconds,
         )
         self.tick = min(_TICK_SECONDS, shortest / 4)
-        self._host_verdicts: dict[bytes | None, bool] = {}
-        self._json_verdicts: dict[bytes, bool] = {}
-        self._accept_verdicts: dict[bytes, bool] = {}
-        self.event_stream_verdicts: dict[bytes, bool] = {}
         self._connected = trio.Event()
         self._drain_started = trio.Event()
         self._hold = trio.CancelScope(shield=True)
@@ -264,65 +175,6 @@ class _Serving:
         finally:
             self.connections.discard(connection)
 
-    def refusal_for(self, request: h11.Request, found: dict[bytes, bytes]) -> _Refusal | None:
-        """Why the head of this request is refused, in the order the checks run."""
-        host = found.get(b"host")
-        if self.check_host and not self._host_allowed_cached(host):
-            shown = "is missing" if host is None else f"{_shown(host)} is not allowed"
-            return _Refusal(421, f"Host header {shown} (DNS rebinding protection)")
-        origin = found.get(b"origin")
-        if origin is not None and not self._origin_allowed(origin):
-            return _Refusal(403, f"Origin {_shown(origin)} is not allowed")
-        if request.target != self.endpoint and _path(request.target) != self.endpoint:
-            endpoint = self.config.endpoint
-            return _Refusal(404, f"Not found: {_shown(request.target)}; the endpoint is {endpoint}")
-        if request.method != b"POST":
-            method = _shown(request.method)
-            message = f"Method {method} is not allowed: the MCP endpoint takes POST only"
-            return _Refusal(405, message, allow=b"POST")
-        content_type = found.get(b"content-type")
-        if content_type is None or not _remembered(self._json_verdicts, content_type, _is_json):
-            shown = "none" if content_type is None else _shown(content_type)
-            return _Refusal(415, f"Unsupported Content-Type {shown}: send application/json")
-        accept = found.get(b"accept")
-        if accept is None or not _remembered(self._accept_verdicts, accept, _accepts_json):
-            shown = "none" if accept is None else _shown(accept)
-            return _Refusal(
-                406, f"Not acceptable: Accept {shown}; send application/json, text/event-stream"
-            )
-        if b"transfer-encoding" in found and b"content-length" in found:
-            # Framed two ways (a request-smuggling pattern): answered, then closed.
-            raise _Refusal(400, "Content-Length and Transfer-Encoding together: refused")
-        return None
-
-    def _host_allowed_cached(self, host: bytes | None) -> bool:
-        """`_host_allowed`, remembered for the few Host values a server sees."""
-        allowed = self._host_verdicts.get(host)
-        if allowed is None:
-            if len(self._host_verdicts) >= 64:
-                self._host_verdicts.clear()
-            allowed = self._host_verdicts[host] = self._host_allowed(host)
-        return allowed
-
-    def _host_allowed(self, host: bytes | None) -> bool:
-        if host is None:
-            return False
-        text = host.decode("latin-1").strip().lower()
-        name = _host_name(text)
-        allowed = self.config.allowed_hosts
-        return text in allowed or name in allowed or _is_loopback(name)
-
-    def _origin_allowed(self, origin: bytes) -> bool:
-        text = origin.decode("latin-1").strip().lower().rstrip("/")
-        if text in self.config.allowed_origins:
-            return True
-        try:
-            parts = urlsplit(text)
-            name = parts.hostname
-        except ValueError:
-            return False
-        return parts.scheme in ("http", "https") and name is not None and _is_loopback(name)
-
 
 class _Connection:
     """One client's connection: its h11 state, its deadlines, the request in flight."""
@@ -358,7 +210,7 @@ class _Connection:
                 self._nursery.cancel_scope.cancel()
             if self._scope.cancelled_caught and self._waiting_for in (_HEAD, _BODY):
                 message = f"Request timeout: {self._waiting_for} did not arrive in time"
-                await self._refuse(_Refusal(408, message), close=True)
+                await self._refuse(Refusal(408, message), close=True)
             if self._linger and not self._peer_closed:
                 await self._linger_then_close()
         finally:
@@ -383,12 +235,12 @@ class _Connection:
     async def _pump_until_closed(self) -> None:
         try:
             await self._pump()
-        except _Refusal as refusal:  # a size limit or 100-continue: answer, then close
+        except Refusal as refusal:  # a size limit or 100-continue: answer, then close
             await self._refuse(refusal, close=True)
         except h11.RemoteProtocolError as error:
             if not self._peer_closed:
                 message = f"Invalid HTTP request: {error}"
-                await self._refuse(_Refusal(error.error_status_hint, message), close=True)
+                await self._refuse(Refusal(error.error_status_hint, message), close=True)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client went away while we wrote
 
@@ -430,7 +282,7 @@ class _Connection:
         size += sum(len(name) + len(value) + 4 for name, value in event.headers.raw_items())
         if size > self.config.max_header_bytes:
             limit = self.config.max_header_bytes
-            raise _Refusal(431, f"Request head too large: {size} bytes, at most {limit}")
+            raise Refusal(431, f"Request head too large: {size} bytes, at most {limit}")
         return event
 
     async def _next_event(self, what: str, deadline: float) -> h11.Event:
@@ -457,23 +309,14 @@ class _Connection:
 
     async def _answer(self, request: h11.Request) -> None:
         self._method = request.method
-        found: dict[bytes, bytes] = {}
-        params: dict[str, str] = {}
-        for raw_name, value in request.headers.raw_items():  # cheaper than iterating
-            name = raw_name.lower()
-            if name in _READ_HEADERS:
-                found[name] = found[name] + b", " + value if name in found else value
-            elif name.startswith(_PARAM_PREFIX):  # few: h11 bounds the head's size
-                key = name[len(_PARAM_PREFIX) :].decode("ascii", "surrogateescape")
-                text = value.decode("ascii", "surrogateescape")
-                params[key] = params[key] + ", " + text if key in params else text
-        refusal = self.serving.refusal_for(request, found)
+        found, params = read_head(request)
+        refusal = self.serving.rules.refusal_for(request, found)
         principal = None
         authenticate = self.config.authenticate
         if refusal is None and authenticate is not None:
             try:
-                principal = await _principal_of(authenticate, request)
-            except _Refusal as unauthorized:
+                principal = await principal_of(authenticate, request)
+            except Refusal as unauthorized:
                 refusal = unauthorized
         if self.h11.they_are_waiting_for_100_continue:
             if refusal is not None:
@@ -481,7 +324,7 @@ class _Connection:
             await self._send(h11.InformationalResponse(status_code=100, headers=[]))
         try:
             body = await self._read_body(found.get(b"content-length"))
-        except _Refusal:
+        except Refusal:
             if refusal is not None:
                 raise refusal from None
             raise
@@ -493,7 +336,7 @@ class _Connection:
     async def _read_body(self, content_length: bytes | None) -> bytes:
         limit = self.config.max_body_bytes
         if content_length is not None and content_length.isdigit() and int(content_length) > limit:
-            raise _Refusal(
+            raise Refusal(
                 413, f"Request body too large: {int(content_length)} bytes, at most {limit}"
             )
         deadline = trio.current_time() + self.config.body_timeout_seconds
@@ -506,7 +349,7 @@ class _Connection:
             assert isinstance(event, h11.Data), event
             size += len(event.data)
             if size > limit:
-                raise _Refusal(413, f"Request body too large: more than {limit} bytes")
+                raise Refusal(413, f"Request body too large: more than {limit} bytes")
             chunks.append(event.data)
 
     # --- the server's answer -------------------------------------------------------------
@@ -518,17 +361,9 @@ class _Connection:
         params: dict[str, str],
         principal: str | None,
     ) -> None:
-        headers = HttpHeaders(
-            protocol_version=_text(found.get(b"mcp-protocol-version")),
-            method=_text(found.get(b"mcp-method")),
-            name=_text(found.get(b"mcp-name")),
-            params=params or None,
-        )
+        headers = mcp_headers(found, params)
         self._streaming = False
-        accept = found.get(b"accept")
-        self._sse_allowed = accept is None or _remembered(
-            self.serving.event_stream_verdicts, accept, _accepts_event_stream
-        )
+        self._sse_allowed = self.serving.rules.allows_event_stream(found.get(b"accept"))
         self._handling_since = trio.current_time()
         try:
             reply = await self.serving.server.handle(
@@ -537,7 +372,7 @@ class _Connection:
         except Exception:
             logger.exception("the server failed on a request")
             message = "Internal error: the server failed on this request"
-            reply = Reply(body=_error_body(INTERNAL_ERROR, message), http_status=500)
+            reply = Reply(body=error_body(None, INTERNAL_ERROR, message), http_status=500)
         finally:
             self._handling_since = math.inf
             if self._watch is not None:
@@ -598,7 +433,7 @@ class _Connection:
 
     # --- writing -------------------------------------------------------------------------
 
-    async def _refuse(self, refusal: _Refusal, *, close: bool) -> None:
+    async def _refuse(self, refusal: Refusal, *, close: bool) -> None:
         if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return  # an answer has begun already: nothing more can be said
         logger.debug("HTTP %d: %s", refusal.status, refusal.message)
@@ -606,7 +441,7 @@ class _Connection:
         if close:
             headers.append(_CLOSE)
             self._linger = True
-        body = _error_body(INVALID_REQUEST, refusal.message)
+        body = error_body(None, INVALID_REQUEST, refusal.message)
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await self._send_response(refusal.status, headers, body)
 
@@ -642,115 +477,6 @@ class _Connection:
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-
-async def _principal_of(authenticate: Authenticator, request: h11.Request) -> str:
-    """The authenticator's principal for `request`; `_Refusal` 401 when it refuses (or
-    fails: a broken authenticator lets nobody in)."""
-    headers = {
-        name.decode("ascii", "replace").lower(): value.decode("latin-1")
-        for name, value in request.headers.raw_items()
-    }
-    try:
-        found = authenticate(headers)
-        principal = await found if inspect.isawaitable(found) else found
-    except Unauthorized as refused:
-        message = f"Unauthorized: {refused.message}"
-        raise _Refusal(401, message, challenge=refused.challenge) from None
-    except Exception:
-        logger.exception("the authenticator failed")
-        raise _Refusal(401, "Unauthorized: the credentials could not be checked") from None
-    if not isinstance(principal, str) or not principal:
-        logger.error("the authenticator returned %r, not a principal (a non-empty str)", principal)
-        raise _Refusal(401, "Unauthorized: the credentials could not be checked")
-    return principal
-
-
-def _lowered(values: Iterable[str]) -> frozenset[str]:
-    if isinstance(values, str):
-        raise TypeError("give a collection of strings, not one string")
-    return frozenset(value.strip().lower() for value in values)
-
-
-def _is_loopback(name: str) -> bool:
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def _host_name(host: str) -> str:
-    """The name in a Host value `name[:port]`, without the brackets of an IPv6 literal."""
-    if host.startswith("["):
-        end = host.find("]")
-        return host[1:end] if end > 0 else host
-    name, colon, port = host.rpartition(":")
-    return name if colon and port.isdigit() else host
-
-
-def _path(target: bytes) -> bytes:
-    if not target.startswith(b"/"):  # absolute-form, as sent to proxies
-        return urlsplit(target).path or b"/"
-    return target.split(b"?", 1)[0]
-
-
-def _is_json(content_type: bytes) -> bool:
-    if content_type == b"application/json":
-        return True
-    return content_type.split(b";", 1)[0].strip().lower() == b"application/json"
-
-
-def _accepts_json(accept: bytes) -> bool:
-    """Whether an Accept header admits application/json (named, or by a wildcard)."""
-    for media_range in accept.lower().split(b","):
-        kind, *parameters = media_range.split(b";")
-        if kind.strip() in (b"application/json", b"application/*", b"*/*") and not any(
-            _is_q_zero(parameter) for parameter in parameters
-        ):
-            return True
-    return False
-
-
-def _is_q_zero(parameter: bytes) -> bool:
-    name, _, value = parameter.strip().partition(b"=")
-    try:
-        return name == b"q" and float(value) == 0
-    except ValueError:
-        return False
-
-
-def _remembered(verdicts: dict[bytes, bool], value: bytes, judge: Callable[[bytes], bool]) -> bool:
-    """`judge(value)`, remembered: a server sees few distinct values of a header (bounded
-    all the same, against a client that sends a new one each time)."""
-    verdict = verdicts.get(value)
-    if verdict is None:
-        if len(verdicts) >= 64:
-            verdicts.clear()
-        verdict = verdicts[value] = judge(value)
-    return verdict
-
-
-def _accepts_event_stream(accept: bytes) -> bool:
-    accept = accept.lower()
-    return b"text/event-stream" in accept or b"*/*" in accept or b"text/*" in accept
-
-
-def _shown(value: bytes) -> str:
-    """A value the client sent, quoted and cut short, for an error message."""
-    text = value.decode("latin-1")
-    return repr(text if len(text) <= 100 else text[:100] + "...")
-
-
-def _text(value: bytes | None) -> str | None:
-    """A header value for the core; bytes beyond ASCII become lone surrogates, which can
-    equal nothing a JSON body holds, so the core refuses them (-32020)."""
-    return None if value is None else value.decode("ascii", "surrogateescape")
-
-
-def _error_body(code: int, message: str) -> bytes:
-    return msgspec.json.encode({"jsonrpc": "2.0", "error": {"code": code, "message": message}})
 
 
 def _sse_event(message: bytes) -> h11.Data:

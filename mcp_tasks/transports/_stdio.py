@@ -1,10 +1,10 @@
-"""Serve a `Server` over stdio: newline-delimited JSON-RPC on stdin and stdout.
+"""Serve a `Server` (any `MessageHandler`) over stdio: newline-delimited JSON-RPC, stdin/stdout.
 
 Theory of operation
 -------------------
 One pump loop reads stdin in chunks and cuts them into lines with `LineBuffer` (no I/O in
 it). Each line that is not blank becomes a request task in the session's nursery, which
-hands it to `Server.handle` and writes the reply, so a slow `tools/call` never holds up the
+hands it to `handle` and writes the reply, so a slow `tools/call` never holds up the
 `tasks/get` on the next line. Requests start without waiting for each other (a burst of lines
 costs one scheduler round, not one per line), so their replies may come out in any order, as
 JSON-RPC allows. A notification is the exception: the pump dispatches it only once every
@@ -44,8 +44,8 @@ from typing import Final
 import msgspec
 import trio
 
-from ..core import INTERNAL_ERROR, INVALID_REQUEST, RequestId
-from ..server import Connection, Server
+from ..core import INTERNAL_ERROR, INVALID_REQUEST, RequestId, error_body
+from ..runtime import Connection, MessageHandler
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "serve_stdio"]
 
@@ -109,7 +109,7 @@ class LineBuffer:
 
 
 async def serve_stdio(
-    server: Server,
+    server: MessageHandler,
     *,
     stdin: trio.abc.ReceiveStream | None = None,
     stdout: trio.abc.SendStream | None = None,
@@ -189,7 +189,7 @@ class _Session:
 
     def __init__(
         self,
-        server: Server,
+        server: MessageHandler,
         send: Callable[[bytes], Awaitable[None]],
         nursery: trio.Nursery,
         max_line_bytes: int,
@@ -202,7 +202,7 @@ class _Session:
         self._not_begun = 0
         """Requests started whose `handle` has not run to its first `await` yet."""
         self._all_begun: trio.Event | None = None
-        self._too_long = _error_body(
+        self._too_long = error_body(
             None,
             INVALID_REQUEST,
             f"Invalid request: a message line is longer than {max_line_bytes} bytes, the limit "
@@ -271,11 +271,4 @@ def _internal_error_body(line: bytes) -> bytes | None:
         return None
     if message.id is None or message.method is None:
         return None
-    return _error_body(message.id, INTERNAL_ERROR, "Internal error")
-
-
-def _error_body(request_id: RequestId | None, code: int, message: str) -> bytes:
-    error = {"code": code, "message": message}
-    if request_id is None:
-        return msgspec.json.encode({"jsonrpc": "2.0", "error": error})
-    return msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "error": error})
+    return error_body(message.id, INTERNAL_ERROR, "Internal error")

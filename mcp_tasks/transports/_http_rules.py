@@ -1,0 +1,343 @@
+"""What the Streamable HTTP endpoint accepts: its configuration and the judgement of a head.
+
+Theory of operation
+-------------------
+No I/O here: the connection (`_http_server`) reads a request head with h11 and asks
+`RequestRules` what to make of it. `read_head` picks out the few headers the endpoint reads
+(repeated ones joined with ", ") and the `Mcp-Param-*` ones; `refusal_for` then runs the
+checks in this order, and the first that fails is the answer:
+
+    Host            loopback names, or `allowed_hosts` (421: DNS rebinding protection)
+    Origin          loopback http(s) origins, or `allowed_origins` (403)
+    path            the endpoint, query ignored (404)
+    method          POST (405, with `Allow: POST`)
+    Content-Type    application/json (415)
+    Accept          admits application/json (406)
+    framing         not both Content-Length and Transfer-Encoding (400, raised: it closes)
+
+`principal_of` asks the configured `Authenticator` who sends the request (401 if nobody).
+A refusal is a `Refusal`: an HTTP status and a message; the connection sends it as a
+JSON-RPC error without an id (-32600), with the peer's values quoted and cut short.
+
+A server sees few distinct values of each header, so the verdicts on them are remembered
+(at most 64 each, against a client that sends a new value every time): a request pays
+for a dictionary lookup, not for parsing its Host or Accept again.
+"""
+
+from __future__ import annotations
+
+import inspect
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import urlsplit
+
+import h11
+
+from ..core import HttpHeaders, shown
+
+__all__ = [
+    "Authenticator",
+    "HttpConfig",
+    "Refusal",
+    "RequestRules",
+    "Unauthorized",
+    "is_loopback",
+    "mcp_headers",
+    "principal_of",
+    "read_head",
+]
+
+logger = logging.getLogger("mcp_tasks.transports.http")
+
+_READ_HEADERS: Final = frozenset(
+    {
+        b"host",
+        b"origin",
+        b"content-type",
+        b"content-length",
+        b"transfer-encoding",
+        b"accept",
+        b"mcp-protocol-version",
+        b"mcp-method",
+        b"mcp-name",
+    }
+)
+_PARAM_PREFIX: Final = b"mcp-param-"
+_REMEMBERED_VERDICTS: Final = 64
+
+
+class Unauthorized(Exception):
+    """Raise in an authenticator: the request is answered 401 with `message` and a
+    `WWW-Authenticate: challenge` header, and its body is never read."""
+
+    def __init__(self, message: str, *, challenge: str = 'Bearer realm="mcp"') -> None:
+        super().__init__(message)
+        self.message = message
+        self.challenge = challenge
+
+
+Authenticator = Callable[[Mapping[str, str]], "str | Awaitable[str]"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpConfig:
+    """Where the endpoint is, the limits and timeouts, and whom the server answers."""
+
+    endpoint: str = "/mcp"
+    """The one path that takes MCP messages (POST only); other paths are 404."""
+    max_body_bytes: int = 4 * 1024 * 1024
+    """A larger body is refused with 413, by its Content-Length or while it is counted."""
+    max_header_bytes: int = 16 * 1024
+    """Request line and headers together; more is 431."""
+    header_timeout_seconds: float = 10.0
+    """From a connection's opening, or a request's first byte, until its head is in (408)."""
+    body_timeout_seconds: float = 30.0
+    """From the end of the head until the whole body is in (408)."""
+    idle_timeout_seconds: float = 60.0
+    """How long a keep-alive connection may wait for its next request before it closes."""
+    drain_timeout_seconds: float = 10.0
+    """On shutdown, how long requests in flight may run before they are cancelled."""
+    allowed_hosts: frozenset[str] = frozenset()
+    """`Host` values accepted besides localhost, 127.0.0.1 and ::1 (a name, or name:port).
+    Empty on a non-loopback bind: any Host is accepted."""
+    allowed_origins: frozenset[str] = frozenset()
+    """`Origin` values accepted besides loopback ones, e.g. `https://app.example.com`."""
+    authenticate: Authenticator | None = None
+    """Who sends each request: called with its headers (names lowercased), it returns the
+    caller's principal (a non-empty string), or raises `Unauthorized` (HTTP 401). Every
+    task is bound to the principal that created it. None: no authentication, every
+    request is nobody's, and any task id opens its task."""
+
+    def __post_init__(self) -> None:
+        if not self.endpoint.startswith("/"):
+            raise ValueError(f"endpoint must be a path starting with '/', not {self.endpoint!r}")
+        for name in ("max_body_bytes", "max_header_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be a positive number of bytes")
+        for name in ("header", "body", "idle", "drain"):
+            if getattr(self, f"{name}_timeout_seconds") <= 0:
+                raise ValueError(f"{name}_timeout_seconds must be positive")
+        object.__setattr__(self, "allowed_hosts", _lowered(self.allowed_hosts))
+        origins = _lowered(origin.rstrip("/") for origin in self.allowed_origins)
+        object.__setattr__(self, "allowed_origins", origins)
+
+
+class Refusal(Exception):
+    """An answer HTTP gives by itself, instead of the server's. Raised, it also closes."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        allow: bytes | None = None,
+        challenge: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra_headers = [] if allow is None else [(b"allow", allow)]
+        if challenge is not None:
+            self.extra_headers.append((b"www-authenticate", challenge.encode("latin-1")))
+
+
+class RequestRules:
+    """The checks of one `serve_http`'s request heads, and the verdicts they remember."""
+
+    def __init__(self, config: HttpConfig, *, loopback: bool) -> None:
+        self.config = config
+        self.endpoint = config.endpoint.encode()
+        self.check_host = loopback or bool(config.allowed_hosts)
+        self._host_verdicts: dict[bytes, bool] = {}
+        self._json_verdicts: dict[bytes, bool] = {}
+        self._accept_verdicts: dict[bytes, bool] = {}
+        self._event_stream_verdicts: dict[bytes, bool] = {}
+
+    def refusal_for(self, request: h11.Request, found: dict[bytes, bytes]) -> Refusal | None:
+        """Why the head of this request is refused, in the order the checks run."""
+        host = found.get(b"host")
+        if self.check_host and (
+            host is None or not _remembered(self._host_verdicts, host, self._host_allowed)
+        ):
+            quoted = "is missing" if host is None else f"{_shown(host)} is not allowed"
+            return Refusal(421, f"Host header {quoted} (DNS rebinding protection)")
+        origin = found.get(b"origin")
+        if origin is not None and not self._origin_allowed(origin):
+            return Refusal(403, f"Origin {_shown(origin)} is not allowed")
+        if request.target != self.endpoint and _path(request.target) != self.endpoint:
+            endpoint = self.config.endpoint
+            return Refusal(404, f"Not found: {_shown(request.target)}; the endpoint is {endpoint}")
+        if request.method != b"POST":
+            method = _shown(request.method)
+            message = f"Method {method} is not allowed: the MCP endpoint takes POST only"
+            return Refusal(405, message, allow=b"POST")
+        content_type = found.get(b"content-type")
+        if content_type is None or not _remembered(self._json_verdicts, content_type, _is_json):
+            quoted = "none" if content_type is None else _shown(content_type)
+            return Refusal(415, f"Unsupported Content-Type {quoted}: send application/json")
+        accept = found.get(b"accept")
+        if accept is None or not _remembered(self._accept_verdicts, accept, _accepts_json):
+            quoted = "none" if accept is None else _shown(accept)
+            return Refusal(
+                406, f"Not acceptable: Accept {quoted}; send application/json, text/event-stream"
+            )
+        if b"transfer-encoding" in found and b"content-length" in found:
+            # Framed two ways (a request-smuggling pattern): answered, then closed.
+            raise Refusal(400, "Content-Length and Transfer-Encoding together: refused")
+        return None
+
+    def allows_event_stream(self, accept: bytes | None) -> bool:
+        """Whether the answer may turn into an SSE stream (no Accept admits anything)."""
+        return accept is None or _remembered(
+            self._event_stream_verdicts, accept, _accepts_event_stream
+        )
+
+    def _host_allowed(self, host: bytes) -> bool:
+        text = host.decode("latin-1").strip().lower()
+        name = _host_name(text)
+        allowed = self.config.allowed_hosts
+        return text in allowed or name in allowed or is_loopback(name)
+
+    def _origin_allowed(self, origin: bytes) -> bool:
+        text = origin.decode("latin-1").strip().lower().rstrip("/")
+        if text in self.config.allowed_origins:
+            return True
+        try:
+            parts = urlsplit(text)
+            name = parts.hostname
+        except ValueError:
+            return False
+        return parts.scheme in ("http", "https") and name is not None and is_loopback(name)
+
+
+def read_head(request: h11.Request) -> tuple[dict[bytes, bytes], dict[str, str]]:
+    """The headers the endpoint reads (names lowercased, repeats joined with ", "), and
+    the `Mcp-Param-*` ones by the rest of their name."""
+    found: dict[bytes, bytes] = {}
+    params: dict[str, str] = {}
+    for raw_name, value in request.headers.raw_items():  # cheaper than iterating
+        name = raw_name.lower()
+        if name in _READ_HEADERS:
+            found[name] = found[name] + b", " + value if name in found else value
+        elif name.startswith(_PARAM_PREFIX):  # few: h11 bounds the head's size
+            key = name[len(_PARAM_PREFIX) :].decode("ascii", "surrogateescape")
+            text = value.decode("ascii", "surrogateescape")
+            params[key] = params[key] + ", " + text if key in params else text
+    return found, params
+
+
+def mcp_headers(found: dict[bytes, bytes], params: dict[str, str]) -> HttpHeaders:
+    """The MCP headers of a request, for the core to check against its body."""
+    return HttpHeaders(
+        protocol_version=_text(found.get(b"mcp-protocol-version")),
+        method=_text(found.get(b"mcp-method")),
+        name=_text(found.get(b"mcp-name")),
+        params=params or None,
+    )
+
+
+async def principal_of(authenticate: Authenticator, request: h11.Request) -> str:
+    """The authenticator's principal for `request`; `Refusal` 401 when it refuses (or
+    fails: a broken authenticator lets nobody in)."""
+    headers = {
+        name.decode("ascii", "replace").lower(): value.decode("latin-1")
+        for name, value in request.headers.raw_items()
+    }
+    try:
+        found = authenticate(headers)
+        principal = await found if inspect.isawaitable(found) else found
+    except Unauthorized as refused:
+        message = f"Unauthorized: {refused.message}"
+        raise Refusal(401, message, challenge=refused.challenge) from None
+    except Exception:
+        logger.exception("the authenticator failed")
+        raise Refusal(401, "Unauthorized: the credentials could not be checked") from None
+    if not isinstance(principal, str) or not principal:
+        logger.error("the authenticator returned %r, not a principal (a non-empty str)", principal)
+        raise Refusal(401, "Unauthorized: the credentials could not be checked")
+    return principal
+
+
+def is_loopback(name: str) -> bool:
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _lowered(values: Iterable[str]) -> frozenset[str]:
+    if isinstance(values, str):
+        raise TypeError("give a collection of strings, not one string")
+    return frozenset(value.strip().lower() for value in values)
+
+
+def _host_name(host: str) -> str:
+    """The name in a Host value `name[:port]`, without the brackets of an IPv6 literal."""
+    if host.startswith("["):
+        end = host.find("]")
+        return host[1:end] if end > 0 else host
+    name, colon, port = host.rpartition(":")
+    return name if colon and port.isdigit() else host
+
+
+def _path(target: bytes) -> bytes:
+    if not target.startswith(b"/"):  # absolute-form, as sent to proxies
+        return urlsplit(target).path or b"/"
+    return target.split(b"?", 1)[0]
+
+
+def _is_json(content_type: bytes) -> bool:
+    if content_type == b"application/json":
+        return True
+    return content_type.split(b";", 1)[0].strip().lower() == b"application/json"
+
+
+def _accepts_json(accept: bytes) -> bool:
+    """Whether an Accept header admits application/json (named, or by a wildcard)."""
+    for media_range in accept.lower().split(b","):
+        kind, *parameters = media_range.split(b";")
+        if kind.strip() in (b"application/json", b"application/*", b"*/*") and not any(
+            _is_q_zero(parameter) for parameter in parameters
+        ):
+            return True
+    return False
+
+
+def _is_q_zero(parameter: bytes) -> bool:
+    name, _, value = parameter.strip().partition(b"=")
+    try:
+        return name == b"q" and float(value) == 0
+    except ValueError:
+        return False
+
+
+def _accepts_event_stream(accept: bytes) -> bool:
+    accept = accept.lower()
+    return b"text/event-stream" in accept or b"*/*" in accept or b"text/*" in accept
+
+
+def _remembered(verdicts: dict[bytes, bool], value: bytes, judge: Callable[[bytes], bool]) -> bool:
+    """`judge(value)`, remembered: a server sees few distinct values of a header (bounded
+    all the same, against a client that sends a new one each time)."""
+    verdict = verdicts.get(value)
+    if verdict is None:
+        if len(verdicts) >= _REMEMBERED_VERDICTS:
+            verdicts.clear()
+        verdict = verdicts[value] = judge(value)
+    return verdict
+
+
+def _shown(value: bytes) -> str:
+    """A value the client sent, quoted and cut short (`core.shown`), for an error message."""
+    return repr(shown(value.decode("latin-1")))
+
+
+def _text(value: bytes | None) -> str | None:
+    """A header value for the core; bytes beyond ASCII become lone surrogates, which can
+    equal nothing a JSON body holds, so the core refuses them (-32020)."""
+    return None if value is None else value.decode("ascii", "surrogateescape")
