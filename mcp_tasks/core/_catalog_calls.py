@@ -81,7 +81,11 @@ class CatalogCalls:
             input_responses=responses,
             handler_state=handler_state,
         )
-        return GetPrompt(call=call, handler=self._catalog.handler("prompt", prompt.name))
+        return GetPrompt(
+            call=call,
+            handler=self._catalog.handler("prompt", prompt.name),
+            arguments=prompt.decode_arguments(arguments),
+        )
 
     def prompt_returned(self, call: PromptCall, outcome: PromptOutcome, now: float) -> Step:
         if isinstance(outcome, w.GetPromptResult):

@@ -156,6 +156,8 @@ class GetPrompt(_HandlerNeed, frozen=True, kw_only=True):
     """Run the prompt handler for `call`, then hand its outcome to `prompt_returned`."""
 
     call: PromptCall
+    arguments: Any = None
+    """The arguments decoded with the prompt's `arguments_type` (None without one)."""
 
 
 class ReadResource(_HandlerNeed, frozen=True, kw_only=True):

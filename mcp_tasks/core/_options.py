@@ -145,6 +145,21 @@ class PromptSpec(Struct, frozen=True, kw_only=True):
     arguments: tuple[PromptArgument, ...] = ()
     title: str | UnsetType = UNSET
     description: str | UnsetType = UNSET
+    arguments_type: Any = None
+    """The msgspec Struct (of `str` fields) the arguments decode to before the handler
+    runs; arguments that do not fit are refused with -32602. None: not decoded."""
+
+    def decode_arguments(self, arguments: dict[str, str]) -> Any:
+        """The arguments as `arguments_type` (None without one), or -32602."""
+        if self.arguments_type is None:
+            return None
+        try:
+            return msgspec.convert(arguments, self.arguments_type)
+        except msgspec.ValidationError as error:
+            raise RemoteProtocolError(
+                INVALID_PARAMS,
+                f"Invalid arguments for prompt {self.name!r}: {error_path(error, 'arguments')}",
+            ) from None
 
     def to_wire(self) -> Prompt:
         return Prompt(

@@ -22,8 +22,6 @@ from msgspec import UNSET
 
 from .._context import RequestContext, ToolContext
 from ..core import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
     CallToolResult,
     Completion,
     CompletionCall,
@@ -48,7 +46,6 @@ from ..core import (
     ToolSpec,
     failure_outcome,
 )
-from ..core._options import error_path
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -66,8 +63,7 @@ class ToolEntry:
 class PromptEntry:
     spec: PromptSpec
     function: Handler
-    arguments_type: Any
-    """None: the function takes only the context."""
+    """Takes only the context when the spec has no `arguments_type`."""
 
 
 @dataclass(frozen=True)
@@ -103,24 +99,15 @@ async def invoke_tool(
 
 
 async def invoke_prompt(
-    entry: PromptEntry, call: PromptCall, context: RequestContext
+    entry: PromptEntry, call: PromptCall, context: RequestContext, arguments: Any
 ) -> PromptOutcome:
+    """Run a prompt; `arguments` as the core decoded them."""
     name = call.prompt_name
     try:
-        if entry.arguments_type is None:
+        if entry.spec.arguments_type is None:
             value = await entry.function(context)
         else:
-            try:
-                args = msgspec.json.decode(
-                    msgspec.json.encode(call.arguments), type=entry.arguments_type
-                )
-            except msgspec.ValidationError as error:
-                return ErrorObject(
-                    code=INVALID_PARAMS,
-                    message=f"Invalid arguments for prompt {name!r}: "
-                    f"{error_path(error, 'arguments')}",
-                )
-            value = await entry.function(context, args)
+            value = await entry.function(context, arguments)
         return _prompt_outcome(name, value)
     except Exception as error:
         return _failed(error, f"Prompt {name!r}")
@@ -137,19 +124,16 @@ async def invoke_resource(
 
 
 async def invoke_completion(entry: CompletionEntry, call: CompletionCall) -> CompletionOutcome:
+    what = f"Completion for {entry.name!r}"
     try:
         value = await entry.function(call.argument, call.context)
+        if isinstance(value, Completion):
+            return value
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return Completion(values=value)
+        raise TypeError(f"{what} returned {type(value).__name__}, not a list of str")
     except Exception as error:
-        return _failed(error, f"Completion for {entry.name!r}")
-    if isinstance(value, Completion):
-        return value
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return Completion(values=value)
-    logger.error("completion for %r returned %s, not a list of str", entry.name, type(value))
-    return ErrorObject(
-        code=INTERNAL_ERROR,
-        message=f"Completion for {entry.name!r} failed with an internal error",
-    )
+        return _failed(error, what)
 
 
 def _failed(error: Exception, what: str, uri: str | None = None) -> ErrorObject:

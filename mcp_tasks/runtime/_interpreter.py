@@ -148,7 +148,7 @@ class Interpreter:
             return core.tool_returned(need.call, outcome, self._server.now())
         request_context = RequestContext(need.call, notify_progress=progress, notify_log=log)
         if isinstance(need, GetPrompt):
-            prompt = await invoke_prompt(need.handler, need.call, request_context)
+            prompt = await invoke_prompt(need.handler, need.call, request_context, need.arguments)
             return core.prompt_returned(need.call, prompt, self._server.now())
         read = await invoke_resource(need.handler, need.call, request_context)
         return core.resource_returned(need.call, read, self._server.now())

@@ -114,8 +114,9 @@ class Registry:
                 arguments=() if args_type is None else prompt_arguments(args_type),
                 title=UNSET if title is None else title,
                 description=description or first_paragraph(handler),
+                arguments_type=args_type,
             )
-            self.core.catalog.add_prompt(spec, PromptEntry(spec, handler, args_type))
+            self.core.catalog.add_prompt(spec, PromptEntry(spec, handler))
             self.notify_list_changed("prompts")
             return handler
 
