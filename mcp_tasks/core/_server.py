@@ -41,7 +41,7 @@ from msgspec import UNSET, Raw
 from . import _wire as w
 from ._catalog import Catalog
 from ._catalog_calls import CatalogCalls
-from ._effects import CancelRequest, Notify, Reply, ResumeTask, Step
+from ._effects import CancelRequest, Notify, Reply, ResumeTask, SaveTask, Step
 from ._encode import (
     Encoder,
     log_notification,
@@ -264,11 +264,36 @@ class ServerCore:
 
     # --- tools/call ---------------------------------------------------------------------
 
-    def tool_returned(self, call: ToolCall, outcome: ToolOutcome, now: float) -> Step | Need:
+    def tool_returned(
+        self,
+        call: ToolCall,
+        outcome: ToolOutcome,
+        now: float,
+        *,
+        stored_tasks: int | None = None,
+        active_for_principal: int | None = None,
+    ) -> Step | Need:
         """The handler of `call` (run for `RunTool`) returned `outcome`: the reply, a new
         task (the store checks the task limits as it saves it), or, for a client that
-        cannot hold a task, the handler run again in place."""
-        return self._tools.returned(call, outcome, now)
+        cannot hold a task, the handler run again in place.
+
+        `stored_tasks` and `active_for_principal` are the old way to check the limits
+        here, for shells whose store cannot: a count at a limit refuses the task."""
+        answer = self._tools.returned(call, outcome, now)
+        if isinstance(answer, Step) and any(
+            isinstance(effect, SaveTask) and effect.limits is not None for effect in answer.effects
+        ):
+            options = self.task_options
+            most = options.max_active_per_principal
+            if stored_tasks is not None and stored_tasks >= options.max_tasks:
+                return self.task_refused(call, per_principal=False)
+            if (
+                most is not None
+                and active_for_principal is not None
+                and active_for_principal >= most
+            ):
+                return self.task_refused(call, per_principal=True)
+        return answer
 
     def task_refused(self, call: ToolCall, *, per_principal: bool) -> Step:
         """The store refused the task `tool_returned` created: it holds its limit of tasks

@@ -282,3 +282,17 @@ def test_protocol_error_is_abstract_and_its_old_spelling_makes_a_remote_one() ->
     assert type(error) is RemoteProtocolError
     assert (error.code, error.message, error.data) == (-32602, "no sunny day", {"weather": "rain"})
     assert isinstance(LocalProtocolError("misused"), ProtocolError)
+
+
+def test_a_shell_that_counts_its_tasks_itself_still_gets_the_refusal(
+    make_harness: type[Harness],
+) -> None:
+    h = make_harness(tools=TOOLS, task_options=TaskOptions(max_tasks=2))
+    run = _call(h, "slow")
+    assert isinstance(run, RunTool)
+    outcome = TOOLS["slow"][1](run.call)
+    refused = h.core.tool_returned(run.call, outcome, h.now, stored_tasks=2)
+    assert isinstance(refused, Step) and refused.effects == () and refused.reply is not None
+    assert "limit of 2" in json.loads(refused.reply.body)["error"]["message"]
+    created = h.core.tool_returned(run.call, outcome, h.now, stored_tasks=1)
+    assert isinstance(created, Step) and isinstance(created.effects[0], SaveTask)
