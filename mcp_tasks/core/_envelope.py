@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import decimal
 import re
+from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -146,8 +147,11 @@ def request_meta(head: w.ParamsHead) -> w.RequestMeta:
     return head.meta
 
 
-def check_version_and_method(method: str, meta: w.RequestMeta, offered: dict[str, Any]) -> None:
-    """The protocol version, then the method: known, and offered by this server."""
+def check_version_and_method(
+    method: str, meta: w.RequestMeta, offered: Callable[[], dict[str, Any]]
+) -> None:
+    """The protocol version, then the method: known, and offered by this server (`offered`
+    gives the capabilities it declares, asked only for methods that need one)."""
     if meta.protocol_version not in w.SUPPORTED_VERSIONS:
         raise RemoteProtocolError(
             UNSUPPORTED_PROTOCOL_VERSION,
@@ -157,7 +161,7 @@ def check_version_and_method(method: str, meta: w.RequestMeta, offered: dict[str
     if method not in KNOWN_METHODS:
         raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")
     needs = CAPABILITY_OF.get(method)
-    if needs is not None and needs not in offered:
+    if needs is not None and needs not in offered():
         raise RemoteProtocolError(
             METHOD_NOT_FOUND, f"Method not found: {method} (this server offers no {needs})"
         )

@@ -260,7 +260,7 @@ def _template_pattern(template: str) -> re.Pattern[str]:
     return re.compile("".join(parts))
 
 
-@functools.lru_cache(maxsize=256)
+@functools.cache  # one per arguments type: as many as the tools registered
 def _decoder(kind: Any) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(kind)
 

@@ -42,7 +42,7 @@ class Rounds:
         self,
         method: str,
         name: str,
-        arguments: bytes | None,
+        arguments: Raw | bytes | None,
         params: RoundParams,
         *,
         principal: str | None,
@@ -57,7 +57,8 @@ class Rounds:
         given = {} if params.input_responses is UNSET else params.input_responses
         if params.request_state is UNSET:
             return {key: answer.copy() for key, answer in given.items()}, None
-        digest = params_digest(method, name, arguments, principal)
+        raw = None if arguments is None else bytes(arguments)
+        digest = params_digest(method, name, raw, principal)
         round_state = open_sealed(
             self.state_key, params.request_state, method=method, digest=digest, now=now
         )

@@ -234,7 +234,7 @@ class ServerCore:
                 meta,
                 accept_missing_task_name=self.options.accept_missing_task_name_header,
             )
-        check_version_and_method(method, meta, self.catalog.capabilities())
+        check_version_and_method(method, meta, self.catalog.capabilities)
         if method in TASK_METHODS:
             return self._tasks.request(request_id, method, raw_params, meta, principal)
         if method == "tools/call":
@@ -280,6 +280,8 @@ class ServerCore:
         `stored_tasks` and `active_for_principal` are the old way to check the limits
         here, for shells whose store cannot: a count at a limit refuses the task."""
         answer = self._tools.returned(call, outcome, now)
+        if stored_tasks is None and active_for_principal is None:
+            return answer
         if isinstance(answer, Step) and any(
             isinstance(effect, SaveTask) and effect.limits is not None for effect in answer.effects
         ):

@@ -52,10 +52,12 @@ class ToolCalls:
         header_params = self._catalog.header_params.get(tool.name)
         if header_params is not None and headers is not None:
             check_param_headers(header_params, headers.params or {}, arguments)
-        arguments_bytes = None if arguments is None else bytes(arguments)
-        responses, handler_state = self._rounds.open(
-            "tools/call", tool.name, arguments_bytes, params, principal=principal, now=now
-        )
+        responses: dict[str, Raw] = {}
+        handler_state = None
+        if params.request_state is not UNSET or params.input_responses is not UNSET:
+            responses, handler_state = self._rounds.open(
+                "tools/call", tool.name, arguments, params, principal=principal, now=now
+            )
         decoded = tool.decode_arguments(arguments)
         call = ToolCall(
             request_id=request_id,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -62,8 +62,6 @@ MAX_CONFLICT_RETRIES: Final = 50
 """How often one transition is decided anew after losing a compare-and-set race."""
 
 Decide = Callable[[TaskRecord | None], Step]
-SendProgress = Callable[[float, float | None, str | None], Awaitable[None]]
-SendLog = Callable[[LoggingLevel, Any, str | None], Awaitable[None]]
 
 
 class Interpreter:
@@ -118,7 +116,7 @@ class Interpreter:
         connection: Connection | None,
     ) -> Step | Need | None:
         """Run the handler in the request's own task, where the client may cancel it."""
-        request_id = need.request_id
+        request_id = need.call.request_id
         if connection is None or request_id is None:  # nothing can cancel it but its caller
             return await self._run_handler(need, notify)
         with trio.CancelScope() as scope:
@@ -134,36 +132,27 @@ class Interpreter:
     ) -> Step | Need:
         core = self._core
         if isinstance(need, Complete):
-            return core.completion_returned(
-                need.call, await invoke_completion(need.handler, need.call)
-            )
-        meta = need.call.meta
-        progress = self._progress_sender(meta, notify)
-        log = self._log_sender(meta, notify)
+            completion = await invoke_completion(need.handler, need.call)
+            return core.completion_returned(need.call, completion)
+        to_client = _ToClient(self, need.call.meta, notify)
         if isinstance(need, RunTool):
             context = ToolContext(
-                need.call, set_status=_no_status, ask=None, notify_progress=progress, notify_log=log
+                need.call,
+                set_status=_no_status,
+                ask=None,
+                notify_progress=to_client.progress,
+                notify_log=to_client.log,
             )
             outcome = await invoke_tool(need.handler, need.call, context, need.arguments)
             return core.tool_returned(need.call, outcome, self._server.now())
-        request_context = RequestContext(need.call, notify_progress=progress, notify_log=log)
+        request_context = RequestContext(
+            need.call, notify_progress=to_client.progress, notify_log=to_client.log
+        )
         if isinstance(need, GetPrompt):
             prompt = await invoke_prompt(need.handler, need.call, request_context, need.arguments)
             return core.prompt_returned(need.call, prompt, self._server.now())
         read = await invoke_resource(need.handler, need.call, request_context)
         return core.resource_returned(need.call, read, self._server.now())
-
-    def _progress_sender(self, meta: RequestMeta, notify: SendNotification | None) -> SendProgress:
-        async def send(progress: float, total: float | None, message: str | None) -> None:
-            await self.perform(self._core.progress(meta, progress, total, message), notify)
-
-        return send
-
-    def _log_sender(self, meta: RequestMeta, notify: SendNotification | None) -> SendLog:
-        async def send(level: LoggingLevel, data: Any, logger_name: str | None) -> None:
-            await self.perform(self._core.log(meta, level, data, logger_name), notify)
-
-        return send
 
     # --- commands ---------------------------------------------------------------------------
 
@@ -174,6 +163,8 @@ class Interpreter:
         connection: Connection | None = None,
     ) -> Reply | None:
         """Carry out `step.effects` in order; then `step.reply` is the answer."""
+        if not step.effects:
+            return step.reply
         server = self._server
         store = server.store
         runner = server.runner
@@ -239,6 +230,28 @@ def _handle_task_request(
     core: ServerCore, request: TaskRequest, record: TaskRecord | None, *, now: float
 ) -> Step:
     return core.handle_task_request(request, record, now)
+
+
+class _ToClient:
+    """Progress and log messages of one request: worded by the core (which knows whether
+    the request asked for them), sent to its client."""
+
+    __slots__ = ("_interpreter", "_meta", "_notify")
+
+    def __init__(
+        self, interpreter: Interpreter, meta: RequestMeta, notify: SendNotification | None
+    ) -> None:
+        self._interpreter = interpreter
+        self._meta = meta
+        self._notify = notify
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        step = self._interpreter._core.progress(self._meta, progress, total, message)
+        await self._interpreter.perform(step, self._notify)
+
+    async def log(self, level: LoggingLevel, data: Any, logger_name: str | None) -> None:
+        step = self._interpreter._core.log(self._meta, level, data, logger_name)
+        await self._interpreter.perform(step, self._notify)
 
 
 async def _no_status(message: str | None) -> None:

@@ -204,7 +204,7 @@ class Server(Registry):
         """
         if self.runner.nursery is None:
             raise RuntimeError("use `async with server.running():` around the transport")
-        answer = self.core.receive(data, self.now(), headers, principal)
+        answer = self.core.receive(data, self._clock(), headers, principal)
         try:
             return await self.interpreter.drive(answer, notify, connection)
         except StoreUnavailable as error:
