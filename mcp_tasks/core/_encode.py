@@ -91,15 +91,18 @@ def log_notification(
 
 def error_body(request_id: w.RequestId | None, code: int, message: str, data: Any = None) -> bytes:
     """A JSON-RPC error response (without an id when the request's is unknown)."""
-    error = w.ErrorObject(code=code, message=message, data=UNSET if data is None else data)
+    error = w.ErrorObject(code=code, message=message, data=unset_if_none(data))
+    return _error_response(request_id, error)
+
+
+def _error_response(request_id: w.RequestId | None, error: w.ErrorObject) -> bytes:
     response = w.ErrorResponse(id=UNSET if request_id is None else request_id, error=error)
     return w.json_encoder.encode(response)
 
 
 def error_object(error: ProtocolError) -> w.ErrorObject:
-    return w.ErrorObject(
-        code=error.code, message=error.message, data=UNSET if error.data is None else error.data
-    )
+    """The JSON-RPC error object a `ProtocolError` stands for."""
+    return w.ErrorObject(code=error.code, message=error.message, data=unset_if_none(error.data))
 
 
 def unset_if_none(value: Any) -> Any:
@@ -121,9 +124,8 @@ class Encoder:
         return self.error_object(request_id, error_object(error))
 
     def error_object(self, request_id: w.RequestId | None, error: w.ErrorObject) -> Reply:
-        response = w.ErrorResponse(id=UNSET if request_id is None else request_id, error=error)
         return Reply(
-            body=w.json_encoder.encode(response),
+            body=_error_response(request_id, error),
             http_status=http_status_for_code(error.code),
             request_id=request_id,
             error_code=error.code,

@@ -14,9 +14,9 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-from msgspec import UNSET, Struct
+from msgspec import Struct
 
-from ._encode import shown
+from ._encode import error_object, shown
 from ._errors import INTERNAL_ERROR, INVALID_PARAMS, ProtocolError, RemoteProtocolError
 from ._wire import (
     CallToolResult,
@@ -66,9 +66,7 @@ def failure_outcome(error: Exception, what: str, uri: str | None = None) -> Erro
     with `data.uri` for `ResourceNotFound`, else -32603 without the details (those belong
     in the server's log, not in the client's reply). `what` names the handler."""
     if isinstance(error, ProtocolError):
-        return ErrorObject(
-            code=error.code, message=error.message, data=UNSET if error.data is None else error.data
-        )
+        return error_object(error)
     if isinstance(error, ResourceNotFound) and uri is not None:
         return failure_outcome(resource_not_found(uri), what)
     return ErrorObject(code=INTERNAL_ERROR, message=f"{what} failed with an internal error")
