@@ -190,7 +190,7 @@ class ServerCore:
         try:
             method = check_envelope(message)
             if message.id is UNSET:
-                return self._notification(method, message.params)
+                return self._incoming_notification(method, message.params)
             return self._request(
                 message.id, method, message.params, now=now, headers=headers, principal=principal
             )
@@ -203,7 +203,7 @@ class ServerCore:
                 reply=self._encode.error(None if message.id is UNSET else message.id, failure)
             )
 
-    def _notification(self, method: str, params: Raw | Any) -> Step:
+    def _incoming_notification(self, method: str, params: Raw | Any) -> Step:
         if method != "notifications/cancelled" or params is UNSET:
             return Step()  # nothing else a client may notify this server of needs action
         try:
