@@ -164,6 +164,16 @@ class RequestRules:
         ):
             quoted = "is missing" if host is None else f"{_shown(host)} is not allowed"
             return Refusal(421, f"Host header {quoted} (DNS rebinding protection)")
+        if self.check_host and not request.target.startswith(b"/"):
+            # Absolute-form (`POST http://name/mcp`): its authority names the host as well
+            # (RFC 9112 3.2.2), so it passes the same check.
+            authority = urlsplit(request.target).netloc
+            if not authority or not _remembered(self._host_verdicts, authority, self._host_allowed):
+                shown = _shown(authority) if authority else "(none)"
+                return Refusal(
+                    421,
+                    f"Request target host {shown} is not allowed (DNS rebinding protection)",
+                )
         origin = found.get(b"origin")
         if origin is not None and not self._origin_allowed(origin):
             return Refusal(403, f"Origin {_shown(origin)} is not allowed")

@@ -858,3 +858,29 @@ def test_the_http_benchmark_runs() -> None:
         for server in ("limit", "mcp_tasks"):
             assert entry[server]["requests"] > 0 and entry[server]["failures"] == 0
         assert entry["ratio"] > 0
+
+
+@pytest.mark.parametrize(
+    ("target", "status"),
+    [
+        ("http://evil.example/mcp", 421),
+        ("http://evil.example:8000/mcp", 421),
+        ("http://127.0.0.1@evil.example/mcp", 421),
+        ("http:///mcp", 421),
+        ("http://127.0.0.1/mcp", 200),
+        ("http://localhost:8000/mcp", 200),
+    ],
+)
+async def test_an_absolute_form_target_names_a_host_that_is_checked_too(
+    target: str, status: int
+) -> None:
+    """`POST http://evil.example/mcp` with `Host: 127.0.0.1`: the target's authority is the
+    host the request is for, and a loopback server refuses a foreign one."""
+    async with serving(JOBS.server) as bound:
+        client = await HttpClient.connect(bound)
+        body = request("server/discover")
+        response = await client.post(body, mcp_headers("server/discover"), target=target)
+        if status == 421:
+            assert_refused(response, 421, "Request target host", "DNS rebinding")
+        else:
+            assert response.status == 200, response
