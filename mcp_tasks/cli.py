@@ -47,7 +47,7 @@ from .client import (
     connect_http,
     connect_stdio,
 )
-from .core import LocalProtocolError, RemoteProtocolError
+from .core import LocalProtocolError, RemoteProtocolError, TaskOptions
 from .core._wire import (
     CallToolResult,
 )
@@ -118,6 +118,26 @@ def main() -> None:
     help="With a shared (Redis) store: how soon the tasks of a process that died are failed, "
     "or run again if resumable, by another (default: the server's, 30).",
 )
+@click.option(
+    "--max-tasks",
+    type=click.IntRange(min=1),
+    help="How many tasks the server holds at once, running or finished and not yet expired "
+    "(default: the server's, 1024); one more is refused until some expire.",
+)
+@click.option(
+    "--ttl",
+    "ttl_seconds",
+    metavar="SECONDS",
+    type=click.FloatRange(min=0.001),
+    help="How long a task is kept after its creation (default: the server's, 600).",
+)
+@click.option(
+    "--poll-interval",
+    "poll_seconds",
+    metavar="SECONDS",
+    type=click.FloatRange(min=0.001),
+    help="The poll interval advised to clients (default: the server's, 1).",
+)
 def serve(  # noqa: PLR0917 - click passes every option
     target: str,
     address: tuple[str, int] | None,
@@ -126,6 +146,9 @@ def serve(  # noqa: PLR0917 - click passes every option
     allowed_hosts: tuple[str, ...],
     store_url: str | None,
     lease_seconds: float | None,
+    max_tasks: int | None,
+    ttl_seconds: float | None,
+    poll_seconds: float | None,
 ) -> None:
     """Serve the mcp_tasks.Server named by TARGET.
 
@@ -144,6 +167,15 @@ def serve(  # noqa: PLR0917 - click passes every option
         server.use_store(_open_store(store_url))
     if lease_seconds is not None:
         server.lease_seconds = lease_seconds
+    changes: dict[str, int] = {}
+    if max_tasks is not None:
+        changes["max_tasks"] = max_tasks
+    if ttl_seconds is not None:
+        changes["ttl_ms"] = max(1, round(ttl_seconds * 1000))
+    if poll_seconds is not None:
+        changes["poll_interval_ms"] = max(1, round(poll_seconds * 1000))
+    if changes:
+        server.use_task_options(msgspec.structs.replace(server.core.task_options, **changes))
     host, port = address or (DEFAULT_HOST, DEFAULT_PORT)
     if stdio and allowed_hosts:
         raise click.UsageError("--allow-host is for --http: stdio has no Host header.")
@@ -276,6 +308,32 @@ def _http_transport(host: str, port: int, allowed_hosts: Sequence[str] = ()) -> 
     return serve
 
 
+def capacity(options: TaskOptions) -> str:
+    """What the task limits mean for a user: how many tasks, for how long, and the rate of
+    new tasks the server keeps up with when every one of them lives its whole TTL."""
+    most = options.max_tasks
+    if options.ttl_ms is None:
+        return (
+            f"holds up to {most} tasks, each until the server restarts (no TTL): one more is "
+            "refused; raise with --max-tasks, or set --ttl"
+        )
+    seconds = options.ttl_ms / 1000
+    rate = most / seconds
+    shown = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+    return (
+        f"holds up to {most} tasks for {_duration(seconds)} each: about {shown} new tasks/s "
+        "sustained; raise with --max-tasks (or shorten --ttl)"
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+
 def _say(message: str) -> None:
     click.echo(f"mcp-tasks: {message}", err=True)
 
@@ -285,6 +343,7 @@ async def _run(server: Server, serve: Serve) -> None:
         await server.store.count()  # reachable before anything is served
     except Exception as error:
         raise click.ClickException(f"cannot use the task store {server.store!r}: {error}") from None
+    _say(capacity(server.core.task_options))
     try:
         await _serve_until_stopped(server, serve)
     finally:

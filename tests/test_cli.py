@@ -25,7 +25,7 @@ from redis_server import free_port
 from runtime.helpers import request
 from schema_check import check_reply
 
-from mcp_tasks import TASKS_EXTENSION, Server
+from mcp_tasks import TASKS_EXTENSION, Server, TaskOptions
 from mcp_tasks import cli as cli_module
 from mcp_tasks.cli import load_server, main
 
@@ -328,3 +328,54 @@ def test_python_dash_m_runs_the_command() -> None:
         cli("--help"), capture_output=True, text=True, check=False, cwd=ROOT, env=os.environ
     )
     assert result.returncode == 0 and "serve" in result.stdout
+
+
+# --- task limits on the command line ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (
+            TaskOptions(),
+            "holds up to 1024 tasks for 10 min each: about 1.7 new tasks/s sustained; "
+            "raise with --max-tasks (or shorten --ttl)",
+        ),
+        (
+            TaskOptions(max_tasks=2, ttl_ms=60_000),
+            "holds up to 2 tasks for 1 min each: about 0.033",
+        ),
+        (TaskOptions(max_tasks=50_000, ttl_ms=7_200_000), "for 2 h each: about 6.9 new tasks/s"),
+        (TaskOptions(max_tasks=100_000, ttl_ms=90_500), "for 90.5 s each: about 1,105 new tasks/s"),
+        (TaskOptions(ttl_ms=None), "each until the server restarts (no TTL)"),
+    ],
+)
+def test_the_start_line_says_the_capacity_in_words_a_user_can_act_on(
+    options: TaskOptions, line: str
+) -> None:
+    assert line in cli_module.capacity(options)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--max-tasks", "0"), ("--ttl", "0"), ("--poll-interval", "-1"), ("--max-tasks", "x")],
+)
+def test_task_limit_flags_refuse_what_cannot_work(flag: str, value: str) -> None:
+    result = run_cli("serve", str(JOBS), "--stdio", flag, value)
+    assert result.exit_code == 2 and flag in result.output
+
+
+async def test_task_limit_flags_reach_the_tasks_the_server_creates() -> None:
+    caps = {"extensions": {TASKS_EXTENSION: {}}}
+    flags = ("--max-tasks", "2", "--ttl", "60", "--poll-interval", "0.5")
+    async with spawn(*cli("serve", "examples/jobs.py", "--stdio", *flags)) as child:
+        await child.stderr_line("holds up to 2 tasks for 1 min each: about 0.033 new tasks/s")
+        params = {"name": "slow_compute", "arguments": {"seconds": 30}}
+        first = (await child.exchange("tools/call", params, caps=caps))["result"]
+        assert first["ttlMs"] == 60_000 and first["pollIntervalMs"] == 500
+        await child.exchange("tools/call", params, caps=caps)
+        refused = await child.exchange("tools/call", params, caps=caps)
+        assert "limit of 2" in refused["error"]["message"]
+        child.process.send_signal(signal.SIGTERM)
+        code, _, errors = await child.finish()
+    assert code == 0 and "Traceback" not in errors

@@ -140,6 +140,14 @@ class ServerCore:
             raise ValueError("state_key must hold at least 16 random bytes")
         self._rounds.state_key = state_key
 
+    def use_task_options(self, options: TaskOptions) -> None:
+        """Create tasks under `options` from now on (their TTL, poll interval, limits).
+        A poll policy made from the old `min_poll_fraction` is made anew from the new one."""
+        if self._tasks.poll_policy is None or isinstance(self._tasks.poll_policy, MinPollInterval):
+            fraction = options.min_poll_fraction
+            self._tasks.poll_policy = None if fraction is None else MinPollInterval(fraction)
+        self.task_options = self._tasks.options = options
+
     def add_tool(self, tool: ToolSpec, handler: Any = None) -> None:
         self.catalog.add_tool(tool, handler)
 
