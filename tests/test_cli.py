@@ -26,6 +26,7 @@ from runtime.helpers import request
 from schema_check import check_reply
 
 from mcp_tasks import TASKS_EXTENSION, Server, TaskOptions
+from mcp_tasks import _target as target_module
 from mcp_tasks import cli as cli_module
 from mcp_tasks.cli import load_server, main
 
@@ -120,8 +121,8 @@ def test_a_module_that_fails_on_import_shows_its_own_error(app_dir: Path) -> Non
 
 
 def test_a_windows_path_is_not_split_at_its_drive_letter() -> None:
-    assert cli_module._split_target("C:\\apps\\jobs.py") == ("C:\\apps\\jobs.py", "server")
-    assert cli_module._split_target("C:\\apps\\jobs.py:app") == ("C:\\apps\\jobs.py", "app")
+    assert target_module._split_target("C:\\apps\\jobs.py") == ("C:\\apps\\jobs.py", "server")
+    assert target_module._split_target("C:\\apps\\jobs.py:app") == ("C:\\apps\\jobs.py", "app")
 
 
 # --- options --------------------------------------------------------------------------------
