@@ -29,16 +29,22 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_redis() -> Iterator[str]:
-    """Start redis-server on a free loopback port; yield its URL; stop it."""
+def running_redis(password: str | None = None) -> Iterator[str]:
+    """Start redis-server on a free loopback port (requiring `password`, if given); yield
+    its URL (with the password in it); stop it."""
     binary = shutil.which("redis-server")
     if binary is None:
         if os.environ.get("CI"):
             pytest.fail(INSTALL_HINT)
         pytest.skip(INSTALL_HINT)
     port = free_port()
+    auth = [] if password is None else ["--requirepass", password]
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        [
+            binary,
+            *("--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"),
+            *auth,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -48,14 +54,15 @@ def running_redis() -> Iterator[str]:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
                     sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
+                    if sock.recv(16).startswith((b"+PONG", b"-NOAUTH")):
                         break
             except OSError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"redis-server did not start on port {port}")
             time.sleep(0.02)
-        yield f"redis://127.0.0.1:{port}/0"
+        userinfo = "" if password is None else f":{password}@"
+        yield f"redis://{userinfo}127.0.0.1:{port}/0"
     finally:
         process.terminate()
         process.wait(timeout=10)

@@ -190,6 +190,13 @@ def test_an_unreachable_store_is_refused_before_serving() -> None:
     assert "cannot use the task store RedisTaskStore" in result.output
 
 
+def test_an_unreachable_store_is_named_without_its_password() -> None:
+    nobody = f"redis://admin:hunter2-secret@127.0.0.1:{free_port()}/0"
+    result = run_cli("serve", str(JOBS), "--stdio", "--store", nobody)
+    assert result.exit_code == 1
+    assert "redis://***@127.0.0.1" in result.output and "hunter2" not in result.output
+
+
 def test_an_address_in_use_is_a_clear_error() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

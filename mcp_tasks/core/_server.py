@@ -432,9 +432,10 @@ class ServerCore:
 
     # --- replies for the shell's own failures --------------------------------------------
 
-    def store_unavailable(self, request_id: w.RequestId, detail: str) -> Reply:
-        """The reply when the task store could not be reached for this request (503)."""
-        message = f"The task store is unavailable; try again shortly ({detail})"
+    def store_unavailable(self, request_id: w.RequestId) -> Reply:
+        """The reply when the task store could not be reached for this request (503). It
+        names no store: a URL, a path or a password is for the server's log alone."""
+        message = "The task store is unavailable; try again shortly"
         return self.error_reply(request_id, INTERNAL_ERROR, message, http_status=503)
 
     def internal_failure(self, request_id: w.RequestId) -> Reply:

@@ -219,7 +219,7 @@ class Server(Registry):
             request_id = _request_id_of(answer)
             if request_id is None:
                 return None  # a notification: nobody to tell
-            return self.core.store_unavailable(request_id, str(error))
+            return self.core.store_unavailable(request_id)
         except Exception:  # the store (or the server) failed: this request, not the server
             logger.exception("the server failed on a request")
             request_id = _request_id_of(answer)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from ._base import Signal, Signals, StoreFull, StoreUnavailable, TaskStore
+from ._base import Signal, Signals, StoreFull, StoreUnavailable, TaskStore, redacted
 from ._memory import MemoryTaskStore
 from ._open import STORE_URL_HELP, open_store
 
@@ -53,4 +53,5 @@ __all__ = [
     "StoreUnavailable",
     "TaskStore",
     "open_store",
+    "redacted",
 ]

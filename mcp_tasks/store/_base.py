@@ -25,10 +25,28 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Literal, Protocol
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
 
 from ..core import TaskRecord
+
+
+def redacted(url: str) -> str:
+    """`url` fit for a log line: its userinfo (user and password) and any `password`
+    query parameter replaced with `***`."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = parts.query
+    if "password" in query.lower():
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode(
+            [(key, "***" if key.lower() == "password" else value) for key, value in pairs],
+            safe="*",
+        )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 class StoreUnavailable(Exception):
@@ -168,4 +186,4 @@ class TaskStore(Protocol):
         ...
 
 
-__all__ = ["Signal", "Signals", "StoreFull", "StoreUnavailable", "TaskStore"]
+__all__ = ["Signal", "Signals", "StoreFull", "StoreUnavailable", "TaskStore", "redacted"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-from ._base import TaskStore
+from ._base import TaskStore, redacted
 from ._memory import MemoryTaskStore
 
 STORE_URL_HELP = (
@@ -29,7 +29,7 @@ def open_store(url: str | None) -> TaskStore:
         from ._redis import RedisTaskStore  # noqa: PLC0415 - redis only if used
 
         return RedisTaskStore(url)
-    raise ValueError(f"no store for {url!r}; use {STORE_URL_HELP}")
+    raise ValueError(f"no store for {redacted(url)!r}; use {STORE_URL_HELP}")
 
 
 def _open_sqlite(url: str) -> TaskStore:

@@ -29,7 +29,7 @@ import msgspec
 import trio
 
 from ..core import TaskRecord, VersionConflict, decode_record, encode_record
-from ._base import Signal, StoreFull, StoreUnavailable
+from ._base import Signal, StoreFull, StoreUnavailable, redacted
 from ._worker import BatchingWorker
 
 try:
@@ -170,7 +170,7 @@ class RedisTaskStore:
         try:
             yield
         except (redis.ConnectionError, redis.TimeoutError) as error:
-            raise StoreUnavailable(f"Redis at {self.url}: {error}") from error
+            raise StoreUnavailable(f"Redis at {redacted(self.url)}: {error}") from error
 
     def _key(self, task_id: str) -> str:
         return self._task_prefix + task_id
@@ -302,7 +302,7 @@ class RedisTaskStore:
         await self._run(self._client.close)
 
     def __repr__(self) -> str:
-        return f"RedisTaskStore({self.url!r}, prefix={self.prefix!r})"
+        return f"RedisTaskStore({redacted(self.url)!r}, prefix={self.prefix!r})"
 
 
 class _RedisSignals:

@@ -38,6 +38,8 @@ from mcp_tasks.store import (
     SQLiteTaskStore,
     StoreUnavailable,
     TaskStore,
+    open_store,
+    redacted,
 )
 
 from .helpers import Client, check_notification, request
@@ -363,3 +365,58 @@ async def test_a_store_down_at_start_stops_the_start_and_not_the_next(redis_url:
             "working",
             "input_required",
         )
+
+
+# --- secrets stay secret (issue 15, point 4) ---------------------------------------------------
+
+PASSWORD = "s3cret-" + secrets.token_hex(6)
+
+
+async def test_a_store_password_reaches_neither_clients_nor_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("DEBUG")
+    with running_redis(password=PASSWORD) as url:
+        assert PASSWORD in url
+        store = RedisTaskStore(url, prefix=_prefix())
+        assert PASSWORD not in repr(store) and "***@" in repr(store)
+        server = build(store, lease_seconds=0.3)
+        async with running(server) as (client,):
+            task_id = await client.start("blocks")
+            await client.wait_status(task_id, "working")
+            stopper = redis.Redis.from_url(url)
+            with contextlib.suppress(redis.ConnectionError):  # it hangs up as it stops
+                stopper.shutdown(nosave=True)
+            for data in (
+                request("tasks/get", {"taskId": task_id}),
+                request("tools/call", {"name": "blocks", "arguments": {}}),
+            ):
+                reply = await server.handle(data, connection=Connection())
+                assert reply is not None and reply.http_status == 503
+                message = json.loads(reply.body)["error"]["message"]
+                assert message == "The task store is unavailable; try again shortly"
+            await wait_for(lambda: "_lease_loop failed" in caplog.text)
+            with pytest.raises(StoreUnavailable) as caught:
+                await store.get(task_id)
+            assert PASSWORD not in str(caught.value) and "***@" in str(caught.value)
+    assert "unavailable" in caplog.text  # the failures were logged ...
+    assert PASSWORD not in caplog.text  # ... without the password
+
+
+def test_a_url_naming_no_store_is_refused_without_its_password() -> None:
+    with pytest.raises(ValueError, match=r"no store for 'bogus://\*\*\*@host/0'") as caught:
+        open_store(f"bogus://admin:{PASSWORD}@host/0")
+    assert PASSWORD not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:pw@127.0.0.1:6379/0", "redis://***@127.0.0.1:6379/0"),
+        ("redis://user:pw@h/0?prefix=a", "redis://***@h/0?prefix=a"),
+        ("redis://h/0?password=pw&db=1", "redis://h/0?password=***&db=1"),
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+    ],
+)
+def test_urls_in_logs_have_their_userinfo_redacted(url: str, shown: str) -> None:
+    assert redacted(url) == shown
