@@ -17,7 +17,7 @@ import functools
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from ._server import Server
 
 logger = logging.getLogger("mcp_tasks.server")
+
+REAP_BATCH: Final = 100
+"""Tasks whose lease lapsed, asked of the store at a time."""
 
 
 class Background:
@@ -112,12 +115,24 @@ class Background:
             await self.reap_lapsed()
 
     async def reap_lapsed(self) -> None:
+        """Take over every task whose lease lapsed (its process stopped), in batches of
+        `REAP_BATCH`, however many there are: the core fails each one, or runs it again."""
         server = self._server
         now = server.now()
-        for task_id in await server.store.lapsed(now):
-            logger.warning("task %r: the process running it stopped; taking it over", task_id)
-            await server.interpreter.transition(
-                task_id, lambda record: self._core.task_orphaned(record, now)
+        seen: set[str] = set()
+        while True:
+            lapsed = await server.store.lapsed(now, REAP_BATCH)
+            fresh = [task_id for task_id in lapsed if task_id not in seen]
+            for task_id in fresh:
+                logger.debug("task %r: the process running it stopped; taking it over", task_id)
+                decide = functools.partial(self._core.task_orphaned, now=now)
+                await server.interpreter.transition(task_id, decide)
+            seen.update(fresh)
+            if len(lapsed) < REAP_BATCH or not fresh:
+                break
+        if seen:
+            logger.warning(
+                "took over %d task(s) whose process stopped before they ended", len(seen)
             )
 
     async def _signal_loop(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -420,3 +421,55 @@ def test_a_url_naming_no_store_is_refused_without_its_password() -> None:
 )
 def test_urls_in_logs_have_their_userinfo_redacted(url: str, shown: str) -> None:
     assert redacted(url) == shown
+
+
+# --- every orphan is taken over at start (issue 15, point 1) -----------------------------------
+
+ORPHANS = 1_000
+
+
+def _unfinished(number: int, now: float) -> TaskRecord:
+    status = TaskStatus.WORKING if number % 3 else TaskStatus.INPUT_REQUIRED  # waits in place
+    return TaskRecord(
+        task_id=f"tsk_orphan_{number:05d}",
+        version=1,
+        tool_name="blocks",
+        status=status,
+        created_at=now,
+        last_updated_at=now,
+        ttl_ms=600_000,
+        poll_interval_ms=None,
+    )
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+async def test_every_unfinished_task_of_a_stopped_process_is_taken_over_at_start(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A process holding 1,000 unfinished tasks stops (its leases left behind); the next
+    server to start on the store fails every one of them before it serves, not 100."""
+    now = time.time()
+    if kind == "sqlite":
+        dead: TaskStore = SQLiteTaskStore(tmp_path / "tasks.db")
+    else:
+        prefix = _prefix()
+        dead = RedisTaskStore(request.getfixturevalue("redis_url"), prefix=prefix)
+    lease = math.inf if kind == "sqlite" else now + 0.2  # a file's leases die with its process
+    for number in range(ORPHANS):
+        await dead.save(_unfinished(number, now), None, active=True, lease_until=lease)
+    await dead.aclose()  # it stops without releasing a lease
+    if kind == "sqlite":
+        store: TaskStore = SQLiteTaskStore(tmp_path / "tasks.db")
+    else:
+        store = RedisTaskStore(request.getfixturevalue("redis_url"), prefix=prefix)
+        await trio.sleep(0.3)  # its leases lapse
+    server = build(store, max_tasks=2 * ORPHANS)
+    try:
+        async with running(server):
+            records = [await store.get(_unfinished(n, now).task_id) for n in range(ORPHANS)]
+    finally:
+        await store.aclose()
+    assert all(record is not None for record in records)
+    failed = [r for r in records if r is not None and r.status is TaskStatus.FAILED]
+    assert len(failed) == ORPHANS
+    assert all(r.error is not None and "restarted" in r.error.message for r in failed)
