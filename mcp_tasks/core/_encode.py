@@ -131,6 +131,23 @@ class Encoder:
             error_code=error.code,
         )
 
+    def retryable(
+        self,
+        request_id: w.RequestId | None,
+        code: int,
+        message: str,
+        *,
+        http_status: int,
+        retry_after_ms: int | None,
+    ) -> Reply:
+        """An error the client may retry: over HTTP `http_status` (429, 503) with
+        `Retry-After` in whole seconds (at least 1), and `data.retryAfterMs` for every
+        transport. Without `retry_after_ms` neither hint is given."""
+        data = UNSET if retry_after_ms is None else {"retryAfterMs": retry_after_ms}
+        reply = self.error_object(request_id, w.ErrorObject(code=code, message=message, data=data))
+        seconds = None if retry_after_ms is None else max(1, -(-retry_after_ms // 1000))
+        return msgspec.structs.replace(reply, http_status=http_status, retry_after_seconds=seconds)
+
     def detailed_task(self, record: TaskRecord) -> w.DetailedTask:
         """The task as `tasks/get` shows it."""
         common: dict[str, Any] = {

@@ -305,11 +305,21 @@ class ServerCore:
                 return self.task_refused(call, per_principal=True)
         return answer
 
-    def task_refused(self, call: ToolCall, *, per_principal: bool) -> Step:
+    def task_refused(
+        self,
+        call: ToolCall,
+        *,
+        per_principal: bool,
+        next_expiry_at: float | None = None,
+        now: float | None = None,
+    ) -> Step:
         """The store refused the task `tool_returned` created: it holds its limit of tasks
-        (or, `per_principal`, of this caller's unfinished tasks)."""
+        (retryable: the reply says to come back when the next stored task expires, at
+        `next_expiry_at`) or, `per_principal`, of this caller's unfinished tasks."""
         assert call.request_id is not None
-        return self._tasks.refused(call.request_id, per_principal=per_principal)
+        return self._tasks.refused(
+            call.request_id, per_principal=per_principal, next_expiry_at=next_expiry_at, now=now
+        )
 
     def call_refused(self, need: Need) -> Step:
         """The server is shutting down: it runs no new handler."""
@@ -436,7 +446,9 @@ class ServerCore:
         """The reply when the task store could not be reached for this request (503). It
         names no store: a URL, a path or a password is for the server's log alone."""
         message = "The task store is unavailable; try again shortly"
-        return self.error_reply(request_id, INTERNAL_ERROR, message, http_status=503)
+        return self._encode.retryable(
+            request_id, INTERNAL_ERROR, message, http_status=503, retry_after_ms=1000
+        )
 
     def internal_failure(self, request_id: w.RequestId) -> Reply:
         """The reply when the server failed on this request (a bug or a store fault)."""

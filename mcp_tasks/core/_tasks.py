@@ -8,6 +8,7 @@ version) and what the shell must do about the handler. Status changes go through
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -113,22 +114,39 @@ class Tasks:
             effects=tuple(effects),
         )
 
-    def refused(self, request_id: w.RequestId, *, per_principal: bool) -> Step:
-        """The store refused to create the task: it holds its limit (of tasks, or of this
-        principal's unfinished tasks)."""
+    def refused(
+        self,
+        request_id: w.RequestId,
+        *,
+        per_principal: bool,
+        next_expiry_at: float | None = None,
+        now: float | None = None,
+    ) -> Step:
+        """The store refused to create the task: it holds its limit of this principal's
+        unfinished tasks (-32603), or of tasks (-32603 too, but retryable: HTTP 503 with
+        `Retry-After` and `data.retryAfterMs`, the time until `next_expiry_at`, when the
+        next stored task expires, and at least a second)."""
         if per_principal:
             most = self.options.max_active_per_principal
             message = (
                 f"Too many unfinished tasks for this caller: at most {most} at once; "
                 "try again when one has finished (or cancel one)"
             )
-        else:
-            message = (
-                f"Too many tasks: the server holds its limit of {self.options.max_tasks}; "
-                "try again when some have finished or expired"
-            )
-        error = w.ErrorObject(code=INTERNAL_ERROR, message=message)
-        return Step(reply=self._encode.error_object(request_id, error))
+            error = w.ErrorObject(code=INTERNAL_ERROR, message=message)
+            return Step(reply=self._encode.error_object(request_id, error))
+        wait_ms = None
+        if next_expiry_at is not None and now is not None:
+            # Rounded to microseconds first: 90.2 s is 90,200 ms, not 90,201.
+            wait_ms = max(1000, math.ceil(round((next_expiry_at - now) * 1000, 3)))
+        when = "when some have finished or expired" if wait_ms is None else f"in {wait_ms} ms"
+        message = (
+            f"Too many tasks: the server holds its limit of {self.options.max_tasks}; "
+            f"try again {when}"
+        )
+        reply = self._encode.retryable(
+            request_id, INTERNAL_ERROR, message, http_status=503, retry_after_ms=wait_ms
+        )
+        return Step(reply=reply)
 
     # --- tasks/get, tasks/update, tasks/cancel ------------------------------------------
 
@@ -202,16 +220,12 @@ class Tasks:
             return Step(
                 reply=self._encode.result(request.request_id, self._encode.detailed_task(record))
             )
-        error = w.ErrorObject(
-            code=SERVER_ERROR,
-            message=f"Polling too fast: task {record.task_id!r} advises pollIntervalMs="
-            f"{record.poll_interval_ms}; poll again in {wait_ms} ms",
-            data={"retryAfterMs": wait_ms},
+        message = (
+            f"Polling too fast: task {record.task_id!r} advises pollIntervalMs="
+            f"{record.poll_interval_ms}; poll again in {wait_ms} ms"
         )
-        reply = msgspec.structs.replace(
-            self._encode.error_object(request.request_id, error),
-            http_status=429,
-            retry_after_seconds=max(1, -(-wait_ms // 1000)),
+        reply = self._encode.retryable(
+            request.request_id, SERVER_ERROR, message, http_status=429, retry_after_ms=wait_ms
         )
         return Step(reply=reply)
 

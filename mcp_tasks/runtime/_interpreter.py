@@ -86,7 +86,15 @@ class Interpreter:
                 except StoreFull as full:  # the task tool_returned created: over a limit
                     if tool_call is None:
                         raise
-                    answer = self._core.task_refused(tool_call, per_principal=full.per_principal)
+                    next_expiry_at = None
+                    if not full.per_principal:  # retryable once the next task expires
+                        next_expiry_at = await self._server.store.next_deadline()
+                    answer = self._core.task_refused(
+                        tool_call,
+                        per_principal=full.per_principal,
+                        next_expiry_at=next_expiry_at,
+                        now=self._server.now(),
+                    )
                     tool_call = None
                     continue
             if isinstance(answer, FetchTask):

@@ -150,19 +150,43 @@ def test_a_resumable_task_run_again_after_its_process_stopped_claims_its_lease(
 
 
 @pytest.mark.parametrize(
-    ("per_principal", "words"),
-    [(False, "Too many tasks: the server holds its limit of 5"), (True, "at most 2 at once")],
+    ("per_principal", "words", "status"),
+    [
+        (False, "Too many tasks: the server holds its limit of 5", 503),
+        (True, "at most 2 at once", 500),
+    ],
 )
 def test_task_refused_says_which_limit(
-    make_harness: type[Harness], per_principal: bool, words: str
+    make_harness: type[Harness], per_principal: bool, words: str, status: int
 ) -> None:
     h = make_harness(tools=TOOLS, task_options=TaskOptions(max_tasks=5, max_active_per_principal=2))
     run = _call(h, "slow")
     assert isinstance(run, RunTool)
     reply = h.core.task_refused(run.call, per_principal=per_principal).reply
-    assert reply is not None and reply.http_status == 500
+    assert reply is not None and reply.http_status == status
     error = json.loads(reply.body)["error"]
     assert error["code"] == -32603 and words in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("expires_in", "wait_ms", "seconds"), [(90.2, 90_200, 91), (0.3, 1000, 1), (-5.0, 1000, 1)]
+)
+def test_a_full_server_says_when_to_come_back(
+    make_harness: type[Harness], expires_in: float, wait_ms: int, seconds: int
+) -> None:
+    """Too many tasks is retryable: 503, with the time until the next stored task expires
+    (at least a second) in `Retry-After` and, for every transport, `data.retryAfterMs`."""
+    h = make_harness(tools=TOOLS, task_options=TaskOptions(max_tasks=5))
+    run = _call(h, "slow")
+    assert isinstance(run, RunTool)
+    step = h.core.task_refused(
+        run.call, per_principal=False, next_expiry_at=h.now + expires_in, now=h.now
+    )
+    reply = step.reply
+    assert reply is not None and (reply.http_status, reply.retry_after_seconds) == (503, seconds)
+    error = json.loads(reply.body)["error"]
+    assert error["code"] == -32603 and error["data"] == {"retryAfterMs": wait_ms}
+    assert f"try again in {wait_ms} ms" in error["message"]
 
 
 # --- notifications to the request's client ------------------------------------------------------

@@ -394,8 +394,9 @@ async def test_a_store_password_reaches_neither_clients_nor_logs(
             ):
                 reply = await server.handle(data, connection=Connection())
                 assert reply is not None and reply.http_status == 503
-                message = json.loads(reply.body)["error"]["message"]
-                assert message == "The task store is unavailable; try again shortly"
+                error = json.loads(reply.body)["error"]
+                assert error["message"] == "The task store is unavailable; try again shortly"
+                assert error["data"] == {"retryAfterMs": 1000} and reply.retry_after_seconds == 1
             await wait_for(lambda: "_lease_loop failed" in caplog.text)
             with pytest.raises(StoreUnavailable) as caught:
                 await store.get(task_id)

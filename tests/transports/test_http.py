@@ -26,7 +26,15 @@ import trio
 from runtime.helpers import request
 from schema_check import check_reply
 
-from mcp_tasks import START_TASK, TASKS_EXTENSION, Server, ServerOptions, ToolContext, ToolOutcome
+from mcp_tasks import (
+    START_TASK,
+    TASKS_EXTENSION,
+    Server,
+    ServerOptions,
+    TaskOptions,
+    ToolContext,
+    ToolOutcome,
+)
 from mcp_tasks.transports._http_server import HttpConfig, serve_http
 
 ROOT = Path(__file__).parent.parent.parent
@@ -884,3 +892,27 @@ async def test_an_absolute_form_target_names_a_host_that_is_checked_too(
             assert_refused(response, 421, "Request target host", "DNS rebinding")
         else:
             assert response.status == 200, response
+
+
+async def test_a_full_server_answers_503_with_retry_after() -> None:
+    """Over its task limit a server is busy, not broken: 503 and `Retry-After` (the seconds
+    until its next task expires), with `data.retryAfterMs` in the JSON-RPC error."""
+    server = Server("full", "1", tasks=TaskOptions(max_tasks=1, ttl_ms=90_000))
+
+    @server.tool(task_support="required")
+    async def wait(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with serving(server) as bound:
+        client = await HttpClient.connect(bound)
+        first = await rpc(client, "tools/call", {"name": "wait", "arguments": {}})
+        assert first.status == 200 and first.json()["result"]["resultType"] == "task"
+        refused = await rpc(client, "tools/call", {"name": "wait", "arguments": {}})
+        assert refused.status == 503
+        error = refused.json()["error"]
+        assert error["code"] == -32603 and "limit of 1" in error["message"]
+        assert 85_000 <= error["data"]["retryAfterMs"] <= 90_000
+        assert int(refused.headers["retry-after"]) == -(-error["data"]["retryAfterMs"] // 1000)
