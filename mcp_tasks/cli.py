@@ -338,7 +338,7 @@ def _open_client(url: str | None, stdio_command: str | None) -> OpenClient:
         command = shlex.split(stdio_command)
         if not command:
             raise click.BadParameter("the command is empty", param_hint="--stdio")
-        return partial(connect_stdio, command, stderr="capture")
+        return partial(connect_stdio, command, stderr="capture", on_retry=_say_retry)
     if url is None:
         raise click.UsageError("give the server: an http(s) URL, or --stdio CMD.")
     if not url.startswith(("http://", "https://")):
@@ -346,7 +346,12 @@ def _open_client(url: str | None, stdio_command: str | None) -> OpenClient:
             f"{url!r} is not an http(s) URL (for example http://127.0.0.1:8000/mcp)",
             param_hint="URL",
         )
-    return partial(connect_http, url)
+    return partial(connect_http, url, on_retry=_say_retry)
+
+
+def _say_retry(method: str, seconds: float, error: RpcError) -> None:
+    """A request the server refused as busy waits, and the user sees why."""
+    _say(f"{method}: {error.message}; trying again in {seconds:.1f} s")
 
 
 def parse_arguments(words: Sequence[str], json_object: str | None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -53,6 +54,7 @@ from .core._client import (
     ClientCore,
     InputTracker,
     PollPolicy,
+    RetryPolicy,
     RpcError,
     TaskCancelled,
     TaskExpired,
@@ -71,6 +73,8 @@ from .transports import (
 ElicitHandler = Callable[[ElicitParams], Awaitable[ElicitResult]]
 SamplingHandler = Callable[[CreateMessageParams], Awaitable[CreateMessageResult]]
 RootsHandler = Callable[[], Awaitable[ListRootsResult]]
+RetryHandler = Callable[[str, float, RpcError], Awaitable[None] | None]
+"""Told `(method, seconds, error)` before each wait for a retry."""
 StatusCallback = Callable[[DetailedTask], Awaitable[None] | None]
 
 _input_requests = msgspec.json.Decoder(dict[str, InputRequest])
@@ -91,6 +95,8 @@ class Client:
         on_sample: SamplingHandler | None = None,
         on_roots: RootsHandler | None = None,
         poll: PollPolicy | None = None,
+        retry: RetryPolicy | None = None,
+        on_retry: RetryHandler | None = None,
         cancel_on_exit: bool = True,
         max_input_rounds: int = 16,
         journal: TaskJournal | None = None,
@@ -102,6 +108,11 @@ class Client:
         self.on_sample = on_sample
         self.on_roots = on_roots
         self.poll = poll or PollPolicy()
+        self.retry = retry or RetryPolicy()
+        """Requests the server refuses as busy are sent again (`RetryPolicy`)."""
+        self.on_retry = on_retry
+        """Told of each wait before a retry: `(method, seconds, error)`, e.g. to show it."""
+        self._random = random.Random()
         self.cancel_on_exit = cancel_on_exit
         self.max_input_rounds = max_input_rounds
         self._clock = clock
@@ -123,11 +134,24 @@ class Client:
     # --- plain requests ----------------------------------------------------------------
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Send one request; its result, or `RpcError` for a JSON-RPC error."""
-        request_id = next(self._ids)
-        body, headers = self.core.request(request_id, method, params)
-        response = await self.transport.request(body, request_id=request_id, headers=headers)
-        return self.core.result_of(response, request_id)
+        """Send one request; its result, or `RpcError` for a JSON-RPC error. A request the
+        server refuses as busy (`data.retryAfterMs`: HTTP 503 or 429) is sent again after
+        the wait it asks for, as `self.retry` allows."""
+        retries = 0
+        while True:
+            request_id = next(self._ids)
+            body, headers = self.core.request(request_id, method, params)
+            response = await self.transport.request(body, request_id=request_id, headers=headers)
+            try:
+                return self.core.result_of(response, request_id)
+            except RpcError as error:
+                wait = self.retry.delay(error, retries, self._random.random())
+                if wait is None:
+                    raise
+                retries += 1
+                if self.on_retry is not None:
+                    await _maybe_await(self.on_retry(method, wait, error))
+                await trio.sleep(wait)
 
     async def discover(self) -> dict[str, Any]:
         return await self.request("server/discover")
@@ -334,6 +358,8 @@ __all__ = [
     "MissingInputHandler",
     "PollPolicy",
     "RemoteProtocolError",
+    "RetryHandler",
+    "RetryPolicy",
     "RootsHandler",
     "RpcError",
     "SamplingHandler",

@@ -4,6 +4,7 @@ and in a pseudo-terminal for an elicitation answered by typing and for Ctrl-C.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -181,8 +182,12 @@ def test_results_print_text_and_summarise_everything_else() -> None:
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
     """The endpoint of `mcp-tasks serve examples/jobs.py` on a free loopback port."""
+    yield from _serving()
+
+
+def _serving(*flags: str) -> Iterator[str]:
     server = subprocess.Popen(
-        cli("serve", "examples/jobs.py", "--http", "127.0.0.1:0", "--log-level", "warning"),
+        cli("serve", "examples/jobs.py", "--http", "127.0.0.1:0", "--log-level", "warning", *flags),
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
@@ -365,3 +370,19 @@ def test_ctrl_c_cancels_the_task_and_exits_130(url: str, terminals: list[Termina
     assert found, terminal.output
     done = run("task", "get", url, found.group(1).decode())
     assert json.loads(done.stdout)["status"] == "cancelled"
+
+
+async def test_a_full_server_is_waited_for_and_the_wait_is_shown() -> None:
+    """A server holding its one task refuses the next as busy (503, Retry-After); `mcp-tasks
+    call` says so, waits until the held task expires, and then gets its answer."""
+    with contextlib.contextmanager(_serving)("--max-tasks", "1", "--ttl", "2") as url:
+        async with connect_http(url) as client:
+            held = await client.call_tool_or_task("slow_compute", {"seconds": 30})
+            assert not isinstance(held, CallToolResult)
+        started = time.monotonic()
+        done = await trio.to_thread.run_sync(
+            lambda: run("call", url, "slow_compute", "seconds=0.1", "label=next")
+        )
+        assert done.returncode == 0 and done.stdout == "next done after 0.1s\n", done.stderr
+        assert re.search(r"tools/call: Too many tasks: .*; trying again in \d+\.\d s", done.stderr)
+        assert time.monotonic() - started >= 1.0

@@ -17,7 +17,7 @@ import msgspec
 from msgspec import UNSET, Struct
 
 from ._envelope import BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, MCP_NAME_PARAM
-from ._errors import INTERNAL_ERROR, ProtocolError, RemoteProtocolError
+from ._errors import INTERNAL_ERROR, RemoteProtocolError
 from ._state import TaskStatus
 from ._wire import (
     META_CLIENT_CAPABILITIES,
@@ -35,8 +35,17 @@ ResultKind = Literal["complete", "input_required", "task"]
 _KINDS: Final = frozenset({"complete", "input_required", "task"})
 
 
-class RpcError(ProtocolError):
+class RpcError(RemoteProtocolError):
     """The server answered with a JSON-RPC error: `code`, `message` and `data` are its own."""
+
+    @property
+    def retry_after_ms(self) -> int | None:
+        """The wait the server asked for before a retry (`data.retryAfterMs`: it was busy,
+        or polled too fast), or None: retrying will not help."""
+        data = self.data
+        wait = data.get("retryAfterMs") if isinstance(data, dict) else None
+        valid = isinstance(wait, int) and not isinstance(wait, bool) and wait >= 0
+        return wait if valid else None
 
 
 class TaskFailed(RpcError):
@@ -61,6 +70,28 @@ class TaskExpired(Exception):
     def __init__(self, task_id: str) -> None:
         super().__init__(f"task {task_id} outlived its TTL without finishing")
         self.task_id = task_id
+
+
+class RetryPolicy(Struct, frozen=True, kw_only=True):
+    """When to send a request again that the server refused as busy (HTTP 503 or 429 with
+    `data.retryAfterMs`): after the wait it asked for and up to `jitter` of it more (so that
+    clients refused together do not come back together), at most `attempts` times, and
+    never when it asks for longer than `max_wait_seconds` (then the error is raised)."""
+
+    attempts: int = 4
+    max_wait_seconds: float = 30.0
+    jitter: float = 0.2
+
+    def delay(self, error: RpcError, retries_so_far: int, draw: float) -> float | None:
+        """Seconds to wait before retrying after `error`, or None to give up. `draw` is a
+        random number in [0, 1), injected."""
+        wait_ms = error.retry_after_ms
+        if wait_ms is None or retries_so_far >= self.attempts:
+            return None
+        seconds = wait_ms / 1000
+        if seconds > self.max_wait_seconds:
+            return None
+        return seconds * (1 + self.jitter * draw)
 
 
 class PollPolicy(Struct, frozen=True, kw_only=True):

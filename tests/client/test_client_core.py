@@ -4,6 +4,7 @@ each input key answered once, request building and response reading."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from mcp_tasks.core._client import (
     ClientCore,
     InputTracker,
     PollPolicy,
+    RetryPolicy,
     RpcError,
     give_up_at,
     parse_timestamp,
@@ -150,3 +152,27 @@ def test_result_kinds_absent_means_complete_unknown_refused() -> None:
     assert ClientCore.kind_of({"resultType": "task"}) == "task"
     with pytest.raises(RemoteProtocolError, match="unknown resultType"):
         ClientCore.kind_of({"resultType": "later"})
+
+
+# --- retrying a busy server ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "retries", "draw", "expected"),
+    [
+        ({"retryAfterMs": 2000}, 0, 0.0, 2.0),
+        ({"retryAfterMs": 2000}, 0, 0.5, 2.2),  # jitter only ever adds: never sooner than asked
+        ({"retryAfterMs": 2000}, 4, 0.0, None),  # out of attempts
+        ({"retryAfterMs": 31_000}, 0, 0.0, None),  # longer than the policy waits
+        ({"retryAfterMs": True}, 0, 0.0, None),
+        ({"retryAfterMs": -5}, 0, 0.0, None),
+        ({"other": 1}, 0, 0.0, None),
+        (None, 0, 0.0, None),
+    ],
+)
+def test_retry_policy_waits_what_the_server_asked_within_its_bounds(
+    data: Any, retries: int, draw: float, expected: float | None
+) -> None:
+    error = RpcError(-32603, "Too many tasks", data)
+    wait = RetryPolicy(attempts=4, max_wait_seconds=30, jitter=0.2).delay(error, retries, draw)
+    assert wait == (None if expected is None else pytest.approx(expected))

@@ -30,6 +30,7 @@ from mcp_tasks import (
 from mcp_tasks.client import (
     Client,
     MissingInputHandler,
+    RetryPolicy,
     RpcError,
     TaskCancelled,
     TaskExpired,
@@ -249,3 +250,65 @@ async def test_sampling_and_roots_are_answered_by_their_handlers(
         early = await client.call_tool("ask_model_first")
         assert early == CallToolResult.text("before any task: ok")
     assert asked == ["roots", "sample 50", "sample 5"]
+
+
+# --- a busy server is retried (issue 15, point 7) ---------------------------------------------
+
+
+def _busy_server(**tasks: Any) -> Server:
+    server = Server("busy", "1", tasks=TaskOptions(**tasks), clock=trio_clock)
+
+    @server.tool(task_support="required")
+    async def hold(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return server
+
+
+async def test_a_full_server_is_tried_again_when_its_next_task_expires(
+    autojump_clock: MockClock,
+) -> None:
+    server = _busy_server(max_tasks=1, ttl_ms=5_000)
+    waits: list[tuple[str, float, int]] = []
+    async with server.running():
+        client = client_for(server, on_retry=lambda m, s, e: waits.append((m, s, e.code)))
+        first = await client.call_tool_or_task("hold")
+        asked_at = trio.current_time()
+        second = await client.call_tool_or_task("hold")  # refused until the first expires
+        assert isinstance(first, DetailedTask) and isinstance(second, DetailedTask)
+        assert first.task_id != second.task_id
+        assert trio.current_time() - asked_at >= 5.0
+    (method, seconds, code), *_ = waits
+    assert method == "tools/call" and code == -32603
+    assert 5.0 <= seconds <= 5.0 * 1.2  # the wait asked for, and some jitter on top
+
+
+async def test_a_poll_too_soon_is_tried_again_after_the_wait(autojump_clock: MockClock) -> None:
+    server = _busy_server(poll_interval_ms=1000, min_poll_fraction=1.0)
+    waits: list[tuple[str, float]] = []
+    async with server.running():
+        client = client_for(server, on_retry=lambda m, s, e: waits.append((m, s)))
+        task = await client.call_tool_or_task("hold")
+        assert isinstance(task, DetailedTask)
+        await client.get_task(task.task_id)
+        polled_at = trio.current_time()
+        again = await client.get_task(task.task_id)  # 429 at once, then answered
+        assert again.task_id == task.task_id and trio.current_time() - polled_at >= 1.0
+    assert [method for method, _ in waits] == ["tasks/get"]
+
+
+async def test_a_wait_longer_than_the_policy_allows_is_an_error_at_once(
+    autojump_clock: MockClock,
+) -> None:
+    server = _busy_server(max_tasks=1, ttl_ms=600_000)
+    async with server.running():
+        client = client_for(server, retry=RetryPolicy(max_wait_seconds=30))
+        await client.call_tool_or_task("hold")
+        asked_at = trio.current_time()
+        with pytest.raises(RpcError) as refused:
+            await client.call_tool_or_task("hold")
+        assert trio.current_time() == asked_at  # no waiting ten minutes for nothing
+        assert refused.value.retry_after_ms is not None and refused.value.retry_after_ms > 30_000
