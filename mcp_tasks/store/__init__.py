@@ -13,7 +13,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from ._base import Signal, Signals, StoreFull, StoreUnavailable, TaskStore, redacted
+from ._base import (
+    EXPIRY_CLAIM_SECONDS,
+    Signal,
+    Signals,
+    StoreFull,
+    StoreUnavailable,
+    TaskStore,
+    redacted,
+)
 from ._memory import MemoryTaskStore
 from ._open import STORE_URL_HELP, open_store
 
@@ -42,6 +50,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "EXPIRY_CLAIM_SECONDS",
     "STORE_URL_HELP",
     "MemoryTaskStore",
     "RedisTaskStore",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
@@ -47,6 +47,11 @@ def redacted(url: str) -> str:
             safe="*",
         )
     return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+EXPIRY_CLAIM_SECONDS: Final = 30.0
+"""How long a record `pop_due` handed out is left to its process to delete before it comes
+due again (that process may have died mid-batch)."""
 
 
 class StoreUnavailable(Exception):
@@ -141,10 +146,12 @@ class TaskStore(Protocol):
 
     async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
         """Up to `limit` records whose `expires_at` is at or before `now`, each returned once
-        (to one process only).
+        (to one process only) per `EXPIRY_CLAIM_SECONDS`.
 
         The records stay stored: hand each to the core's `expire_task` and perform its
-        effects (which delete it). A record saved again is indexed anew.
+        effects (which delete it). A record handed out and not deleted (its process died
+        mid-batch) comes due again `EXPIRY_CLAIM_SECONDS` after `now`, so none is left
+        behind. A record saved again is indexed anew.
         """
         ...
 
@@ -186,4 +193,12 @@ class TaskStore(Protocol):
         ...
 
 
-__all__ = ["Signal", "Signals", "StoreFull", "StoreUnavailable", "TaskStore", "redacted"]
+__all__ = [
+    "EXPIRY_CLAIM_SECONDS",
+    "Signal",
+    "Signals",
+    "StoreFull",
+    "StoreUnavailable",
+    "TaskStore",
+    "redacted",
+]

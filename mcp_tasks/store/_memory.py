@@ -13,7 +13,7 @@ import heapq
 import secrets
 
 from ..core import TaskRecord, VersionConflict
-from ._base import Signals, StoreFull
+from ._base import EXPIRY_CLAIM_SECONDS, Signals, StoreFull
 
 
 class MemoryTaskStore:
@@ -24,6 +24,8 @@ class MemoryTaskStore:
         self._records: dict[str, TaskRecord] = {}
         self._expiry_heap: list[tuple[float, str]] = []
         self._leases: dict[str, float] = {}
+        self._claims: dict[str, float] = {}
+        """Task id -> when a record `pop_due` handed out comes due again."""
         self._active: dict[str | None, set[str]] = {}
         """Principal -> its unfinished tasks (`principal_limit`)."""
 
@@ -75,6 +77,7 @@ class MemoryTaskStore:
             raise VersionConflict(task_id, expected_version, current.version)
         del self._records[task_id]
         self._leases.pop(task_id, None)
+        self._claims.pop(task_id, None)
         self._active.get(current.principal, set()).discard(task_id)
         return True
 
@@ -85,10 +88,15 @@ class MemoryTaskStore:
         due: list[TaskRecord] = []
         heap = self._expiry_heap
         while heap and heap[0][0] <= now and len(due) < limit:
-            expires_at, task_id = heapq.heappop(heap)
+            due_at, task_id = heapq.heappop(heap)
             record = self._records.get(task_id)
-            if record is not None and record.expires_at == expires_at:
-                due.append(record)
+            if record is None or due_at not in (record.expires_at, self._claims.get(task_id)):
+                continue  # an entry left behind by a delete or a new expiry
+            due.append(record)
+        again = now + EXPIRY_CLAIM_SECONDS  # as the durable stores do: due again unless deleted
+        for record in due:
+            self._claims[record.task_id] = again
+            heapq.heappush(heap, (again, record.task_id))
         return due
 
     async def next_deadline(self) -> float | None:

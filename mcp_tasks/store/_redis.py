@@ -29,7 +29,7 @@ import msgspec
 import trio
 
 from ..core import TaskRecord, VersionConflict, decode_record, encode_record
-from ._base import Signal, StoreFull, StoreUnavailable, redacted
+from ._base import EXPIRY_CLAIM_SECONDS, Signal, StoreFull, StoreUnavailable, redacted
 from ._worker import BatchingWorker
 
 try:
@@ -95,9 +95,13 @@ _POP_DUE = """
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 local found = {}
 for _, id in ipairs(ids) do
-    redis.call('ZREM', KEYS[1], id)
     local record = redis.call('HGET', ARGV[3] .. id, 'r')
-    if record then table.insert(found, record) end
+    if record then
+        redis.call('ZADD', KEYS[1], 'XX', ARGV[4], id)
+        table.insert(found, record)
+    else
+        redis.call('ZREM', KEYS[1], id)
+    end
 end
 return found
 """
@@ -242,7 +246,8 @@ class RedisTaskStore:
         return int(await self._run(lambda: self._client.scard(self._ids)))
 
     async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
-        args: list[str | int] = [repr(now), limit, self._task_prefix]
+        again = repr(now + EXPIRY_CLAIM_SECONDS)  # claimed: due again unless deleted
+        args: list[str | int] = [repr(now), limit, self._task_prefix, again]
         found = await self._run(lambda: self._pop_due(keys=[self._due], args=args))
         return [decode_record(data) for data in found]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from ..core import TaskRecord, VersionConflict, decode_record, encode_record
-from ._base import Signals, StoreFull, StoreUnavailable
+from ._base import EXPIRY_CLAIM_SECONDS, Signals, StoreFull, StoreUnavailable
 from ._worker import BatchingWorker
 
 T = TypeVar("T")
@@ -207,8 +207,10 @@ class SQLiteTaskStore:
                     "ORDER BY due_at, task_id LIMIT ?",
                     (now, limit),
                 ).fetchall()
+                # Claimed, not forgotten: due again later unless deleted meanwhile.
+                again = now + EXPIRY_CLAIM_SECONDS
                 db.executemany(
-                    "UPDATE tasks SET due_at = NULL WHERE task_id = ?", [(r[0],) for r in rows]
+                    "UPDATE tasks SET due_at = ? WHERE task_id = ?", [(again, r[0]) for r in rows]
                 )
             return [bytes(r[1]) for r in rows]
 

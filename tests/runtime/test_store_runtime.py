@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import redis
 import trio
@@ -34,6 +35,7 @@ from mcp_tasks import (
 from mcp_tasks.core import TaskRecord, TaskStatus
 from mcp_tasks.server import Connection
 from mcp_tasks.store import (
+    EXPIRY_CLAIM_SECONDS,
     MemoryTaskStore,
     RedisTaskStore,
     SQLiteTaskStore,
@@ -48,7 +50,13 @@ from .helpers import Client, check_notification, request
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
 
 
-def build(store: TaskStore, *, max_tasks: int = 1000, lease_seconds: float = 30.0) -> Server:
+def build(
+    store: TaskStore,
+    *,
+    max_tasks: int = 1000,
+    lease_seconds: float = 30.0,
+    clock: Callable[[], float] = time.time,
+) -> Server:
     server = Server(
         "stores",
         "1",
@@ -56,6 +64,7 @@ def build(store: TaskStore, *, max_tasks: int = 1000, lease_seconds: float = 30.
         store=store,
         lease_seconds=lease_seconds,
         shutdown_grace_seconds=0.5,
+        clock=clock,
     )
     server.runs = []  # type: ignore[attr-defined]
 
@@ -474,3 +483,54 @@ async def test_every_unfinished_task_of_a_stopped_process_is_taken_over_at_start
     failed = [r for r in records if r is not None and r.status is TaskStatus.FAILED]
     assert len(failed) == ORPHANS
     assert all(r.error is not None and "restarted" in r.error.message for r in failed)
+
+
+# --- expiry is crash-safe (issue 15, point 2) --------------------------------------------------
+
+EXPIRED = 10_000
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+async def test_a_process_killed_inside_an_expiry_batch_leaks_no_record(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """10,000 records expired; three processes in a row each take a batch of them to delete
+    and die part way (after 0, 400 and 999 deletions): the next server on the store still
+    removes every record, and the count is back to zero."""
+    now = time.time()
+    prefix = _prefix()
+
+    def open_store_again() -> TaskStore:
+        if kind == "sqlite":
+            return SQLiteTaskStore(tmp_path / "tasks.db")
+        return RedisTaskStore(request.getfixturevalue("redis_url"), prefix=prefix)
+
+    store = open_store_again()
+
+    async def save_some(first: int) -> None:
+        for number in range(first, min(first + 500, EXPIRED)):
+            done = msgspec.structs.replace(
+                _unfinished(number, now - 100), status=TaskStatus.COMPLETED, ttl_ms=1_000
+            )
+            await store.save(done, None, active=False)
+
+    async with trio.open_nursery() as nursery:
+        for first in range(0, EXPIRED, 500):
+            nursery.start_soon(save_some, first)
+    assert await store.count() == EXPIRED
+    for deleted in (0, 400, 999):
+        batch = await store.pop_due(now)
+        assert len(batch) == 1000
+        for record in batch[:deleted]:
+            assert await store.delete(record.task_id, record.version)
+        await store.aclose()  # it dies here: the rest of its batch is never deleted
+        store = open_store_again()
+    later = now + EXPIRY_CLAIM_SECONDS + 1  # the dead processes' claims have run out
+    server = build(store, max_tasks=2 * EXPIRED, clock=lambda: later)
+    try:
+        async with running(server):
+            with trio.fail_after(60):
+                while await store.count():
+                    await trio.sleep(0.05)
+    finally:
+        await store.aclose()

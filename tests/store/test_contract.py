@@ -31,6 +31,7 @@ from mcp_tasks.core import (
     encode_record,
 )
 from mcp_tasks.store import (
+    EXPIRY_CLAIM_SECONDS,
     MemoryTaskStore,
     RedisTaskStore,
     SQLiteTaskStore,
@@ -227,7 +228,10 @@ async def test_pop_due_returns_only_records_whose_time_has_come(store: TaskStore
     assert [r.task_id for r in await store.pop_due(101.0)] == ["a"]
     assert await store.pop_due(101.0) == []  # each record comes due once
     assert await store.get("a") is not None  # still stored until the core says delete
-    assert [r.task_id for r in await store.pop_due(10_000)] == ["b"]
+    # "a" was handed out at 101 and never deleted (its process died, say): it comes due
+    # again once the claim runs out, after "b".
+    assert [r.task_id for r in await store.pop_due(10_000)] == ["b", "a"]
+    assert await store.next_deadline() == 10_000 + EXPIRY_CLAIM_SECONDS
 
 
 async def test_pop_due_skips_deleted_records_and_honours_the_limit(store: TaskStore) -> None:
@@ -340,8 +344,12 @@ async def test_memory_expiry_cost_is_proportional_to_what_expired() -> None:
     for n in range(10_000):
         await store.save(record(f"t{n}", created_at=100.0 + n), None, active=True)
     heap = store._expiry_heap
-    assert len(await store.pop_due(104.0)) == 4
-    assert len(heap) == 10_000 - 4  # popped exactly the expired entries, touched no others
+    popped = {r.task_id for r in await store.pop_due(104.0)}
+    assert len(popped) == 4
+    # Popped exactly the expired entries, touched no others; each came back as its claim.
+    assert len(heap) == 10_000 - 4 + 4
+    claims = {task_id for due, task_id in heap if due == 104.0 + EXPIRY_CLAIM_SECONDS}
+    assert popped <= claims
 
 
 async def test_a_memory_lease_never_lapses() -> None:
