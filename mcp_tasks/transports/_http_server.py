@@ -67,8 +67,11 @@ _TICK_SECONDS: Final = 0.1  # how often deadlines are checked, at the most
 _FIRST_BYTE: Final = "the first byte of a request"
 _HEAD: Final = "the request head"
 _BODY: Final = "the request body"
-_LINGER_SECONDS: Final = 1.0
-_LINGER_BYTES: Final = 1024 * 1024
+_LINGER_SECONDS: Final = 2.0
+"""After an answer that closes (413, say), how long what the client still sends is read
+and dropped, so that closing does not reset the connection under its unread answer."""
+_LINGER_BYTES: Final = 64 * 1024 * 1024
+"""The most dropped so: a client sending more than this is cut off (with its answer)."""
 _JSON: Final = (b"content-type", b"application/json")
 _CLOSE: Final = (b"connection", b"close")
 _SSE_HEADERS: Final = [

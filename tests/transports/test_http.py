@@ -11,6 +11,7 @@ import base64
 import importlib.util
 import json
 import logging
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -916,3 +917,26 @@ async def test_a_full_server_answers_503_with_retry_after() -> None:
         assert error["code"] == -32603 and "limit of 1" in error["message"]
         assert 85_000 <= error["data"]["retryAfterMs"] <= 90_000
         assert int(refused.headers["retry-after"]) == -(-error["data"]["retryAfterMs"] // 1000)
+
+
+async def test_a_client_that_writes_its_whole_oversize_body_first_still_reads_the_413() -> None:
+    """RFC 9112 9.6: answering 413 before the body is read, the server half-closes and
+    drains what the client still sends for a bounded time, so a client that writes all of
+    an 8 MiB body before it reads gets the 413, not a reset connection."""
+    async with serving(JOBS.server, max_body_bytes=1_000_000) as bound:
+
+        def post_everything_then_read() -> bytes:
+            body = b" " * (8 * 1024 * 1024)
+            head = (
+                "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"Accept: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            with socket.create_connection(("127.0.0.1", bound), timeout=10) as sock:
+                sock.sendall(head + body)
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+                return answer
+
+        answer = await trio.to_thread.run_sync(post_everything_then_read)
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
