@@ -67,6 +67,8 @@ _TICK_SECONDS: Final = 0.1  # how often deadlines are checked, at the most
 _FIRST_BYTE: Final = "the first byte of a request"
 _HEAD: Final = "the request head"
 _BODY: Final = "the request body"
+_MAX_CHUNK_SIZE: Final = 2**63 - 1
+"""A chunk declared larger than any length HTTP implementations hold is malformed (400)."""
 _LINGER_SECONDS: Final = 2.0
 """After an answer that closes (413, say), how long what the client still sends is read
 and dropped, so that closing does not reset the connection under its unread answer."""
@@ -288,14 +290,34 @@ class _Connection:
             raise Refusal(431, f"Request head too large: {size} bytes, at most {limit}")
         return event
 
-    async def _next_event(self, what: str, deadline: float) -> h11.Event:
-        """The next event h11 parses, reading more until `deadline` if it needs to."""
+    async def _next_event(
+        self, what: str, deadline: float, *, body_so_far: int | None = None
+    ) -> h11.Event:
+        """The next event h11 parses, reading more until `deadline` if it needs to. Reading
+        a body (`body_so_far` bytes of it in), a chunk declared too large for the limit is
+        refused before any more of it is waited for."""
         while True:
             event = self.h11.next_event()
             if not isinstance(event, type):
                 return event
             assert event is h11.NEED_DATA, "h11 paused: the pump read past its request"
+            if body_so_far is not None:
+                self._check_declared_chunk(body_so_far)
             await self._receive(what, deadline)
+
+    def _check_declared_chunk(self, body_so_far: int) -> None:
+        # h11 keeps the size of the chunk it is reading to itself; without it (another h11)
+        # the body is still counted as it arrives.
+        pending = getattr(getattr(self.h11, "_reader", None), "_bytes_in_chunk", 0)
+        if not isinstance(pending, int) or not pending:
+            return
+        if pending > _MAX_CHUNK_SIZE:
+            raise Refusal(400, f"Invalid chunk size: {pending} bytes overflows what HTTP carries")
+        limit = self.config.max_body_bytes
+        if body_so_far + pending > limit:
+            raise Refusal(
+                413, f"Request body too large: a chunk of {pending} bytes, at most {limit} in all"
+            )
 
     async def _receive(self, what: str, deadline: float) -> None:
         """Feed h11 the next bytes; waiting past `deadline` cancels `_scope` (a timeout)."""
@@ -346,7 +368,7 @@ class _Connection:
         chunks: list[bytes] = []
         size = 0
         while True:
-            event = await self._next_event(_BODY, deadline)
+            event = await self._next_event(_BODY, deadline, body_so_far=size)
             if isinstance(event, h11.EndOfMessage):
                 return b"".join(chunks)
             assert isinstance(event, h11.Data), event

@@ -940,3 +940,30 @@ async def test_a_client_that_writes_its_whole_oversize_body_first_still_reads_th
 
         answer = await trio.to_thread.run_sync(post_everything_then_read)
     assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
+
+
+@pytest.mark.parametrize(
+    ("chunk_size", "status", "words"),
+    [
+        (b"FFFFFFFFFFFFFFFFFFFF", 400, "Invalid chunk size"),  # 20 hex digits: 2**80
+        (b"200000", 413, "a chunk of 2097152 bytes"),  # 2 MiB, over a 1 MB limit
+    ],
+)
+async def test_a_chunk_too_large_is_refused_at_once(
+    chunk_size: bytes, status: int, words: str
+) -> None:
+    """The chunk-size line alone says the body cannot fit: refused as it arrives, not
+    after `body_timeout_seconds` of waiting for a body nobody will send."""
+    async with serving(JOBS.server, max_body_bytes=1_000_000, body_timeout_seconds=30) as bound:
+        stream = await trio.open_tcp_stream("127.0.0.1", bound)
+        head = (
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        await stream.send_all(head + chunk_size + b"\r\n")
+        client = HttpClient(stream)
+        client.h11.send(h11.Request(method="POST", target="/mcp", headers=[("host", "x")]))
+        with trio.fail_after(5):  # well inside the 30 s body timeout
+            response = await client.response()
+        await stream.aclose()
+    assert_refused(response, status, words)
