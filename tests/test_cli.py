@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -387,3 +388,51 @@ async def test_task_limit_flags_reach_the_tasks_the_server_creates() -> None:
         child.process.send_signal(signal.SIGTERM)
         code, _, errors = await child.finish()
     assert code == 0 and "Traceback" not in errors
+
+
+# --- out of file descriptors (issue 15, point 15) ----------------------------------------------
+
+
+def _few_descriptors() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+
+
+async def test_out_of_descriptors_the_server_backs_off_says_so_once_and_recovers() -> None:
+    command = cli("serve", "examples/jobs.py", "--http", "127.0.0.1:0")
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    run = partial(
+        trio.run_process, command, check=False, cwd=ROOT, preexec_fn=_few_descriptors, **pipes
+    )
+    async with trio.open_nursery() as nursery:
+        process = await nursery.start(run)
+        child = Child(process)
+        try:
+            found = await child.stderr_line(r"on http://127\.0\.0\.1:(\d+)/mcp")
+            port = int(found.group(1))
+            clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(80)]
+            await child.stderr_line("cannot accept connections")  # it ran out
+            await trio.sleep(1.5)  # a server that retried every 0.1 s would log ~15 times
+            for client in clients:
+                client.close()
+            body = request("tools/call", {"name": "greet", "arguments": {"name": "x"}}, caps={})
+            headers = {
+                "content-type": "application/json",
+                "accept": "application/json",
+                "mcp-protocol-version": "2026-07-28",
+                "mcp-method": "tools/call",
+                "mcp-name": "greet",
+            }
+            post = urllib.request.Request(
+                f"http://127.0.0.1:{port}/mcp", data=body, headers=headers
+            )
+            with trio.fail_after(20):  # served again once descriptors are free
+                reply = await trio.to_thread.run_sync(lambda: urllib.request.urlopen(post).read())
+            assert json.loads(reply)["result"]["content"][0]["text"] == "Hello, x!"
+            process.send_signal(signal.SIGTERM)
+            code, _, errors = await child.finish()
+        finally:
+            if process.returncode is None:
+                process.kill()
+    assert code == 0
+    assert errors.count("cannot accept connections") == 1, errors
+    assert "Traceback" not in errors

@@ -35,10 +35,11 @@ cancellation, so only the drain deadline reaches them.
 from __future__ import annotations
 
 import contextlib
+import errno
 import http
 import logging
 import math
-from functools import partial
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import h11
@@ -67,6 +68,10 @@ _TICK_SECONDS: Final = 0.1  # how often deadlines are checked, at the most
 _FIRST_BYTE: Final = "the first byte of a request"
 _HEAD: Final = "the request head"
 _BODY: Final = "the request body"
+_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_ACCEPT_BACKOFF_SECONDS: Final = 0.01
+_ACCEPT_BACKOFF_MAX_SECONDS: Final = 1.0
+_ACCEPT_LOG_SECONDS: Final = 10.0
 _MAX_CHUNK_SIZE: Final = 2**63 - 1
 """A chunk declared larger than any length HTTP implementations hold is malformed (400)."""
 _LINGER_SECONDS: Final = 2.0
@@ -104,8 +109,8 @@ async def serve_http(
     serving = _Serving(server, config, loopback=all(is_loopback(a[0]) for a in addresses))
     async with trio.open_nursery() as nursery:
         connections = await nursery.start(serving.hold_connections)
-        serve = partial(trio.serve_listeners, handler_nursery=connections)
-        await nursery.start(serve, serving.serve_connection, listeners)
+        for listener in listeners:
+            nursery.start_soon(_accept, listener, serving.serve_connection, connections)
         bound: int = addresses[0][1]
         logger.info("Streamable HTTP on %s port %d, endpoint %s", host, bound, config.endpoint)
         task_status.started(bound)
@@ -113,6 +118,47 @@ async def serve_http(
             await trio.sleep_forever()
         finally:
             serving.start_drain()
+
+
+async def _accept(
+    listener: trio.SocketListener,
+    serve: Callable[[trio.SocketStream], Awaitable[None]],
+    connections: trio.Nursery,
+) -> None:
+    """Accept connections for as long as `serve_http` runs. Out of file descriptors (or
+    memory), it waits and tries again, longer each time up to a second, and says so once
+    per `_ACCEPT_LOG_SECONDS`: not a traceback ten times a second."""
+    async with listener:  # closed when serving stops: no new connection is taken
+        await _accept_until_cancelled(listener, serve, connections)
+
+
+async def _accept_until_cancelled(
+    listener: trio.SocketListener,
+    serve: Callable[[trio.SocketStream], Awaitable[None]],
+    connections: trio.Nursery,
+) -> None:
+    backoff = _ACCEPT_BACKOFF_SECONDS
+    logged_at = -math.inf
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as error:
+            if error.errno not in _OUT_OF_RESOURCES:
+                raise
+            now = trio.current_time()
+            if now - logged_at >= _ACCEPT_LOG_SECONDS:
+                logged_at = now
+                logger.warning(
+                    "cannot accept connections: %s; new ones wait (trying again every %g s "
+                    "at most; raise the open-file limit, or serve fewer connections)",
+                    error.strerror or error,
+                    _ACCEPT_BACKOFF_MAX_SECONDS,
+                )
+            await trio.sleep(backoff)
+            backoff = min(2 * backoff, _ACCEPT_BACKOFF_MAX_SECONDS)
+            continue
+        backoff = _ACCEPT_BACKOFF_SECONDS
+        connections.start_soon(serve, stream)
 
 
 class _Serving:
