@@ -29,8 +29,6 @@ from .core import (
 
 _Answer = TypeVar("_Answer", ElicitResult, CreateMessageResult, ListRootsResult)
 
-LOG_LEVELS: tuple[LoggingLevel, ...] = typing.get_args(LoggingLevel)
-
 
 async def _no_log(level: LoggingLevel, data: Any, logger: str | None) -> None:
     """Log messages for a request that did not ask for them go nowhere."""
