@@ -32,13 +32,9 @@ from ._wire import (
 )
 
 
-class ToolCall(Struct, frozen=True, kw_only=True):
-    """A `tools/call` the shell must run the tool handler for."""
+class _HandlerCall(Struct, frozen=True, kw_only=True):
+    """What every call that may run input rounds carries to its handler."""
 
-    request_id: RequestId | None
-    """The `tools/call` being answered; None for a run inside a task after its creation."""
-    tool_name: str
-    arguments: Raw | None
     meta: RequestMeta
     principal: str | None = None
     """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
@@ -47,34 +43,34 @@ class ToolCall(Struct, frozen=True, kw_only=True):
     rounds before the task existed, then (inside a task) the task's own, which win."""
     handler_state: str | None = None
     """What the handler asked to carry to its next round, returned untouched."""
+
+    @property
+    def client_capabilities(self) -> ClientCapabilities:
+        return self.meta.client_capabilities
+
+
+class ToolCall(_HandlerCall, frozen=True, kw_only=True):
+    """A `tools/call` the shell must run the tool handler for."""
+
+    request_id: RequestId | None
+    """The `tools/call` being answered; None for a run inside a task after its creation."""
+    tool_name: str
+    arguments: Raw | None
     in_task: bool = False
     """True when the handler should do the work: inside task `task_id`, or in place when
     the client cannot hold a task (task_id is then None)."""
     task_id: str | None = None
 
-    @property
-    def client_capabilities(self) -> ClientCapabilities:
-        return self.meta.client_capabilities
 
-
-class PromptCall(Struct, frozen=True, kw_only=True):
+class PromptCall(_HandlerCall, frozen=True, kw_only=True):
     """A `prompts/get` the shell must run the prompt handler for."""
 
     request_id: RequestId
     prompt_name: str
     arguments: dict[str, str]
-    meta: RequestMeta
-    principal: str | None = None
-    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
-    input_responses: dict[str, Raw]
-    handler_state: str | None = None
-
-    @property
-    def client_capabilities(self) -> ClientCapabilities:
-        return self.meta.client_capabilities
 
 
-class ResourceRead(Struct, frozen=True, kw_only=True):
+class ResourceRead(_HandlerCall, frozen=True, kw_only=True):
     """A `resources/read` of a registered resource, or of a uri one template fits."""
 
     request_id: RequestId
@@ -83,15 +79,6 @@ class ResourceRead(Struct, frozen=True, kw_only=True):
     """The uri template that matched; None for a resource registered with its uri."""
     variables: dict[str, str]
     """The template's variables as read from `uri` (empty for a fixed resource)."""
-    meta: RequestMeta
-    principal: str | None = None
-    """Who sent the request (the HTTP authenticator's answer), or None: nobody known."""
-    input_responses: dict[str, Raw]
-    handler_state: str | None = None
-
-    @property
-    def client_capabilities(self) -> ClientCapabilities:
-        return self.meta.client_capabilities
 
 
 class CompletionCall(Struct, frozen=True, kw_only=True):
