@@ -15,10 +15,18 @@ both came in one read.
 One writer task owns stdout. Messages queued while it writes, or in the same scheduler round,
 go out in its next `send_all`, each a whole line (message + newline): replies and progress
 notifications never interleave, and a burst of answers costs one system call. Each sender
-waits until its line is written, so a client that stops reading holds up the requests, not
-the server's memory. Nothing else is written there: logs go to stderr through `logging`,
-and when this module owns the process's stdout it also points `sys.stdout` at stderr, so a
-stray `print()` in a tool cannot corrupt the stream.
+waits until its line is written. Nothing else is written there: logs go to stderr through
+`logging`, and when this module owns the process's stdout it also points `sys.stdout` at
+stderr, so a stray `print()` in a tool cannot corrupt the stream.
+
+Back-pressure: the pump starts a request only while fewer than `MAX_REQUESTS_IN_FLIGHT` are
+in flight (a request is in flight until its reply is written) and fewer than
+`MAX_BYTES_IN_FLIGHT` are held (their lines, and the messages waiting for stdout); otherwise
+it stops reading stdin until a request ends or a write goes out. So a client that never
+reads stdout gets its stdin left unread once the bound is reached, and the server stays
+the size it was; every request that was read is still answered when the client reads. A
+notification finds a little more room (`_ROOM_FOR_NOTIFICATIONS`), so that a
+`notifications/cancelled` still gets in when the requests in flight fill theirs.
 
 A line longer than `max_line_bytes` is never held whole: as soon as the partial line passes
 the limit the client gets a JSON-RPC -32600 error (without an id, since the id is somewhere
@@ -52,6 +60,18 @@ __all__ = ["DEFAULT_MAX_LINE_BYTES", "serve_stdio"]
 logger = logging.getLogger("mcp_tasks.transports.stdio")
 
 DEFAULT_MAX_LINE_BYTES: Final = 4 * 1024 * 1024
+MAX_REQUESTS_IN_FLIGHT: Final = 256
+"""Requests from the stdio client handled at once, each until its reply is written (a
+`subscriptions/listen` stream until it ends). With this many, the pump reads no more of
+stdin until one of them ends."""
+MAX_BYTES_IN_FLIGHT: Final = 8 * 1024 * 1024
+"""Bytes held for the stdio client: the lines of its requests in flight and the messages
+waiting to be written to stdout. Past it, the pump reads no more of stdin until writes go
+out: a client that does not read its replies stops being read, instead of growing the
+server. (A request may still overshoot it by its own line and messages.)"""
+_ROOM_FOR_NOTIFICATIONS: Final = 32
+"""How many more than `MAX_REQUESTS_IN_FLIGHT` may be in flight when the line is a
+notification: a `notifications/cancelled` is how a client frees room, so it must get in."""
 _RECEIVE_BYTES: Final = 65536
 _JSON_WHITESPACE: Final = b" \t\r"
 _NOTIFICATION: Final = b'"notifications/'
@@ -185,18 +205,22 @@ class _Writer:
 
 
 class _Session:
-    """One stdio client: its requests in flight."""
+    """One stdio client: its requests in flight, and what they hold."""
 
     def __init__(
         self,
         server: MessageHandler,
-        send: Callable[[bytes], Awaitable[None]],
+        write: Callable[[bytes], Awaitable[None]],
         nursery: trio.Nursery,
         max_line_bytes: int,
     ) -> None:
         self._server = server
-        self._send = send
+        self._write = write
         self._nursery = nursery
+        self._in_flight = 0
+        self._bytes_in_flight = 0
+        """The lines of the requests in flight and the messages waiting for stdout."""
+        self._room: trio.Event | None = None
         self._connection = Connection()
         self._max_line_bytes = max_line_bytes
         self._not_begun = 0
@@ -222,12 +246,58 @@ class _Session:
     async def _dispatch(self, line: bytes | _Skipped) -> None:
         if line is LINE_TOO_LONG:
             logger.warning("skipped a line longer than %d bytes", self._max_line_bytes)
-            self._nursery.start_soon(self._send, self._too_long)
+            await self._wait_for_room(MAX_REQUESTS_IN_FLIGHT)
+            self._start(self._send, self._too_long)
         elif isinstance(line, bytes) and line.strip(_JSON_WHITESPACE):
+            most_in_flight = MAX_REQUESTS_IN_FLIGHT
             if _NOTIFICATION in line:  # it may name a request read before it
                 await self._requests_begun()
+                most_in_flight += _ROOM_FOR_NOTIFICATIONS
+            await self._wait_for_room(most_in_flight)
             self._not_begun += 1
-            self._nursery.start_soon(self._answer, line)
+            self._start(self._answer, line)
+
+    async def _wait_for_room(self, most_in_flight: int) -> None:
+        """Wait, reading nothing more, while `most_in_flight` requests are in flight or
+        `MAX_BYTES_IN_FLIGHT` are held (the client is not reading, or is slow to)."""
+        if self._has_room(most_in_flight):
+            return
+        logger.debug(
+            "%d requests in flight, %d bytes held: reading stdin paused until replies go out",
+            self._in_flight,
+            self._bytes_in_flight,
+        )
+        while not self._has_room(most_in_flight):
+            self._room = trio.Event()
+            await self._room.wait()
+
+    def _has_room(self, most_in_flight: int) -> bool:
+        return self._in_flight < most_in_flight and self._bytes_in_flight < MAX_BYTES_IN_FLIGHT
+
+    def _start(self, work: Callable[[bytes], Awaitable[None]], line: bytes) -> None:
+        self._in_flight += 1
+        self._bytes_in_flight += len(line)
+        self._nursery.start_soon(self._run_in_flight, work, line)
+
+    async def _run_in_flight(self, work: Callable[[bytes], Awaitable[None]], line: bytes) -> None:
+        try:
+            await work(line)
+        finally:
+            self._in_flight -= 1
+            self._release(len(line))
+
+    async def _send(self, body: bytes) -> None:
+        """Write one message (the `notify` of every request), counting it while it waits."""
+        self._bytes_in_flight += len(body)
+        try:
+            await self._write(body)
+        finally:
+            self._release(len(body))
+
+    def _release(self, size: int) -> None:
+        self._bytes_in_flight -= size
+        if self._room is not None:
+            self._room.set()
 
     async def _requests_begun(self) -> None:
         """Wait until every request started so far has entered `handle` (which registers a
