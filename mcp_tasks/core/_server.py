@@ -22,6 +22,7 @@ fetch or run before the core can go on):
     set_status_message / task_progress      -> Step (SaveTask)
     progress / log (meta, ...)              -> Step (Notify, if the request asked)
     task_orphaned(record, now)              -> Step (fail it, or run it again)
+    task_outcome_lost(record, waited, now)  -> Step (fail it: the store lost its outcome)
     expire_task(record, now)                -> Step (CancelTask + DeleteTask, or WakeAt)
 
 Incoming requests are checked in the order the conformance suite expects (`_envelope`);
@@ -385,6 +386,11 @@ class ServerCore:
         restart, a crash, a lease that lapsed). A resumable tool runs again from the start,
         keeping the answers it was given; any other task fails, saying why."""
         return self._tasks.orphaned(record, now)
+
+    def task_outcome_lost(self, record: TaskRecord | None, waited: float, now: float) -> Step:
+        """The handler running `record` finished, but the store could not take its outcome
+        for `waited` seconds: the task fails with an error that says so."""
+        return self._tasks.outcome_lost(record, waited, now)
 
     def task_resumed(self, record: TaskRecord | None) -> ResumeTask | None:
         """What resumes `record`'s handler with every answer it has (its answers came in

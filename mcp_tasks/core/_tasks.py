@@ -43,10 +43,16 @@ from ._state import INITIAL_STATUS, TaskEvent, TaskStatus, can_happen, next_stat
 
 RELATED_TASK_META: Final = "io.modelcontextprotocol/related-task"
 ORPHANED_MESSAGE: Final = (
-    "The server restarted before the task finished: the process running it stopped, "
-    "and its work is lost"
+    "The process running the task stopped before the task finished (a restart, a crash, "
+    "or the task store out of its reach for longer than its lease), and its work is lost"
 )
-RESTARTED_MESSAGE: Final = "Running again from the start: the server restarted before it finished"
+RESTARTED_MESSAGE: Final = (
+    "Running again from the start: the process running it stopped before it finished"
+)
+OUTCOME_LOST_MESSAGE: Final = (
+    "The task's handler finished, but its outcome was lost: the task store could not be "
+    "reached for {seconds:g} s afterwards"
+)
 INPUT_KEY_PREFIX: Final = "input-"
 """Keys of the questions a handler asks in place (`ctx.elicit`): input-1, input-2, ..."""
 
@@ -368,6 +374,18 @@ class Tasks:
             return Step(effects=(save(restarted, record.version), start))
         error = w.ErrorObject(code=INTERNAL_ERROR, message=ORPHANED_MESSAGE)
         failed = _finish(record, TaskEvent.ORPHAN, now, error=error, status_message=error.message)
+        return Step(effects=(save(failed, record.version),))
+
+    def outcome_lost(self, record: TaskRecord | None, waited: float, now: float) -> Step:
+        """The handler running `record` finished, but its outcome could not be saved for
+        `waited` seconds and was dropped: the task fails, saying so."""
+        if record is None or record.status.is_terminal:
+            return Step()
+        if record.is_expired(now):
+            return self.expire(record, now)
+        message = OUTCOME_LOST_MESSAGE.format(seconds=waited)
+        error = w.ErrorObject(code=INTERNAL_ERROR, message=message)
+        failed = _finish(record, TaskEvent.ORPHAN, now, error=error, status_message=message)
         return Step(effects=(save(failed, record.version),))
 
     def resumed(self, record: TaskRecord | None) -> ResumeTask | None:

@@ -70,6 +70,8 @@ class Background:
             try:
                 await loop(task_status=once)
                 return
+            except StoreUnavailable as error:  # an outage: one line, not a traceback
+                logger.warning("%s: %s; starting it again", loop.__name__, error)
             except Exception:
                 logger.exception("%s failed; starting it again", loop.__name__)
             once.started()  # serve on without it meanwhile
@@ -110,9 +112,13 @@ class Background:
         task_status.started()
         while True:
             await trio.sleep(server.lease_seconds / 3)
-            if server.runner.running:
-                await server.store.renew(list(server.runner.running), server.lease_until())
-            await self.reap_lapsed()
+            try:
+                held = server.runner.held
+                if held:
+                    await server.store.renew(held, server.lease_until())
+                await self.reap_lapsed()
+            except StoreUnavailable as error:  # the leases are renewed when it is back
+                logger.warning("leases not renewed: %s", error)
 
     async def reap_lapsed(self) -> None:
         """Take over every task whose lease lapsed (its process stopped), in batches of
@@ -123,16 +129,23 @@ class Background:
         while True:
             lapsed = await server.store.lapsed(now, REAP_BATCH)
             fresh = [task_id for task_id in lapsed if task_id not in seen]
+            held = set(server.runner.held)
             for task_id in fresh:
+                if task_id in held:
+                    # Its lease lapsed while this process could not reach the store: the
+                    # handler (or its outcome's save) is still here, so keep it.
+                    await server.store.claim(task_id, server.lease_until())
+                    continue
                 logger.debug("task %r: the process running it stopped; taking it over", task_id)
                 decide = functools.partial(self._core.task_orphaned, now=now)
                 await server.interpreter.transition(task_id, decide)
             seen.update(fresh)
             if len(lapsed) < REAP_BATCH or not fresh:
                 break
-        if seen:
+        taken = seen - set(server.runner.held)
+        if taken:
             logger.warning(
-                "took over %d task(s) whose process stopped before they ended", len(seen)
+                "took over %d task(s) whose process stopped before they ended", len(taken)
             )
 
     async def _signal_loop(

@@ -140,13 +140,13 @@ class Server(Registry):
 
     async def _wind_down(self) -> None:
         runner = self.runner
-        if runner.running:
+        if not runner.idle:  # handlers running, or outcomes being saved
             runner.all_ended = trio.Event()
             # Shielded: leaving by cancellation (Ctrl-C) still grants the grace period.
             with trio.move_on_after(self.shutdown_grace_seconds) as grace:
                 grace.shield = True
                 await runner.all_ended.wait()
-        unfinished = list(runner.running)
+        unfinished = runner.held
         for task_id in unfinished:
             runner.cancel(task_id)
         if unfinished and self.store.shared:

@@ -11,6 +11,7 @@ travel as `Signal`s.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -26,6 +27,7 @@ from ..core import (
     LocalProtocolError,
     ResumeTask,
     StartTask,
+    Step,
     TaskRecord,
     TaskStatus,
     ToolOutcome,
@@ -40,7 +42,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_tasks.server")
 
 STORE_RETRY_SECONDS: Final = 60.0
-"""How long a finished handler's outcome waits for an unavailable store before it is lost."""
+"""How long a finished handler's outcome waits for an unavailable store before it is
+dropped (the task then fails, saying its outcome was lost)."""
+FIRST_RETRY_SECONDS: Final = 0.05
+LAST_RETRY_SECONDS: Final = 2.0
+"""Waits between tries to save while the store is unavailable: doubling from the first to
+the last, which is kept, so a store that is back is written to within about that long."""
 
 
 @dataclass
@@ -54,6 +61,8 @@ class RunningTask:
     asking: trio.Event | None = None
     """The event of the question being asked in place now (`AwaitAnswer` files it)."""
     asked: list[str] = field(default_factory=list)
+    outcome: ToolOutcome | None = None
+    """What the handler returned, until it is saved (or dropped, the store out of reach)."""
 
 
 class TaskRunner:
@@ -61,6 +70,10 @@ class TaskRunner:
         self._server = server
         self._core = server.core
         self.running: dict[str, RunningTask] = {}
+        self.finishing: set[str] = set()
+        """Tasks whose handler ended here and whose outcome is being saved: this process
+        still holds their lease (renewed, never taken over by itself) until it is."""
+        self.outcome_retry_seconds = STORE_RETRY_SECONDS
         self.nursery: trio.Nursery | None = None
         self.all_ended: trio.Event | None = None
 
@@ -75,6 +88,15 @@ class TaskRunner:
         running = RunningTask(scope=trio.CancelScope(shield=True), record=created)
         self.running[start.task_id] = running
         self.nursery.start_soon(self._run, start, running)
+
+    @property
+    def held(self) -> list[str]:
+        """The tasks whose lease this process holds: handlers running, outcomes saving."""
+        return [*self.running, *self.finishing]
+
+    @property
+    def idle(self) -> bool:
+        return not self.running and not self.finishing
 
     def saved(self, record: TaskRecord) -> None:
         running = self.running.get(record.task_id)
@@ -149,43 +171,82 @@ class TaskRunner:
                 entry: ToolEntry | None = start.handler
                 if entry is None:  # removed while the task waited
                     gone = LocalProtocolError(f"Tool {call.tool_name!r} is no longer registered")
-                    outcome: ToolOutcome = failure_outcome(gone, f"Tool {call.tool_name!r}")
+                    running.outcome = failure_outcome(gone, f"Tool {call.tool_name!r}")
                 else:
-                    outcome = await invoke_tool(entry, call, context)
+                    running.outcome = await invoke_tool(entry, call, context)
+            # Cancelled, failed or expired: the record says so already (a terminal save
+            # drops the lease), or is gone with its lease. Shut down: the lease stays, so
+            # the task is taken over (or failed) as one left unfinished.
+            if running.outcome is not None and not running.scope.cancelled_caught:
+                self.finishing.add(task_id)
         finally:
             if self.running.get(task_id) is running:
                 del self.running[task_id]
-            if not self.running and self.all_ended is not None:
-                self.all_ended.set()
-        if running.scope.cancelled_caught:
-            # Cancelled, failed or expired: the record says so already (a terminal save drops
-            # the lease), or is gone with its lease. Shut down: the lease stays, so the task
-            # is taken over (or failed) as one left unfinished.
+            self._note_ended()
+        if task_id not in self.finishing:
             return
+        try:
+            await self._save_outcome(task_id, running)
+        finally:
+            self.finishing.discard(task_id)
+            self._note_ended()
+
+    def _note_ended(self) -> None:
+        if self.idle and self.all_ended is not None:
+            self.all_ended.set()
+
+    async def _save_outcome(self, task_id: str, running: RunningTask) -> None:
+        """Save what the handler returned, through a store outage of up to
+        `outcome_retry_seconds`; past that the outcome is dropped and the task fails with an
+        error that says so (saved as soon as the store is back)."""
         now = self._server.now()
-        interpreter = self._server.interpreter
+        transition = self._server.interpreter.transition
+
+        def returned(record: TaskRecord | None) -> Step:
+            assert running.outcome is not None  # held by `running` alone: it may be dropped
+            return self._core.task_returned(record, running.outcome, now)
+
+        saved = await self._keep_trying(
+            f"task {task_id!r}: saving its outcome",
+            lambda: transition(task_id, returned, running.record),
+            self.outcome_retry_seconds,
+        )
+        if saved:
+            return
+        waited = self.outcome_retry_seconds
+        logger.error(
+            "task %r: the store stayed unavailable for %g s; its outcome is dropped and the "
+            "task fails saying so once the store is back",
+            task_id,
+            waited,
+        )
+        running.outcome = None  # what may be large goes; the failure to save is small
         await self._keep_trying(
-            f"saving the outcome of task {task_id!r}",
-            lambda: interpreter.transition(
+            f"task {task_id!r}: saving that its outcome was lost",
+            lambda: transition(
                 task_id,
-                lambda record: self._core.task_returned(record, outcome, now),
+                lambda record: self._core.task_outcome_lost(record, waited, self._server.now()),
                 running.record,
             ),
+            None,
         )
 
-    async def _keep_trying(self, what: str, attempt: Callable[[], Awaitable[Any]]) -> None:
-        """`attempt()` until the store takes it, for up to `STORE_RETRY_SECONDS`: a handler's
-        outcome must not be lost to a store's blip. Past that it is (the task is then taken
-        over as one whose process stopped, once its lease lapses)."""
-        with trio.move_on_after(STORE_RETRY_SECONDS):
+    async def _keep_trying(
+        self, what: str, attempt: Callable[[], Awaitable[Any]], seconds: float | None
+    ) -> bool:
+        """`attempt()` until the store takes it (True), waiting longer each time it is
+        unavailable, for up to `seconds` (None: as long as this process runs)."""
+        wait = FIRST_RETRY_SECONDS
+        with trio.move_on_after(float("inf") if seconds is None else seconds):
             while True:
                 try:
                     await attempt()
-                    return
+                    return True
                 except StoreUnavailable as error:
-                    logger.warning("%s: %s; trying again", what, error)
-                await trio.sleep(self._server.poll_seconds)
-        logger.error("%s: the store stayed unavailable; giving up", what)
+                    logger.warning("%s: %s; trying again in %.2g s", what, error, wait)
+                await trio.sleep(wait * random.uniform(0.8, 1.0))  # apart, not in step
+                wait = min(wait * 2, LAST_RETRY_SECONDS)
+        return False
 
     async def _set_status(self, task_id: str, message: str | None) -> None:
         now = self._server.now()

@@ -327,14 +327,15 @@ class _RedisSignals:
         pubsub = store._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         await store._run(lambda: pubsub.subscribe(store._channel))
         try:
-            yield _Messages(pubsub)
+            yield _Messages(store, pubsub)
         finally:
             with trio.CancelScope(shield=True):
                 await store._run(pubsub.close)
 
 
 class _Messages:
-    def __init__(self, pubsub: Any) -> None:
+    def __init__(self, store: RedisTaskStore, pubsub: Any) -> None:
+        self._store = store
         self._pubsub = pubsub
 
     def __aiter__(self) -> _Messages:
@@ -343,9 +344,10 @@ class _Messages:
     async def __anext__(self) -> Signal:
         while True:
             # Abandoned on cancel: the thread returns within its timeout, and nobody waits.
-            message = await trio.to_thread.run_sync(
-                lambda: self._pubsub.get_message(timeout=0.5), abandon_on_cancel=True
-            )
+            with self._store._reachable():  # Redis gone: the listener says so, and ends
+                message = await trio.to_thread.run_sync(
+                    lambda: self._pubsub.get_message(timeout=0.5), abandon_on_cancel=True
+                )
             if message is None or message.get("type") != "message":
                 continue
             try:

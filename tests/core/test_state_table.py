@@ -437,7 +437,7 @@ class TaskLifecycle(RuleBasedStateMachine):
             assert set(call.input_responses) == self.answered
         elif applied:
             assert record is not None and record.error is not None
-            assert "restarted before the task finished" in record.error.message
+            assert "stopped before the task finished" in record.error.message
         else:
             assert self.h.started == started
 

@@ -25,7 +25,7 @@ from mcp_tasks.core import CompletedTask, DetailedTask
 ROOT = Path(__file__).parent.parent.parent
 FIXTURE = "tests/store/fixture_server.py"
 SERVING = r"mcp-tasks: serving store-fixture 1\.0\.0 on (http://127\.0\.0\.1:\d+/mcp)"
-ORPHANED = "restarted before the task finished"
+ORPHANED = "stopped before the task finished"
 TIMEOUT = 20  # seconds any one wait may take, at most
 
 

@@ -1,0 +1,209 @@
+"""A store outage is not a restart: a real redis-server behind a TCP proxy the test cuts
+(every connection closed, new ones refused) and restores, on loopback.
+
+A handler that finishes while Redis is out of reach keeps its outcome and saves it once
+Redis is back, even when the outage outlasted its lease; past `outcome_retry_seconds` the
+outcome is dropped and the task fails with an error that says so, not "restarted".
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+import pytest
+import trio
+
+from mcp_tasks import START_TASK, CallToolResult, Server, TaskOptions, ToolContext, ToolOutcome
+from mcp_tasks.core import TaskRecord
+from mcp_tasks.store import RedisTaskStore
+
+from .test_store_runtime import running, wait_for
+
+LEASE_SECONDS = 0.6
+OUTAGE_SECONDS = 3 * LEASE_SECONDS
+"""How long Redis stays out of reach: several leases, so each one lapses meanwhile."""
+
+
+class CuttableProxy:
+    """Forwards loopback TCP connections to `target_port` until `cut()`, which closes them
+    all and refuses new ones until `restore()`."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self._nursery: trio.Nursery | None = None
+        self._up: trio.CancelScope | None = None
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(self._accept)
+            task_status.started()
+            await trio.sleep_forever()  # open for restore() after a cut
+
+    def cut(self) -> None:
+        assert self._up is not None
+        self._up.cancel()
+        self._up = None
+
+    async def restore(self) -> None:
+        assert self._nursery is not None and self._up is None
+        await self._nursery.start(self._accept)
+
+    async def _accept(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        with trio.CancelScope() as self._up:
+            (listener,) = await trio.open_tcp_listeners(self.port, host="127.0.0.1")
+            self.port = listener.socket.getsockname()[1]
+            async with listener, trio.open_nursery() as connections:
+                task_status.started()
+                while True:
+                    client = await listener.accept()
+                    connections.start_soon(self._forward, client)
+
+    async def _forward(self, client: trio.SocketStream) -> None:
+        try:
+            upstream = await trio.open_tcp_stream("127.0.0.1", self.target_port)
+        except OSError:
+            await client.aclose()
+            return
+        async with client, upstream, trio.open_nursery() as both:
+            both.start_soon(_pipe, client, upstream, both.cancel_scope)
+            both.start_soon(_pipe, upstream, client, both.cancel_scope)
+
+
+async def _pipe(source: trio.SocketStream, sink: trio.SocketStream, done: trio.CancelScope) -> None:
+    try:
+        while data := await source.receive_some(65536):
+            await sink.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    done.cancel()
+
+
+def _finishing_server(store: RedisTaskStore, release: trio.Event) -> Server:
+    server = Server(
+        "outage",
+        "1",
+        tasks=TaskOptions(ttl_ms=600_000),
+        store=store,
+        lease_seconds=LEASE_SECONDS,
+        shutdown_grace_seconds=0.5,
+    )
+
+    @server.tool(task_support="required")
+    async def finishes(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        await release.wait()
+        return CallToolResult.text("done")
+
+    return server
+
+
+async def _settled(store: RedisTaskStore, task_id: str) -> TaskRecord:
+    """The record once it ended, read straight from Redis (not through the proxy).."""
+    ended: list[TaskRecord] = []
+
+    async def check() -> None:
+        record = await store.get(task_id)
+        if record is not None and record.status.is_terminal:
+            ended.append(record)
+
+    with trio.fail_after(20):
+        while not ended:
+            await check()
+            await trio.sleep(0.02)
+    return ended[0]
+
+
+@pytest.fixture
+async def proxied(redis_url: str) -> Any:
+    port = int(redis_url.rsplit(":", 1)[1].split("/", maxsplit=1)[0])
+    proxy = CuttableProxy(port)
+    prefix = "outage" + secrets.token_hex(6)
+    direct = RedisTaskStore(redis_url, prefix=prefix)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(proxy.serve)
+        through = RedisTaskStore(f"redis://127.0.0.1:{proxy.port}/0", prefix=prefix)
+        try:
+            yield proxy, through, direct
+        finally:
+            await through.aclose()
+            await direct.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_an_outcome_finished_during_an_outage_is_saved_when_the_store_is_back(
+    proxied: tuple[CuttableProxy, RedisTaskStore, RedisTaskStore],
+) -> None:
+    proxy, through, direct = proxied
+    release = trio.Event()
+    server = _finishing_server(through, release)
+    async with running(server) as (client,):
+        task_id = await client.start("finishes")
+        proxy.cut()
+        release.set()
+        await wait_for(lambda: task_id not in server.runner.running)  # it returned
+        await trio.sleep(OUTAGE_SECONDS)  # the outage: every lease lapses meanwhile
+        await proxy.restore()
+        record = await _settled(direct, task_id)
+    assert record.status.value == "completed", record.error
+    assert record.result is not None and b'"done"' in bytes(record.result)
+
+
+async def test_an_outcome_lost_to_a_long_outage_fails_the_task_saying_so(
+    proxied: tuple[CuttableProxy, RedisTaskStore, RedisTaskStore],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    proxy, through, direct = proxied
+    release = trio.Event()
+    server = _finishing_server(through, release)
+    server.runner.outcome_retry_seconds = 0.5
+    caplog.set_level(logging.WARNING, logger="mcp_tasks.server")
+    async with running(server) as (client,):
+        task_id = await client.start("finishes")
+        proxy.cut()
+        release.set()
+        await wait_for(lambda: task_id not in server.runner.running)  # it returned
+        await trio.sleep(OUTAGE_SECONDS)  # longer than the outcome is kept
+        await proxy.restore()
+        record = await _settled(direct, task_id)
+    assert record.status.value == "failed"
+    assert record.error is not None
+    assert record.error.message == (
+        "The task's handler finished, but its outcome was lost: the task store could not "
+        "be reached for 0.5 s afterwards"
+    )
+    assert "restarted" not in record.error.message
+    assert "its outcome is dropped" in caplog.text
+
+
+async def test_a_handler_running_through_an_outage_keeps_its_task(
+    proxied: tuple[CuttableProxy, RedisTaskStore, RedisTaskStore],
+) -> None:
+    proxy, through, direct = proxied
+    release = trio.Event()
+    server = _finishing_server(through, release)
+    async with running(server) as (client,):
+        task_id = await client.start("finishes")
+        proxy.cut()
+        await trio.sleep(OUTAGE_SECONDS)  # its lease lapses: no renewal reaches Redis
+        await proxy.restore()
+        # Back, the process claims its own lapsed lease again instead of failing the task.
+        holders: list[str | None] = []
+
+        async def held_again() -> None:
+            holders.append(await direct.lease_holder(task_id, server.now()))
+
+        with trio.fail_after(10):
+            while holders[-1:] != [through.origin]:
+                await held_again()
+                await trio.sleep(0.02)
+        assert (await direct.get(task_id)).status.value == "working"  # type: ignore[union-attr]
+        release.set()
+        record = await _settled(direct, task_id)
+    assert record.status.value == "completed", record.error
