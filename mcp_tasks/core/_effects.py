@@ -46,6 +46,8 @@ class TaskLimits(Struct, frozen=True, kw_only=True):
     """Records the store may hold at once; one more raises `StoreFull`."""
     max_active_per_principal: int | None = None
     """Active records one principal may have at once (None: no such limit)."""
+    max_stored_per_principal: int | None = None
+    """Records, finished ones too, one principal may have stored (None: no such limit)."""
 
 
 class SaveTask(Struct, frozen=True, kw_only=True):

@@ -30,6 +30,13 @@ class TaskOptions(Struct, frozen=True, kw_only=True):
     """Unfinished tasks (`working`, `input_required`) one principal may have at once; one
     more is -32603. None: no such limit. Without an authenticator every caller is the same
     nobody, and this caps unfinished tasks overall."""
+    principal_share: float | None = 0.25
+    """The part of `max_tasks` one principal's stored tasks may take, finished ones too
+    (they count until they expire): one more is -32603, retryable (HTTP 429 with
+    `Retry-After`, when its first stored task expires). With 0.25 (the default) and 1024,
+    a caller holds at most 256, so no one caller can fill the server. None: no share.
+    Only callers with a principal (an authenticator is set) are held to it: without one,
+    every caller is the same nobody."""
     min_poll_fraction: float | None = None
     """Refuse a `tasks/get` of a task that comes sooner than this fraction of its advised
     `pollIntervalMs` after the same principal's previous one (HTTP 429 with `Retry-After`;
@@ -45,8 +52,18 @@ class TaskOptions(Struct, frozen=True, kw_only=True):
             raise ValueError("max_tasks must not be negative")
         if self.max_active_per_principal is not None and self.max_active_per_principal < 1:
             raise ValueError("max_active_per_principal must be at least 1, or None")
+        if self.principal_share is not None and not 0 < self.principal_share <= 1:
+            raise ValueError("principal_share must be in (0, 1], or None")
         if self.min_poll_fraction is not None and not 0 < self.min_poll_fraction <= 1:
             raise ValueError("min_poll_fraction must be in (0, 1], or None")
+
+    @property
+    def max_stored_per_principal(self) -> int | None:
+        """How many stored tasks one principal may have: `principal_share` of `max_tasks`,
+        at least one (None: no share)."""
+        if self.principal_share is None:
+            return None
+        return max(1, int(self.max_tasks * self.principal_share))
 
 
 class ServerOptions(Struct, frozen=True, kw_only=True):

@@ -313,13 +313,19 @@ class ServerCore:
         per_principal: bool,
         next_expiry_at: float | None = None,
         now: float | None = None,
+        stored: bool = False,
     ) -> Step:
         """The store refused the task `tool_returned` created: it holds its limit of tasks
         (retryable: the reply says to come back when the next stored task expires, at
-        `next_expiry_at`) or, `per_principal`, of this caller's unfinished tasks."""
+        `next_expiry_at`) or, `per_principal`, of this caller's unfinished tasks, or
+        (`stored` too) of its stored tasks (retryable, `next_expiry_at` its first's expiry)."""
         assert call.request_id is not None
         return self._tasks.refused(
-            call.request_id, per_principal=per_principal, next_expiry_at=next_expiry_at, now=now
+            call.request_id,
+            per_principal=per_principal,
+            stored=stored,
+            next_expiry_at=next_expiry_at,
+            now=now,
         )
 
     def call_refused(self, need: Need) -> Step:

@@ -102,6 +102,10 @@ class Tasks:
         limits = TaskLimits(
             max_tasks=options.max_tasks,
             max_active_per_principal=options.max_active_per_principal,
+            # Callers without a principal are one nobody: a share of it would be a limit.
+            max_stored_per_principal=(
+                None if call.principal is None else options.max_stored_per_principal
+            ),
         )
         inside = msgspec.structs.replace(call, in_task=True, task_id=record.task_id)
         effects: list[Effect] = [
@@ -125,13 +129,30 @@ class Tasks:
         request_id: w.RequestId,
         *,
         per_principal: bool,
+        stored: bool = False,
         next_expiry_at: float | None = None,
         now: float | None = None,
     ) -> Step:
         """The store refused to create the task: it holds its limit of this principal's
-        unfinished tasks (-32603), or of tasks (-32603 too, but retryable: HTTP 503 with
-        `Retry-After` and `data.retryAfterMs`, the time until `next_expiry_at`, when the
-        next stored task expires, and at least a second)."""
+        unfinished tasks (-32603), of its stored tasks (-32603, retryable: HTTP 429), or of
+        tasks (-32603, retryable: HTTP 503). A retryable refusal carries `Retry-After` and
+        `data.retryAfterMs`: the time until `next_expiry_at`, when the next stored task (of
+        this principal's, or of all) expires, and at least a second."""
+        wait_ms = None
+        if next_expiry_at is not None and now is not None:
+            # Rounded to microseconds first: 90.2 s is 90,200 ms, not 90,201.
+            wait_ms = max(1000, math.ceil(round((next_expiry_at - now) * 1000, 3)))
+        when = "when some have finished or expired" if wait_ms is None else f"in {wait_ms} ms"
+        if per_principal and stored:
+            most = self.options.max_stored_per_principal
+            message = (
+                f"Too many tasks for this caller: at most {most} stored at once, finished "
+                f"ones included until they expire; try again {when}"
+            )
+            reply = self._encode.retryable(
+                request_id, INTERNAL_ERROR, message, http_status=429, retry_after_ms=wait_ms
+            )
+            return Step(reply=reply)
         if per_principal:
             most = self.options.max_active_per_principal
             message = (
@@ -140,11 +161,6 @@ class Tasks:
             )
             error = w.ErrorObject(code=INTERNAL_ERROR, message=message)
             return Step(reply=self._encode.error_object(request_id, error))
-        wait_ms = None
-        if next_expiry_at is not None and now is not None:
-            # Rounded to microseconds first: 90.2 s is 90,200 ms, not 90,201.
-            wait_ms = max(1000, math.ceil(round((next_expiry_at - now) * 1000, 3)))
-        when = "when some have finished or expired" if wait_ms is None else f"in {wait_ms} ms"
         message = (
             f"Too many tasks: the server holds its limit of {self.options.max_tasks}; "
             f"try again {when}"

@@ -86,12 +86,13 @@ class Interpreter:
                 except StoreFull as full:  # the task tool_returned created: over a limit
                     if tool_call is None:
                         raise
-                    next_expiry_at = None
+                    next_expiry_at = full.room_at  # the principal's first to expire
                     if not full.per_principal:  # retryable once the next task expires
                         next_expiry_at = await self._server.store.next_deadline()
                     answer = self._core.task_refused(
                         tool_call,
                         per_principal=full.per_principal,
+                        stored=full.stored,
                         next_expiry_at=next_expiry_at,
                         now=self._server.now(),
                     )
@@ -187,6 +188,9 @@ class Interpreter:
                     active=effect.active,
                     limit=None if limits is None else limits.max_tasks,
                     principal_limit=None if limits is None else limits.max_active_per_principal,
+                    principal_stored_limit=(
+                        None if limits is None else limits.max_stored_per_principal
+                    ),
                     lease_until=server.lease_until() if effect.take_lease else None,
                 )
                 saved[record.task_id] = record

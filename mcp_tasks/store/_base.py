@@ -61,13 +61,30 @@ class StoreUnavailable(Exception):
 
 class StoreFull(Exception):
     """A new record was refused: the store holds its `limit` of records already, or (when
-    `per_principal`) its principal has `limit` unfinished (saved `active`) tasks already."""
+    `per_principal`) its principal has `limit` unfinished (saved `active`) tasks already,
+    or (when `per_principal` and `stored`) `limit` stored tasks, finished ones included."""
 
-    def __init__(self, limit: int, *, per_principal: bool = False) -> None:
-        whose = "unfinished tasks of this principal" if per_principal else "tasks"
+    def __init__(
+        self,
+        limit: int,
+        *,
+        per_principal: bool = False,
+        stored: bool = False,
+        room_at: float | None = None,
+    ) -> None:
+        if not per_principal:
+            whose = "tasks"
+        elif stored:
+            whose = "stored tasks of this principal"
+        else:
+            whose = "unfinished tasks of this principal"
         super().__init__(f"the store holds its limit of {limit} {whose}")
         self.limit = limit
         self.per_principal = per_principal
+        self.stored = stored and per_principal
+        self.room_at = room_at
+        """`stored`: when the principal's first stored task expires (None: never, or not
+        known), so a refused caller can be told when to come back."""
 
 
 class Signal(msgspec.Struct, frozen=True):
@@ -120,6 +137,7 @@ class TaskStore(Protocol):
         active: bool,
         limit: int | None = None,
         principal_limit: int | None = None,
+        principal_stored_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         """Write `record` if the stored version equals `expected_version` (None: absent).
@@ -128,7 +146,9 @@ class TaskStore(Protocol):
         (the store reads no status) that the task is unfinished: it counts toward its
         principal's `principal_limit` while saved active. A new record with `limit` raises
         `StoreFull` if the store holds `limit` records already; with `principal_limit`, if its
-        principal has that many active records. With `lease_until`, this process takes the
+        principal has that many active records; with `principal_stored_limit`, if its
+        principal has that many records stored, finished or not (every record counts toward
+        it until it is deleted). All in one atomic step. With `lease_until`, this process takes the
         task's lease in the same step (a task is never stored unleased while its handler
         starts). A save with `active=False` drops the task's lease: no handler runs for it any
         more.

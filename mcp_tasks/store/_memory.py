@@ -28,6 +28,8 @@ class MemoryTaskStore:
         """Task id -> when a record `pop_due` handed out comes due again."""
         self._active: dict[str | None, set[str]] = {}
         """Principal -> its unfinished tasks (`principal_limit`)."""
+        self._owned: dict[str | None, set[str]] = {}
+        """Principal -> all its stored tasks (`principal_stored_limit`)."""
 
     @property
     def signals(self) -> Signals | None:
@@ -44,6 +46,7 @@ class MemoryTaskStore:
         active: bool,
         limit: int | None = None,
         principal_limit: int | None = None,
+        principal_stored_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         current = self._records.get(record.task_id)
@@ -56,6 +59,14 @@ class MemoryTaskStore:
                 raise StoreFull(limit)
             if principal_limit is not None and len(unfinished) >= principal_limit:
                 raise StoreFull(principal_limit, per_principal=True)
+            owned = self._owned.setdefault(record.principal, set())
+            if principal_stored_limit is not None and len(owned) >= principal_stored_limit:
+                deadlines = (self._records[task_id].expires_at for task_id in owned)
+                room_at = min((at for at in deadlines if at is not None), default=None)
+                raise StoreFull(
+                    principal_stored_limit, per_principal=True, stored=True, room_at=room_at
+                )
+            owned.add(record.task_id)
         self._records[record.task_id] = record
         if active:
             unfinished.add(record.task_id)
@@ -79,6 +90,7 @@ class MemoryTaskStore:
         self._leases.pop(task_id, None)
         self._claims.pop(task_id, None)
         self._active.get(current.principal, set()).discard(task_id)
+        self._owned.get(current.principal, set()).discard(task_id)
         return True
 
     async def count(self) -> int:

@@ -19,6 +19,7 @@ scripts touch keys they build).
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -49,10 +50,16 @@ if ARGV[2] == '' then
     if ARGV[11] ~= '' and redis.call('SCARD', KEYS[7]) >= tonumber(ARGV[11]) then
         return {'full_principal'}
     end
+    if ARGV[12] ~= '' and redis.call('ZCARD', KEYS[8]) >= tonumber(ARGV[12]) then
+        local first = redis.call('ZRANGE', KEYS[8], 0, 0, 'WITHSCORES')
+        return {'full_principal_stored', first[2]}
+    end
+    -- the principal's stored tasks, by expiry: the first one's is when room comes back
+    redis.call('ZADD', KEYS[8], ARGV[5] ~= '' and ARGV[5] or '+inf', ARGV[1])
 elseif current ~= ARGV[2] then
     return {'conflict', current or ''}
 end
-redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[4], 'a', KEYS[7])
+redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[4], 'a', KEYS[7], 'o', KEYS[8])
 -- ARGV[10] is '1' while the task is active (unfinished), '' once it is not
 if ARGV[10] == '1' then
     redis.call('SADD', KEYS[7], ARGV[1])
@@ -83,6 +90,8 @@ if not current then return {'gone'} end
 if ARGV[2] ~= '' and current ~= ARGV[2] then return {'conflict', current} end
 local active = redis.call('HGET', KEYS[1], 'a')
 if active then redis.call('SREM', active, ARGV[1]) end
+local owned = redis.call('HGET', KEYS[1], 'o')
+if owned then redis.call('ZREM', owned, ARGV[1]) end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
@@ -176,6 +185,10 @@ class RedisTaskStore:
         except (redis.ConnectionError, redis.TimeoutError) as error:
             raise StoreUnavailable(f"Redis at {redacted(self.url)}: {error}") from error
 
+    def _owned_key(self, principal: str | None) -> str:
+        """All a principal's stored tasks, finished ones included, by expiry time."""
+        return f"{self.prefix}:owned" if principal is None else f"{self.prefix}:owned:{principal}"
+
     def _key(self, task_id: str) -> str:
         return self._task_prefix + task_id
 
@@ -204,6 +217,7 @@ class RedisTaskStore:
         active: bool,
         limit: int | None = None,
         principal_limit: int | None = None,
+        principal_stored_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         task_id = record.task_id
@@ -211,6 +225,7 @@ class RedisTaskStore:
         changed = _signal_encoder.encode(Signal("changed", task_id, self.origin))
         keys = [self._key(task_id), self._ids, self._due, self._channel]
         keys += [self._leases, self._holders, self._active_key(record.principal)]
+        keys.append(self._owned_key(record.principal))
         args: list[bytes | str] = [
             task_id,
             "" if expected_version is None else str(expected_version),
@@ -223,6 +238,7 @@ class RedisTaskStore:
             self.origin,
             "1" if active else "",
             "" if principal_limit is None else str(principal_limit),
+            "" if principal_stored_limit is None else str(principal_stored_limit),
         ]
         answer = await self._run(lambda: self._save(keys=keys, args=args))
         if answer[0] == b"conflict":
@@ -233,6 +249,15 @@ class RedisTaskStore:
         if answer[0] == b"full_principal":
             assert principal_limit is not None
             raise StoreFull(principal_limit, per_principal=True)
+        if answer[0] == b"full_principal_stored":
+            assert principal_stored_limit is not None
+            first = float(answer[1])
+            raise StoreFull(
+                principal_stored_limit,
+                per_principal=True,
+                stored=True,
+                room_at=None if math.isinf(first) else first,
+            )
 
     async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
         keys = [self._key(task_id), self._ids, self._due, self._leases, self._holders]

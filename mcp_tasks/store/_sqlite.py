@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 );
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks (due_at) WHERE due_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS tasks_active ON tasks (principal) WHERE active = 1;
+CREATE INDEX IF NOT EXISTS tasks_principal ON tasks (principal);
 CREATE TABLE IF NOT EXISTS settings (
     name TEXT PRIMARY KEY,
     value BLOB NOT NULL
@@ -117,6 +118,7 @@ class SQLiteTaskStore:
         active: bool,
         limit: int | None = None,
         principal_limit: int | None = None,
+        principal_stored_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         data = encode_record(record)
@@ -135,6 +137,15 @@ class SQLiteTaskStore:
                     ).fetchone()
                     if held >= principal_limit:
                         raise StoreFull(principal_limit, per_principal=True)
+                if principal_stored_limit is not None:
+                    held, room_at = db.execute(
+                        "SELECT COUNT(*), MIN(due_at) FROM tasks WHERE principal IS ?",
+                        (record.principal,),
+                    ).fetchone()
+                    if held >= principal_stored_limit:
+                        raise StoreFull(
+                            principal_stored_limit, per_principal=True, stored=True, room_at=room_at
+                        )
                 try:
                     db.execute(
                         "INSERT INTO tasks (task_id, version, due_at, record, principal, active) "
@@ -161,7 +172,8 @@ class SQLiteTaskStore:
 
         def work() -> None:
             db = self._db
-            if lease_until is None and principal_limit is None and active:
+            counted = principal_limit is not None or principal_stored_limit is not None
+            if lease_until is None and not counted and active:
                 write(db)  # one statement: atomic as it is
             else:
                 with db:

@@ -112,6 +112,11 @@ class RecordBook:
             ]
             if most is not None and len(active) >= most:
                 raise StoreFull(most, per_principal=True)
+            share = limits.max_stored_per_principal
+            owned = [r for r in self.records.values() if r.principal == record.principal]
+            if share is not None and len(owned) >= share:
+                first = min((r.expires_at for r in owned if r.expires_at is not None), default=None)
+                raise StoreFull(share, per_principal=True, stored=True, room_at=first)
         self.records[record.task_id] = record
 
     def delete(self, task_id: str, expected_version: int | None = None) -> bool:

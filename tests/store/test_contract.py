@@ -219,6 +219,48 @@ async def test_the_principal_limit_counts_unfinished_tasks_of_that_principal(
         await store.save(owned("a5", "alice"), None, active=True, principal_limit=2)
 
 
+async def test_the_principal_share_counts_every_stored_task_of_that_principal(
+    store: TaskStore,
+) -> None:
+    def owned(task_id: str, principal: str | None, expires_in: float) -> TaskRecord:
+        made = record(task_id, ttl_ms=int(expires_in * 1000))
+        return msgspec.structs.replace(made, principal=principal)
+
+    first = owned("a1", "alice", 50)
+    await store.save(first, None, active=True, principal_stored_limit=2)
+    await store.save(owned("a2", "alice", 90), None, active=True, principal_stored_limit=2)
+    done = first.replace(status=TaskStatus.COMPLETED)
+    await store.save(done, 1, active=False)  # finished: it still counts until it is deleted
+    with pytest.raises(StoreFull) as caught:
+        await store.save(owned("a3", "alice", 90), None, active=True, principal_stored_limit=2)
+    full = caught.value
+    assert full.per_principal and full.stored and full.limit == 2
+    assert full.room_at == first.expires_at  # when alice's first stored task expires
+    assert await store.get("a3") is None
+    await store.save(owned("b1", "bob", 90), None, active=True, principal_stored_limit=2)
+    await store.delete("a1")  # expired and deleted: room again
+    await store.save(owned("a3", "alice", 90), None, active=True, principal_stored_limit=2)
+    with pytest.raises(StoreFull):
+        await store.save(owned("a4", "alice", 90), None, active=True, principal_stored_limit=2)
+
+
+async def test_a_full_share_for_one_principal_refuses_nobody_else(store: TaskStore) -> None:
+    async def fill(principal: str, count: int) -> int:
+        taken = 0
+        for n in range(count):
+            made = msgspec.structs.replace(record(f"{principal}{n}"), principal=principal)
+            try:
+                await store.save(made, None, active=False, limit=8, principal_stored_limit=4)
+                taken += 1
+            except StoreFull:
+                pass
+        return taken
+
+    assert await fill("mallory", 20) == 4  # finished at once, and still only her share
+    assert await fill("alice", 2) == 2
+    assert await fill("bob", 2) == 2
+
+
 async def test_pop_due_returns_only_records_whose_time_has_come(store: TaskStore) -> None:
     await store.save(record("a", created_at=100.0), None, active=True)  # expires 101
     await store.save(record("b", created_at=105.0), None, active=True)  # expires 106

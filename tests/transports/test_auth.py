@@ -124,3 +124,39 @@ async def test_a_poll_too_soon_is_429_with_retry_after() -> None:
         assert again.status == 429 and again.headers["retry-after"] == "60"
         assert again.json()["error"]["code"] == -32000
         await client.aclose()
+
+
+async def test_one_principal_cannot_fill_the_server_with_finished_tasks() -> None:
+    """Finished tasks count against their creator until they expire: bob gets his share
+    (a quarter of `max_tasks` by default), then 429 with `Retry-After`; alice still gets in
+    (issue 15, point 6)."""
+    server = Server("shared", "1", tasks=TaskOptions(ttl_ms=600_000, max_tasks=16))
+
+    @server.tool(task_support="required")
+    async def job(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        return CallToolResult.text("done")
+
+    async with serving(server, authenticate=authenticate) as port:
+        client = await HttpClient.connect(port)
+        call = request("tools/call", {"name": "job", "arguments": {}})
+        created = 0
+        for _ in range(16):  # as many as the whole server holds
+            answer = await post(client, call, "t-bob")
+            if answer.status != 200:
+                break
+            created += 1
+        assert created == 4
+        assert answer.status == 429
+        wait = int(answer.headers["retry-after"])
+        assert 590 <= wait <= 600  # when bob's first task expires: 10 min after it began
+        error = answer.json()["error"]
+        assert error["code"] == -32603 and 590_000 <= error["data"]["retryAfterMs"] <= 600_000
+        assert error["message"].startswith(
+            "Too many tasks for this caller: at most 4 stored at once, finished ones "
+            "included until they expire; try again in "
+        )
+        for _ in range(4):
+            assert (await post(client, call, "t-alice")).status == 200
+        await client.aclose()
