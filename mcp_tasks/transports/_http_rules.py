@@ -90,6 +90,12 @@ class HttpConfig:
     """The one path that takes MCP messages (POST only); other paths are 404."""
     max_body_bytes: int = 4 * 1024 * 1024
     """A larger body is refused with 413, by its Content-Length or while it is counted."""
+    max_body_bytes_in_flight: int = 64 * 1024 * 1024
+    """Bytes of request bodies read and being handled at once, over all connections (at
+    least `max_body_bytes`). Beyond it a request waits for room, its body left unread."""
+    body_wait_seconds: float = 5.0
+    """How long a request waits for room in `max_body_bytes_in_flight`; then it is
+    refused with 503 and `Retry-After` (and the connection closes)."""
     max_header_bytes: int = 16 * 1024
     """Request line and headers together; more is 431."""
     header_timeout_seconds: float = 10.0
@@ -120,6 +126,10 @@ class HttpConfig:
         for name in ("header", "body", "idle", "drain"):
             if getattr(self, f"{name}_timeout_seconds") <= 0:
                 raise ValueError(f"{name}_timeout_seconds must be positive")
+        if self.max_body_bytes_in_flight < self.max_body_bytes:
+            raise ValueError("max_body_bytes_in_flight must be at least max_body_bytes")
+        if self.body_wait_seconds < 0:
+            raise ValueError("body_wait_seconds must not be negative")
         object.__setattr__(self, "allowed_hosts", _lowered(self.allowed_hosts))
         origins = _lowered(origin.rstrip("/") for origin in self.allowed_origins)
         object.__setattr__(self, "allowed_origins", origins)
@@ -135,6 +145,7 @@ class Refusal(Exception):
         *,
         allow: bytes | None = None,
         challenge: str | None = None,
+        retry_after_seconds: int | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -142,6 +153,11 @@ class Refusal(Exception):
         self.extra_headers = [] if allow is None else [(b"allow", allow)]
         if challenge is not None:
             self.extra_headers.append((b"www-authenticate", challenge.encode("latin-1")))
+        self.retry_after_seconds = retry_after_seconds
+        """Set for a refusal worth trying again (503): sent as `Retry-After`, and in the
+        JSON-RPC error (-32603, `data.retryAfterMs`) for clients that read only the body."""
+        if retry_after_seconds is not None:
+            self.extra_headers.append((b"retry-after", str(retry_after_seconds).encode()))
 
 
 class RequestRules:

@@ -47,6 +47,7 @@ import trio
 
 from ..core import INTERNAL_ERROR, INVALID_REQUEST, Reply, error_body
 from ..runtime import MessageHandler
+from ._budget import ByteBudget, HeldBytes
 from ._http_rules import (
     Authenticator,
     HttpConfig,
@@ -168,6 +169,7 @@ class _Serving:
         self.server = server
         self.config = config
         self.rules = RequestRules(config, loopback=loopback)
+        self.bodies = ByteBudget(config.max_body_bytes_in_flight)
         self.draining = False
         self.connections: set[_Connection] = set()
         shortest = min(
@@ -393,23 +395,29 @@ class _Connection:
             if refusal is not None:
                 raise refusal  # the body is not on its way: answer and close
             await self._send(h11.InformationalResponse(status_code=100, headers=[]))
+        held = HeldBytes(self.serving.bodies)
         try:
-            body = await self._read_body(found.get(b"content-length"))
-        except Refusal:
+            try:
+                body = await self._read_body(found.get(b"content-length"), held)
+            except Refusal:
+                if refusal is not None:
+                    raise refusal from None
+                raise
             if refusal is not None:
-                raise refusal from None
-            raise
-        if refusal is not None:
-            await self._refuse(refusal, close=False)  # the body was read: keep the connection
-            return
-        await self._call_server(found, body, params, principal)
+                await self._refuse(refusal, close=False)  # the body was read: keep the connection
+                return
+            await self._call_server(found, body, params, principal)
+        finally:
+            held.give_back()  # read and answered: its bytes are free for the next
 
-    async def _read_body(self, content_length: bytes | None) -> bytes:
+    async def _read_body(self, content_length: bytes | None, held: HeldBytes) -> bytes:
         limit = self.config.max_body_bytes
-        if content_length is not None and content_length.isdigit() and int(content_length) > limit:
-            raise Refusal(
-                413, f"Request body too large: {int(content_length)} bytes, at most {limit}"
-            )
+        declared = int(content_length) if content_length and content_length.isdigit() else None
+        if declared is not None and declared > limit:
+            raise Refusal(413, f"Request body too large: {declared} bytes, at most {limit}")
+        wait_until = trio.current_time() + self.config.body_wait_seconds
+        if declared:
+            await held.take(declared, wait_until)  # before a byte of it is read
         deadline = trio.current_time() + self.config.body_timeout_seconds
         chunks: list[bytes] = []
         size = 0
@@ -421,6 +429,8 @@ class _Connection:
             size += len(event.data)
             if size > limit:
                 raise Refusal(413, f"Request body too large: more than {limit} bytes")
+            if size > held.size:  # chunked: taken as it comes
+                await held.take(size - held.size, wait_until)
             chunks.append(event.data)
 
     # --- the server's answer -------------------------------------------------------------
@@ -512,7 +522,11 @@ class _Connection:
         if close:
             headers.append(_CLOSE)
             self._linger = True
-        body = error_body(None, INVALID_REQUEST, refusal.message)
+        if refusal.retry_after_seconds is None:
+            body = error_body(None, INVALID_REQUEST, refusal.message)
+        else:  # the server's state, not the request, is why: -32603, as the core words it
+            wait_ms = {"retryAfterMs": refusal.retry_after_seconds * 1000}
+            body = error_body(None, INTERNAL_ERROR, refusal.message, wait_ms)
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await self._send_response(refusal.status, headers, body)
 

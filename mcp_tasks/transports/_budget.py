@@ -1,0 +1,68 @@
+"""The byte budget of request bodies in flight: what one `serve_http` reads and handles at
+once, over all its connections.
+
+A request takes its body's bytes from the budget before (and, for a chunked body, while)
+it is read, and gives them back once the server has answered. When the budget is spent, a
+request waits (its body stays in the socket, where TCP holds the sender back) for up to
+`wait_seconds`; then it is refused with 503 and `Retry-After`. A body alone never waits
+for more than the whole budget (which is at least `max_body_bytes`): a request that is the
+only one in flight always fits.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import trio
+
+from ._http_rules import Refusal
+
+BUSY_RETRY_SECONDS: Final = 1
+"""`Retry-After` of a request refused for want of room among the bodies in flight."""
+
+
+class ByteBudget:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._freed = trio.Event()
+
+    async def take(self, size: int, deadline: float) -> bool:
+        """Hold `size` more bytes, waiting until `deadline` (trio time) for room; False if
+        there was none by then."""
+        while self.held and self.held + size > self.limit:
+            freed = self._freed
+            with trio.move_on_at(deadline):
+                await freed.wait()
+            if not freed.is_set():
+                return False
+        self.held += size
+        return True
+
+    def give_back(self, size: int) -> None:
+        if size:
+            self.held -= size
+            self._freed.set()
+            self._freed = trio.Event()
+
+
+class HeldBytes:
+    """The bytes of the budget one request's body holds; a refusal (503) when there is
+    no room for more by the deadline."""
+
+    def __init__(self, budget: ByteBudget) -> None:
+        self._budget = budget
+        self.size = 0
+
+    async def take(self, size: int, deadline: float) -> None:
+        if not await self._budget.take(size, deadline):
+            raise Refusal(
+                503,
+                "The server is busy: too many request bodies in flight; try again shortly",
+                retry_after_seconds=BUSY_RETRY_SECONDS,
+            )
+        self.size += size
+
+    def give_back(self) -> None:
+        self._budget.give_back(self.size)
+        self.size = 0
