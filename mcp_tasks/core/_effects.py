@@ -44,6 +44,8 @@ class TaskLimits(Struct, frozen=True, kw_only=True):
 
     max_tasks: int
     """Records the store may hold at once; one more raises `StoreFull`."""
+    max_bytes: int | None = None
+    """Bytes of task data (`TaskRecord.data_bytes`) the records may hold (None: no limit)."""
     max_active_per_principal: int | None = None
     """Active records one principal may have at once (None: no such limit)."""
     max_stored_per_principal: int | None = None

@@ -26,6 +26,10 @@ class TaskOptions(Struct, frozen=True, kw_only=True):
     """The poll interval the server advises clients to use."""
     max_tasks: int = 1024
     """Tasks held at once (running or finished but not yet expired); one more is -32603."""
+    max_stored_bytes: int | None = 256 * 1024 * 1024
+    """Bytes of task data held at once (arguments, answers, handler state, results and
+    messages of every stored task, `TaskRecord.data_bytes`); a new task past it is -32603
+    "Too many tasks", retryable like `max_tasks`. None: no such limit."""
     max_active_per_principal: int | None = None
     """Unfinished tasks (`working`, `input_required`) one principal may have at once; one
     more is -32603. None: no such limit. Without an authenticator every caller is the same
@@ -50,6 +54,8 @@ class TaskOptions(Struct, frozen=True, kw_only=True):
             raise ValueError("poll_interval_ms must be a positive number of milliseconds")
         if self.max_tasks < 0:
             raise ValueError("max_tasks must not be negative")
+        if self.max_stored_bytes is not None and self.max_stored_bytes < 0:
+            raise ValueError("max_stored_bytes must not be negative, or None")
         if self.max_active_per_principal is not None and self.max_active_per_principal < 1:
             raise ValueError("max_active_per_principal must be at least 1, or None")
         if self.principal_share is not None and not 0 < self.principal_share <= 1:

@@ -61,6 +61,18 @@ class TaskRecord(Struct, kw_only=True, frozen=True):
             return None
         return self.created_at + self.ttl_ms / 1000
 
+    @property
+    def data_bytes(self) -> int:
+        """The bytes of what clients and handlers put in the record (arguments, answers,
+        handler state, result, messages): what a store's byte budget counts."""
+        size = len(self.arguments or b"") + len(self.result or b"")
+        for answers in (self.prior_responses, self.input_responses):
+            size += sum(len(answer) for answer in (answers or {}).values())
+        size += len(self.handler_state or "") + len(self.status_message or "")
+        if self.error is not None:
+            size += len(self.error.message)
+        return size
+
     def is_expired(self, now: float) -> bool:
         expires_at = self.expires_at
         return expires_at is not None and now >= expires_at

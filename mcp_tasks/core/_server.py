@@ -311,19 +311,22 @@ class ServerCore:
         call: ToolCall,
         *,
         per_principal: bool,
+        stored: bool = False,
+        data: bool = False,
         next_expiry_at: float | None = None,
         now: float | None = None,
-        stored: bool = False,
     ) -> Step:
         """The store refused the task `tool_returned` created: it holds its limit of tasks
         (retryable: the reply says to come back when the next stored task expires, at
         `next_expiry_at`) or, `per_principal`, of this caller's unfinished tasks, or
-        (`stored` too) of its stored tasks (retryable, `next_expiry_at` its first's expiry)."""
+        (`stored` too) of its stored tasks (retryable, `next_expiry_at` its first's expiry),
+        or (`data`) of bytes of task data (retryable like the task limit)."""
         assert call.request_id is not None
         return self._tasks.refused(
             call.request_id,
             per_principal=per_principal,
             stored=stored,
+            data=data,
             next_expiry_at=next_expiry_at,
             now=now,
         )

@@ -101,6 +101,7 @@ class Tasks:
         )
         limits = TaskLimits(
             max_tasks=options.max_tasks,
+            max_bytes=options.max_stored_bytes,
             max_active_per_principal=options.max_active_per_principal,
             # Callers without a principal are one nobody: a share of it would be a limit.
             max_stored_per_principal=(
@@ -130,14 +131,16 @@ class Tasks:
         *,
         per_principal: bool,
         stored: bool = False,
+        data: bool = False,
         next_expiry_at: float | None = None,
         now: float | None = None,
     ) -> Step:
         """The store refused to create the task: it holds its limit of this principal's
         unfinished tasks (-32603), of its stored tasks (-32603, retryable: HTTP 429), or of
-        tasks (-32603, retryable: HTTP 503). A retryable refusal carries `Retry-After` and
-        `data.retryAfterMs`: the time until `next_expiry_at`, when the next stored task (of
-        this principal's, or of all) expires, and at least a second."""
+        tasks, or (`data`) of bytes of task data (-32603, retryable: HTTP 503). A retryable
+        refusal carries `Retry-After` and `data.retryAfterMs`: the time until
+        `next_expiry_at`, when the next stored task (of this principal's, or of all)
+        expires, and at least a second."""
         wait_ms = None
         if next_expiry_at is not None and now is not None:
             # Rounded to microseconds first: 90.2 s is 90,200 ms, not 90,201.
@@ -161,10 +164,10 @@ class Tasks:
             )
             error = w.ErrorObject(code=INTERNAL_ERROR, message=message)
             return Step(reply=self._encode.error_object(request_id, error))
-        message = (
-            f"Too many tasks: the server holds its limit of {self.options.max_tasks}; "
-            f"try again {when}"
-        )
+        held = f"{self.options.max_tasks}"
+        if data:
+            held = f"{self.options.max_stored_bytes} bytes of task data"
+        message = f"Too many tasks: the server holds its limit of {held}; try again {when}"
         reply = self._encode.retryable(
             request_id, INTERNAL_ERROR, message, http_status=503, retry_after_ms=wait_ms
         )

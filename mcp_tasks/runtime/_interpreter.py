@@ -93,6 +93,7 @@ class Interpreter:
                         tool_call,
                         per_principal=full.per_principal,
                         stored=full.stored,
+                        data=full.data,
                         next_expiry_at=next_expiry_at,
                         now=self._server.now(),
                     )
@@ -191,6 +192,7 @@ class Interpreter:
                     principal_stored_limit=(
                         None if limits is None else limits.max_stored_per_principal
                     ),
+                    bytes_limit=None if limits is None else limits.max_bytes,
                     lease_until=server.lease_until() if effect.take_lease else None,
                 )
                 saved[record.task_id] = record

@@ -62,7 +62,8 @@ class StoreUnavailable(Exception):
 class StoreFull(Exception):
     """A new record was refused: the store holds its `limit` of records already, or (when
     `per_principal`) its principal has `limit` unfinished (saved `active`) tasks already,
-    or (when `per_principal` and `stored`) `limit` stored tasks, finished ones included."""
+    or (when `per_principal` and `stored`) `limit` stored tasks, finished ones included,
+    or (when `data`) `limit` bytes of task data."""
 
     def __init__(
         self,
@@ -70,9 +71,12 @@ class StoreFull(Exception):
         *,
         per_principal: bool = False,
         stored: bool = False,
+        data: bool = False,
         room_at: float | None = None,
     ) -> None:
-        if not per_principal:
+        if data:
+            whose = "bytes of task data"
+        elif not per_principal:
             whose = "tasks"
         elif stored:
             whose = "stored tasks of this principal"
@@ -82,6 +86,8 @@ class StoreFull(Exception):
         self.limit = limit
         self.per_principal = per_principal
         self.stored = stored and per_principal
+        self.data = data
+        """The store holds `limit` bytes of task data (`TaskRecord.data_bytes`) already."""
         self.room_at = room_at
         """`stored`: when the principal's first stored task expires (None: never, or not
         known), so a refused caller can be told when to come back."""
@@ -138,6 +144,7 @@ class TaskStore(Protocol):
         limit: int | None = None,
         principal_limit: int | None = None,
         principal_stored_limit: int | None = None,
+        bytes_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         """Write `record` if the stored version equals `expected_version` (None: absent).
@@ -148,7 +155,9 @@ class TaskStore(Protocol):
         `StoreFull` if the store holds `limit` records already; with `principal_limit`, if its
         principal has that many active records; with `principal_stored_limit`, if its
         principal has that many records stored, finished or not (every record counts toward
-        it until it is deleted). All in one atomic step. With `lease_until`, this process takes the
+        it until it is deleted); with `bytes_limit`, if the records stored hold that many bytes
+        of task data (`TaskRecord.data_bytes`, counted on every save) with it. All in one
+        atomic step. With `lease_until`, this process takes the
         task's lease in the same step (a task is never stored unleased while its handler
         starts). A save with `active=False` drops the task's lease: no handler runs for it any
         more.

@@ -30,6 +30,8 @@ class MemoryTaskStore:
         """Principal -> its unfinished tasks (`principal_limit`)."""
         self._owned: dict[str | None, set[str]] = {}
         """Principal -> all its stored tasks (`principal_stored_limit`)."""
+        self._bytes = 0
+        """The task data of every stored record (`bytes_limit`)."""
 
     @property
     def signals(self) -> Signals | None:
@@ -47,6 +49,7 @@ class MemoryTaskStore:
         limit: int | None = None,
         principal_limit: int | None = None,
         principal_stored_limit: int | None = None,
+        bytes_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         current = self._records.get(record.task_id)
@@ -54,9 +57,12 @@ class MemoryTaskStore:
         if found != expected_version:
             raise VersionConflict(record.task_id, expected_version, found)
         unfinished = self._active.setdefault(record.principal, set())
+        size = record.data_bytes
         if current is None:
             if limit is not None and len(self._records) >= limit:
                 raise StoreFull(limit)
+            if bytes_limit is not None and self._bytes + size > bytes_limit:
+                raise StoreFull(bytes_limit, data=True)
             if principal_limit is not None and len(unfinished) >= principal_limit:
                 raise StoreFull(principal_limit, per_principal=True)
             owned = self._owned.setdefault(record.principal, set())
@@ -68,6 +74,7 @@ class MemoryTaskStore:
                 )
             owned.add(record.task_id)
         self._records[record.task_id] = record
+        self._bytes += size - (0 if current is None else current.data_bytes)
         if active:
             unfinished.add(record.task_id)
         else:
@@ -87,6 +94,7 @@ class MemoryTaskStore:
         if expected_version is not None and current.version != expected_version:
             raise VersionConflict(task_id, expected_version, current.version)
         del self._records[task_id]
+        self._bytes -= current.data_bytes
         self._leases.pop(task_id, None)
         self._claims.pop(task_id, None)
         self._active.get(current.principal, set()).discard(task_id)

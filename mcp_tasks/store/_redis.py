@@ -47,6 +47,10 @@ if ARGV[2] == '' then
     if ARGV[6] ~= '' and redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[6]) then
         return {'full'}
     end
+    if ARGV[13] ~= '' then
+        local held = tonumber(redis.call('GET', KEYS[9]) or '0')
+        if held + tonumber(ARGV[14]) > tonumber(ARGV[13]) then return {'full_bytes'} end
+    end
     if ARGV[11] ~= '' and redis.call('SCARD', KEYS[7]) >= tonumber(ARGV[11]) then
         return {'full_principal'}
     end
@@ -59,7 +63,10 @@ if ARGV[2] == '' then
 elseif current ~= ARGV[2] then
     return {'conflict', current or ''}
 end
-redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[4], 'a', KEYS[7], 'o', KEYS[8])
+-- the task data bytes of every record, kept as each one's size changes (ARGV[14])
+local size_before = tonumber(redis.call('HGET', KEYS[1], 'b') or '0')
+redis.call('INCRBY', KEYS[9], tonumber(ARGV[14]) - size_before)
+redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[4], 'a', KEYS[7], 'o', KEYS[8], 'b', ARGV[14])
 -- ARGV[10] is '1' while the task is active (unfinished), '' once it is not
 if ARGV[10] == '1' then
     redis.call('SADD', KEYS[7], ARGV[1])
@@ -92,6 +99,8 @@ local active = redis.call('HGET', KEYS[1], 'a')
 if active then redis.call('SREM', active, ARGV[1]) end
 local owned = redis.call('HGET', KEYS[1], 'o')
 if owned then redis.call('ZREM', owned, ARGV[1]) end
+local size = redis.call('HGET', KEYS[1], 'b')
+if size then redis.call('DECRBY', KEYS[6], tonumber(size)) end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
@@ -162,6 +171,7 @@ class RedisTaskStore:
         self._due = f"{prefix}:due"
         self._leases = f"{prefix}:leases"
         self._holders = f"{prefix}:holders"
+        self._bytes = f"{prefix}:bytes"
         self._channel = f"{prefix}:signals"
         self._task_prefix = f"{prefix}:task:"
         self._save = self._client.register_script(_SAVE)
@@ -218,6 +228,7 @@ class RedisTaskStore:
         limit: int | None = None,
         principal_limit: int | None = None,
         principal_stored_limit: int | None = None,
+        bytes_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         task_id = record.task_id
@@ -225,7 +236,7 @@ class RedisTaskStore:
         changed = _signal_encoder.encode(Signal("changed", task_id, self.origin))
         keys = [self._key(task_id), self._ids, self._due, self._channel]
         keys += [self._leases, self._holders, self._active_key(record.principal)]
-        keys.append(self._owned_key(record.principal))
+        keys += [self._owned_key(record.principal), self._bytes]
         args: list[bytes | str] = [
             task_id,
             "" if expected_version is None else str(expected_version),
@@ -239,6 +250,8 @@ class RedisTaskStore:
             "1" if active else "",
             "" if principal_limit is None else str(principal_limit),
             "" if principal_stored_limit is None else str(principal_stored_limit),
+            "" if bytes_limit is None else str(bytes_limit),
+            str(record.data_bytes),
         ]
         answer = await self._run(lambda: self._save(keys=keys, args=args))
         if answer[0] == b"conflict":
@@ -249,6 +262,9 @@ class RedisTaskStore:
         if answer[0] == b"full_principal":
             assert principal_limit is not None
             raise StoreFull(principal_limit, per_principal=True)
+        if answer[0] == b"full_bytes":
+            assert bytes_limit is not None
+            raise StoreFull(bytes_limit, data=True)
         if answer[0] == b"full_principal_stored":
             assert principal_stored_limit is not None
             first = float(answer[1])
@@ -260,7 +276,7 @@ class RedisTaskStore:
             )
 
     async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
-        keys = [self._key(task_id), self._ids, self._due, self._leases, self._holders]
+        keys = [self._key(task_id), self._ids, self._due, self._leases, self._holders, self._bytes]
         args = [task_id, "" if expected_version is None else str(expected_version)]
         answer = await self._run(lambda: self._delete(keys=keys, args=args))
         if answer[0] == b"conflict":

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     due_at REAL,
     record BLOB NOT NULL,
     principal TEXT,
-    active INTEGER NOT NULL DEFAULT 1
+    active INTEGER NOT NULL DEFAULT 1,
+    size INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks (due_at) WHERE due_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS tasks_active ON tasks (principal) WHERE active = 1;
@@ -82,9 +83,17 @@ class SQLiteTaskStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(tasks)")}
+            if "size" not in columns:  # a file from before the byte budget
+                self._db.execute("ALTER TABLE tasks ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
             # Whoever held these leases is gone: we hold the lock now.
             self._db.execute("UPDATE leases SET until = -1")
             (self._count,) = self._db.execute("SELECT COUNT(*) FROM tasks").fetchone()
+            self._sizes: dict[str, int] = dict(
+                self._db.execute("SELECT task_id, size FROM tasks WHERE size > 0").fetchall()
+            )
+            """Task data bytes of each stored record that has any (`bytes_limit`)."""
+            self._bytes = sum(self._sizes.values())
         except BaseException:
             self._lock_file.close()
             raise
@@ -119,10 +128,11 @@ class SQLiteTaskStore:
         limit: int | None = None,
         principal_limit: int | None = None,
         principal_stored_limit: int | None = None,
+        bytes_limit: int | None = None,
         lease_until: float | None = None,
     ) -> None:
         data = encode_record(record)
-        task_id, due_at = record.task_id, record.expires_at
+        task_id, due_at, size = record.task_id, record.expires_at, record.data_bytes
 
         def write(db: sqlite3.Connection) -> None:
             if expected_version is None:
@@ -130,6 +140,10 @@ class SQLiteTaskStore:
                     row = db.execute("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,))
                     if row.fetchone() is None:
                         raise StoreFull(limit)
+                if bytes_limit is not None and self._bytes + size > bytes_limit:
+                    row = db.execute("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,))
+                    if row.fetchone() is None:
+                        raise StoreFull(bytes_limit, data=True)
                 if principal_limit is not None:
                     (held,) = db.execute(
                         "SELECT COUNT(*) FROM tasks WHERE principal IS ? AND active = 1",
@@ -147,18 +161,20 @@ class SQLiteTaskStore:
                             principal_stored_limit, per_principal=True, stored=True, room_at=room_at
                         )
                 try:
+                    values = (task_id, record.version, due_at, data, record.principal, int(active))
                     db.execute(
-                        "INSERT INTO tasks (task_id, version, due_at, record, principal, active) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        (task_id, record.version, due_at, data, record.principal, int(active)),
+                        "INSERT INTO tasks "
+                        "(task_id, version, due_at, record, principal, active, size) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (*values, size),
                     )
                 except sqlite3.IntegrityError:
                     raise VersionConflict(task_id, None, self._version(task_id)) from None
             else:
                 changed = db.execute(
-                    "UPDATE tasks SET version = ?, due_at = ?, record = ?, active = ? "
+                    "UPDATE tasks SET version = ?, due_at = ?, record = ?, active = ?, size = ? "
                     "WHERE task_id = ? AND version = ?",
-                    (record.version, due_at, data, int(active), task_id, expected_version),
+                    (record.version, due_at, data, int(active), size, task_id, expected_version),
                 ).rowcount
                 if changed != 1:
                     raise VersionConflict(task_id, expected_version, self._version(task_id))
@@ -181,6 +197,9 @@ class SQLiteTaskStore:
                     write(db)
             if expected_version is None:
                 self._count += 1
+            self._bytes += size - self._sizes.pop(task_id, 0)
+            if size:
+                self._sizes[task_id] = size
 
         await self._run(work)
 
@@ -202,6 +221,7 @@ class SQLiteTaskStore:
                 db.execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))
                 db.execute("DELETE FROM leases WHERE task_id = ?", (task_id,))
             self._count -= 1
+            self._bytes -= self._sizes.pop(task_id, 0)
             return True
 
         return await self._run(work)

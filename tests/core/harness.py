@@ -104,6 +104,9 @@ class RecordBook:
         if current is None and limits is not None:
             if len(self.records) >= limits.max_tasks:
                 raise StoreFull(limits.max_tasks)
+            held = sum(r.data_bytes for r in self.records.values()) + record.data_bytes
+            if limits.max_bytes is not None and held > limits.max_bytes:
+                raise StoreFull(limits.max_bytes, data=True)
             most = limits.max_active_per_principal
             active = [
                 r

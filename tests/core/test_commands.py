@@ -129,7 +129,9 @@ def test_a_new_task_is_saved_under_the_limits_with_its_lease_and_not_claimed_aga
     assert isinstance(step, Step)
     save, start, _ = step.effects
     assert isinstance(save, SaveTask) and save.expected_version is None
-    assert save.limits == TaskLimits(max_tasks=7, max_active_per_principal=3)
+    assert save.limits == TaskLimits(
+        max_tasks=7, max_bytes=256 * 1024 * 1024, max_active_per_principal=3
+    )
     assert save.take_lease and save.active
     assert isinstance(start, StartTask) and not start.claim_lease
 

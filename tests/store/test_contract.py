@@ -261,6 +261,30 @@ async def test_a_full_share_for_one_principal_refuses_nobody_else(store: TaskSto
     assert await fill("bob", 2) == 2
 
 
+async def test_the_byte_budget_counts_task_data_as_records_change(store: TaskStore) -> None:
+    def sized(task_id: str, pad: int) -> TaskRecord:
+        return msgspec.structs.replace(record(task_id), arguments=Raw(b'"' + b"x" * pad + b'"'))
+
+    budget = 1000
+    await store.save(sized("a", 398), None, active=True, bytes_limit=budget)  # 400 bytes
+    await store.save(sized("b", 398), None, active=True, bytes_limit=budget)  # 800
+    with pytest.raises(StoreFull) as caught:
+        await store.save(sized("c", 398), None, active=True, bytes_limit=budget)
+    assert caught.value.data and caught.value.limit == budget and not caught.value.per_principal
+    assert await store.get("c") is None
+    # A result is task data too: "a" finishing with 150 bytes (and no arguments) is 150.
+    done = sized("a", 398).replace(
+        status=TaskStatus.COMPLETED, arguments=None, result=Raw(b'"' + b"r" * 148 + b'"')
+    )
+    await store.save(done, 1, active=False)
+    await store.save(sized("c", 398), None, active=True, bytes_limit=budget)  # 150+400+400
+    with pytest.raises(StoreFull):
+        await store.save(sized("d", 58), None, active=True, bytes_limit=budget)  # 1010
+    await store.save(sized("d", 48), None, active=True, bytes_limit=budget)  # 1000: fits
+    await store.delete("b")  # deleted: its 400 bytes are free
+    await store.save(sized("e", 398), None, active=True, bytes_limit=budget)
+
+
 async def test_pop_due_returns_only_records_whose_time_has_come(store: TaskStore) -> None:
     await store.save(record("a", created_at=100.0), None, active=True)  # expires 101
     await store.save(record("b", created_at=105.0), None, active=True)  # expires 106
@@ -365,6 +389,25 @@ async def test_processes_on_one_redis_share_the_key(redis_url: str) -> None:
     assert await one.shared_key(b"a" * 32) == await other.shared_key(b"b" * 32) == b"a" * 32
     await one.aclose()
     await other.aclose()
+
+
+async def test_sqlite_counts_task_data_across_a_reopen(tmp_path: Path) -> None:
+    big = msgspec.structs.replace(record("a"), arguments=Raw(b'"' + b"x" * 398 + b'"'))
+    first = SQLiteTaskStore(tmp_path / "tasks.db")
+    await first.save(big, None, active=True)
+    await first.aclose()
+    again = SQLiteTaskStore(tmp_path / "tasks.db")
+    try:
+        with pytest.raises(StoreFull):  # 400 stored, 400 more: over 700
+            await again.save(
+                msgspec.structs.replace(big, task_id="b"), None, active=True, bytes_limit=700
+            )
+        await again.delete("a")
+        await again.save(
+            msgspec.structs.replace(big, task_id="b"), None, active=True, bytes_limit=700
+        )
+    finally:
+        await again.aclose()
 
 
 async def test_sqlite_keeps_its_key_across_a_reopen(tmp_path: Path) -> None:
