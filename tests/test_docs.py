@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,12 @@ def test_the_async_shell_of_the_core_docs_serves_tools_tasks_and_input_rounds() 
         assert done["result"]["content"] == [{"type": "text", "text": "deployed to prod"}]
 
     asyncio.run(session())
+
+
+def test_the_single_use_snippet_of_the_security_docs_registers_such_a_tool() -> None:
+    text = (DOCS / "security.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "single_use" in b)
+    namespace: dict[str, Any] = {"__name__": "security_snippet"}
+    exec(compile(code, "docs/security.md", "exec"), namespace)
+    spec = namespace["server"].core.catalog.tools["delete"]
+    assert spec.single_use_request_state

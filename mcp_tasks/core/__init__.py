@@ -56,6 +56,7 @@ from ._needs import (
     Subscription,
     TaskRequest,
     ToolCall,
+    UseOnce,
 )
 from ._options import (
     PromptSpec,
@@ -265,6 +266,7 @@ __all__ = [
     "ToolError",
     "ToolOutcome",
     "ToolSpec",
+    "UseOnce",
     "VersionConflict",
     "WakeAt",
     "WorkingTask",

@@ -69,7 +69,7 @@ class CatalogCalls:
             raise invalid_params(
                 f"Prompt {prompt.name!r} needs the argument(s) {', '.join(map(repr, missing))}"
             )
-        responses, handler_state = self._rounds.open(
+        responses, handler_state, *_ = self._rounds.open(
             "prompts/get", prompt.name, _encoded(arguments), params, principal=principal, now=now
         )
         call = PromptCall(
@@ -116,7 +116,7 @@ class CatalogCalls:
         found = self._catalog.find_resource(params.uri)
         if found is None:
             raise resource_not_found(params.uri)
-        responses, handler_state = self._rounds.open(
+        responses, handler_state, *_ = self._rounds.open(
             "resources/read", params.uri, None, params, principal=principal, now=now
         )
         call = ResourceRead(

@@ -131,12 +131,24 @@ class _HandlerNeed(Struct, frozen=True, kw_only=True):
         return request_id
 
 
+class UseOnce(Struct, frozen=True, kw_only=True):
+    """A sealed `requestState` that may be accepted once: the shell asks the store to
+    remember `key` until `until` first, and runs nothing if it was remembered already."""
+
+    key: str
+    until: float
+
+
 class RunTool(_HandlerNeed, frozen=True, kw_only=True):
-    """Run the tool handler for `call` now, then hand its outcome to `tool_returned`."""
+    """Run the tool handler for `call` now, then hand its outcome to `tool_returned`.
+
+    With `use_once`, first have the store remember it (`TaskStore.use_once`); if the store
+    had it already, answer `round_replayed(need)` instead of running anything."""
 
     call: ToolCall
     arguments: Any = None
     """The arguments decoded with the tool's `arguments_type` (None without one)."""
+    use_once: UseOnce | None = None
 
 
 class GetPrompt(_HandlerNeed, frozen=True, kw_only=True):

@@ -103,6 +103,10 @@ class ToolSpec(Struct, frozen=True, kw_only=True):
     resumable: bool = False
     """Safe to run again from the start: a task whose server stopped mid-run restarts
     (keeping the answers it was given) instead of failing."""
+    single_use_request_state: bool = False
+    """Accept each `requestState` this tool issued once: the store remembers it until it
+    expires, and a second call with it is -32602 (a confirmed action cannot be replayed).
+    False: a round's answers may be sent again while the state is valid."""
     arguments_type: Any = None
     """What the arguments decode to before the handler runs (a msgspec Struct, or dict);
     arguments that do not fit are refused with -32602 naming the field. None: not decoded."""

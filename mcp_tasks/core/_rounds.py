@@ -9,7 +9,8 @@ the seal and the answers before the handler runs again.
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from typing import Any, NamedTuple
 
 import msgspec
 from msgspec import UNSET, Raw
@@ -30,6 +31,15 @@ from ._sealing import RoundState, open_sealed, params_digest, seal
 RoundParams = w.CallToolParams | w.GetPromptParams | w.ReadResourceParams
 
 
+class OpenedRound(NamedTuple):
+    responses: dict[str, Raw]
+    handler_state: str | None
+    sealed: str | None
+    """A digest naming the `requestState` that opened it (None: none was given)."""
+    expires_at: float | None
+    """When that state stops being accepted anyway."""
+
+
 class Rounds:
     def __init__(self, encoder: Encoder, state_key: bytes, state_ttl_ms: int) -> None:
         if len(state_key) < 16:
@@ -47,7 +57,7 @@ class Rounds:
         *,
         principal: str | None,
         now: float,
-    ) -> tuple[dict[str, Raw], str | None]:
+    ) -> OpenedRound:
         """The answers and handler state an input round carries.
 
         With a `requestState` (a round this server asked), the answers are those to the
@@ -56,13 +66,20 @@ class Rounds:
         (`ctx.elicit_response(key)`) still refuses an answer of the wrong shape."""
         given = {} if params.input_responses is UNSET else params.input_responses
         if params.request_state is UNSET:
-            return {key: answer.copy() for key, answer in given.items()}, None
+            answers = {key: answer.copy() for key, answer in given.items()}
+            return OpenedRound(answers, None, None, None)
         raw = None if arguments is None else bytes(arguments)
         digest = params_digest(method, name, raw, principal)
         round_state = open_sealed(
             self.state_key, params.request_state, method=method, digest=digest, now=now
         )
-        return checked_responses(given, round_state.asked), round_state.handler_state
+        sealed = hashlib.sha256(params.request_state.encode()).hexdigest()
+        return OpenedRound(
+            checked_responses(given, round_state.asked),
+            round_state.handler_state,
+            sealed,
+            round_state.expires_at,
+        )
 
     def ask(
         self,

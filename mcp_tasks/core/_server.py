@@ -74,6 +74,7 @@ from ._needs import (
     Need,
     PromptCall,
     ResourceRead,
+    RunTool,
     Subscription,
     TaskRequest,
     ToolCall,
@@ -330,6 +331,11 @@ class ServerCore:
             next_expiry_at=next_expiry_at,
             now=now,
         )
+
+    def round_replayed(self, need: RunTool) -> Step:
+        """The store already had `need.use_once`: the `requestState` of this call was
+        accepted once before, and its tool accepts each only once (-32602)."""
+        return self._tools.replayed(need)
 
     def call_refused(self, need: Need) -> Step:
         """The server is shutting down: it runs no new handler."""

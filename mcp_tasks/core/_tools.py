@@ -17,7 +17,7 @@ from ._effects import Step
 from ._encode import Encoder, shown
 from ._envelope import HttpHeaders, check_param_headers, decode_params, invalid_params
 from ._errors import LocalProtocolError, ProtocolError
-from ._needs import Need, RunTool, ToolCall
+from ._needs import Need, RunTool, ToolCall, UseOnce
 from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome
 from ._rounds import Rounds, needs_tasks_extension
 from ._tasks import Tasks
@@ -54,10 +54,15 @@ class ToolCalls:
             check_param_headers(header_params, headers.params or {}, arguments)
         responses: dict[str, Raw] = {}
         handler_state = None
+        use_once = None
         if params.request_state is not UNSET or params.input_responses is not UNSET:
-            responses, handler_state = self._rounds.open(
+            opened = self._rounds.open(
                 "tools/call", tool.name, arguments, params, principal=principal, now=now
             )
+            responses, handler_state = opened.responses, opened.handler_state
+            if tool.single_use_request_state and opened.sealed is not None:
+                assert opened.expires_at is not None
+                use_once = UseOnce(key=opened.sealed, until=opened.expires_at)
         decoded = tool.decode_arguments(arguments)
         call = ToolCall(
             request_id=request_id,
@@ -68,9 +73,17 @@ class ToolCalls:
             input_responses=responses,
             handler_state=handler_state,
         )
-        return RunTool(
-            call=call, handler=self._catalog.handler("tool", tool.name), arguments=decoded
+        handler = self._catalog.handler("tool", tool.name)
+        return RunTool(call=call, handler=handler, arguments=decoded, use_once=use_once)
+
+    def replayed(self, need: RunTool) -> Step:
+        """The store had `need.use_once` already: its `requestState` was used before."""
+        assert need.call.request_id is not None
+        error = invalid_params(
+            f"requestState was used already: tool {need.call.tool_name!r} accepts each "
+            "input round's answers once; call it again without requestState to start anew"
         )
+        return Step(reply=self._encode.error(need.call.request_id, error))
 
     def returned(self, call: ToolCall, outcome: ToolOutcome, now: float) -> Step | Need:
         """The handler of `call` (run for `RunTool`) returned `outcome`: the reply, a new

@@ -113,6 +113,12 @@ class Interpreter:
                 if self._server.closing:
                     answer = self._core.call_refused(answer)
                     continue
+                once = answer.use_once
+                if once is not None and not await self._server.store.use_once(
+                    once.key, once.until, self._server.now()
+                ):
+                    answer = self._core.round_replayed(answer)
+                    continue
                 tool_call = answer.call
             fulfilled = await self._in_request(answer, notify, connection)
             if fulfilled is None:

@@ -48,6 +48,7 @@ class Registry:
         annotations: dict[str, Any] | None = None,
         input_schema: dict[str, Any] | None = None,
         resumable: bool = False,
+        single_use_request_state: bool = False,
     ) -> Callable[[ToolHandler], ToolHandler]:
         """Register an async tool handler `(ctx, args)` or `(ctx)`.
 
@@ -56,6 +57,8 @@ class Registry:
         `input_schema` to publish a schema of your own instead (the Struct still decodes).
         `resumable=True` says the handler may safely run again from the start: a task whose
         server stopped mid-run (restart, crash) runs again instead of failing.
+        `single_use_request_state=True` accepts each input round's `requestState` once
+        (remembered in the store until it expires): answers cannot be replayed.
         """
         published = input_schema  # the parameter hides nothing the body needs
 
@@ -72,6 +75,7 @@ class Registry:
                 description=description or first_paragraph(handler),
                 annotations=UNSET if annotations is None else annotations,
                 resumable=resumable,
+                single_use_request_state=single_use_request_state,
                 arguments_type=args_type,
             )
             entry = ToolEntry(spec, handler, takes_arguments=args_type is not None)

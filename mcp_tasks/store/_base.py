@@ -217,6 +217,12 @@ class TaskStore(Protocol):
         it across restarts, or return `proposal`)."""
         ...
 
+    async def use_once(self, key: str, until: float, now: float) -> bool:
+        """Remember `key` until `until` (wall-clock seconds); True if it was not remembered
+        already, in one atomic step across every process sharing the store. What is
+        remembered past its `until` (before `now`) may be forgotten."""
+        ...
+
     async def aclose(self) -> None:
         """Let go of connections and files."""
         ...

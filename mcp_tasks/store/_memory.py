@@ -32,6 +32,9 @@ class MemoryTaskStore:
         """Principal -> all its stored tasks (`principal_stored_limit`)."""
         self._bytes = 0
         """The task data of every stored record (`bytes_limit`)."""
+        self._used: dict[str, float] = {}
+        self._used_heap: list[tuple[float, str]] = []
+        """`use_once` keys and when each may be forgotten, soonest first."""
 
     @property
     def signals(self) -> Signals | None:
@@ -118,6 +121,18 @@ class MemoryTaskStore:
             self._claims[record.task_id] = again
             heapq.heappush(heap, (again, record.task_id))
         return due
+
+    async def use_once(self, key: str, until: float, now: float) -> bool:
+        heap = self._used_heap
+        while heap and heap[0][0] < now:
+            _, old = heapq.heappop(heap)
+            if self._used.get(old, now) < now:
+                del self._used[old]
+        if key in self._used:
+            return False
+        self._used[key] = until
+        heapq.heappush(heap, (until, key))
+        return True
 
     async def next_deadline(self) -> float | None:
         return self._expiry_heap[0][0] if self._expiry_heap else None

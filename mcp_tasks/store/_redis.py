@@ -333,6 +333,12 @@ class RedisTaskStore:
         ids = await self._run(lambda: self._lapsed(keys=keys, args=[repr(now), limit]))
         return [task_id.decode() for task_id in ids]
 
+    async def use_once(self, key: str, until: float, now: float) -> bool:
+        name = f"{self.prefix}:used:{key}"
+        milliseconds = max(1, int((until - now) * 1000))  # Redis forgets it then
+        taken = await self._run(lambda: self._client.set(name, b"1", nx=True, px=milliseconds))
+        return bool(taken)
+
     async def shared_key(self, proposal: bytes) -> bytes:
         key = f"{self.prefix}:state_key"
 

@@ -47,6 +47,11 @@ CREATE TABLE IF NOT EXISTS settings (
     name TEXT PRIMARY KEY,
     value BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS used_once (
+    key TEXT PRIMARY KEY,
+    until REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS used_once_until ON used_once (until);
 CREATE TABLE IF NOT EXISTS leases (
     task_id TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
@@ -300,6 +305,18 @@ class SQLiteTaskStore:
                 ).fetchall()
                 db.executemany("DELETE FROM leases WHERE task_id = ?", rows)
             return [str(row[0]) for row in rows]
+
+        return await self._run(work)
+
+    async def use_once(self, key: str, until: float, now: float) -> bool:
+        def work() -> bool:
+            with self._db as db:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("DELETE FROM used_once WHERE until < ?", (now,))
+                taken = db.execute(
+                    "INSERT OR IGNORE INTO used_once (key, until) VALUES (?, ?)", (key, until)
+                ).rowcount
+            return bool(taken == 1)
 
         return await self._run(work)
 

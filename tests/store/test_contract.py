@@ -9,6 +9,7 @@ store object on the same server and prefix: it shares nothing with the first but
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -283,6 +284,26 @@ async def test_the_byte_budget_counts_task_data_as_records_change(store: TaskSto
     await store.save(sized("d", 48), None, active=True, bytes_limit=budget)  # 1000: fits
     await store.delete("b")  # deleted: its 400 bytes are free
     await store.save(sized("e", 398), None, active=True, bytes_limit=budget)
+
+
+async def test_a_key_is_used_once_until_it_may_be_forgotten(store: TaskStore) -> None:
+    assert await store.use_once("k1", until=200.0, now=100.0)
+    assert not await store.use_once("k1", until=200.0, now=150.0)  # the second time
+    assert await store.use_once("k2", until=200.0, now=150.0)  # another key
+    assert not await store.use_once("k1", until=300.0, now=199.0)  # still remembered
+
+
+async def test_processes_on_one_redis_use_a_key_once_between_them(redis_url: str) -> None:
+    prefix = "once" + secrets.token_hex(6)
+    a = RedisTaskStore(redis_url, prefix=prefix)
+    b = RedisTaskStore(redis_url, prefix=prefix)
+    try:
+        now = time.time()
+        taken = [await a.use_once("k", now + 60, now), await b.use_once("k", now + 60, now)]
+        assert taken == [True, False]
+    finally:
+        await a.aclose()
+        await b.aclose()
 
 
 async def test_pop_due_returns_only_records_whose_time_has_come(store: TaskStore) -> None:
