@@ -1,4 +1,12 @@
-"""`subscriptions/listen`: what a stream agrees to carry, and each message on it."""
+"""`subscriptions/listen`: what a stream agrees to carry, each message on it, and the
+refusal of one stream too many.
+
+Streams are bounded three ways, each an option of `ServerOptions`: the task ids and
+resource uris one listen may name (`max_listen_items`; -32602 beyond), the streams open at
+once (`max_listen_streams`) and those of one principal (`max_listen_streams_per_principal`).
+The core cannot count open streams (it keeps no state): `Listen` carries the two stream
+limits, and the shell that holds the streams asks for `refused` when one is reached.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +20,17 @@ from ._catalog import Catalog
 from ._effects import Reply
 from ._encode import META_SUBSCRIPTION_ID, Encoder, notification
 from ._envelope import decode_params, invalid_params
+from ._errors import INTERNAL_ERROR
 from ._needs import Listen, Subscription
+from ._options import ServerOptions
 from ._records import TaskRecord
 from ._rounds import needs_tasks_extension
 
-MAX_SUBSCRIBED_ITEMS: Final = 256
-"""Task ids, and resource uris, one `subscriptions/listen` may name."""
+MAX_SUBSCRIBED_ITEMS: Final = ServerOptions().max_listen_items
+"""Task ids, and resource uris, one `subscriptions/listen` may name by default."""
+LISTEN_RETRY_AFTER_MS: Final = 5000
+"""When a client refused a stream is advised to try again: streams end when their clients
+leave, which nobody can foresee; often enough to notice, rarely enough to cost nothing."""
 LIST_CHANGED_METHODS: Final = {
     "tools": "notifications/tools/list_changed",
     "prompts": "notifications/prompts/list_changed",
@@ -26,9 +39,10 @@ LIST_CHANGED_METHODS: Final = {
 
 
 class Listening:
-    def __init__(self, encoder: Encoder, catalog: Catalog) -> None:
+    def __init__(self, encoder: Encoder, catalog: Catalog, options: ServerOptions) -> None:
         self._encode = encoder
         self._catalog = catalog
+        self.options = options
 
     def listen(
         self,
@@ -38,14 +52,15 @@ class Listening:
         principal: str | None,
     ) -> Listen:
         wanted = decode_params(raw_params, w.ListenParams).notifications
+        most = self.options.max_listen_items
         for name, items in (
             ("taskIds", wanted.task_ids),
             ("resourceSubscriptions", wanted.resource_subscriptions),
         ):
-            if items is not UNSET and len(items) > MAX_SUBSCRIBED_ITEMS:
+            if items is not UNSET and len(items) > most:
                 raise invalid_params(
                     f"Invalid params: params.notifications.{name} names {len(items)} items, "
-                    f"at most {MAX_SUBSCRIBED_ITEMS}"
+                    f"at most {most}"
                 )
         if wanted.task_ids is not UNSET and not meta.client_capabilities.has_tasks:
             raise needs_tasks_extension("Listening for task status (taskIds) needs")
@@ -70,7 +85,35 @@ class Listening:
         subscription = Subscription(
             request_id=request_id, notifications=agreed, meta=meta, principal=principal
         )
-        return Listen(subscription=subscription)
+        return Listen(
+            subscription=subscription,
+            max_streams=self.options.max_listen_streams,
+            max_streams_per_principal=self.options.max_listen_streams_per_principal,
+        )
+
+    def refused(self, listen: Listen, *, per_principal: bool) -> Reply:
+        """The answer to a listen the server has no room for: it carries `max_streams`
+        streams already (HTTP 503), or this principal's `max_streams_per_principal` (429).
+        Both -32603 and retryable, `LISTEN_RETRY_AFTER_MS` from now."""
+        if per_principal:
+            message = (
+                f"Too many listen streams for this caller: at most "
+                f"{listen.max_streams_per_principal} open at once; close one, or try again later"
+            )
+            status = 429
+        else:
+            message = (
+                f"Too many listen streams: the server carries its limit of "
+                f"{listen.max_streams}; try again later"
+            )
+            status = 503
+        return self._encode.retryable(
+            listen.request_id,
+            INTERNAL_ERROR,
+            message,
+            http_status=status,
+            retry_after_ms=LISTEN_RETRY_AFTER_MS,
+        )
 
     def acknowledged(self, subscription: Subscription) -> bytes:
         """The stream's first message: which notifications it will carry."""

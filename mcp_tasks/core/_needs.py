@@ -9,7 +9,8 @@ stream) and hands what it got back to the core, which answers with a `Step` or a
     ReadResource(call, handler)  run the resource handler, then `resource_returned`
     Complete(call, handler)      run the completion handler, then `completion_returned`
     FetchTask(request)           load `request.task_id`, then `handle_task_request`
-    Listen(subscription)         carry a `subscriptions/listen` stream until it ends
+    Listen(subscription, ...)    carry a `subscriptions/listen` stream until it ends, or
+                                 `listen_refused` if the server carries its limit
 
 `handler` is whatever was registered with the spec (`Catalog.add_*(spec, handler)`): the
 core hands it back untouched, so the shell runs exactly what the core found.
@@ -173,9 +174,13 @@ class Complete(_HandlerNeed, frozen=True, kw_only=True):
 
 class Listen(Struct, frozen=True, kw_only=True):
     """Open the stream: send `subscription_acknowledged` first, then each notification the
-    subscription wants, until the client closes it (or `subscription_ended` closes it)."""
+    subscription wants, until the client closes it (or `subscription_ended` closes it).
+    With `max_streams` streams open already, or `max_streams_per_principal` of this
+    principal's, answer `listen_refused` instead."""
 
     subscription: Subscription
+    max_streams: int | None = None
+    max_streams_per_principal: int | None = None
 
     @property
     def request_id(self) -> RequestId:

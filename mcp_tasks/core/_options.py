@@ -82,12 +82,27 @@ class ServerOptions(Struct, frozen=True, kw_only=True):
     accept_missing_task_name_header: bool = False
     """HTTP only. Accept `tasks/*` requests that lack the `Mcp-Name` header (some clients
     omit it). A *mismatched* header is refused all the same."""
+    max_listen_streams: int = 512
+    """`subscriptions/listen` streams open at once, over all callers; one more is -32603,
+    retryable (HTTP 503 with `Retry-After`, `data.retryAfterMs`). Each holds a connection
+    (a file descriptor) for as long as its client keeps it."""
+    max_listen_streams_per_principal: int | None = 64
+    """Listen streams one principal may hold open at once; one more is -32603, retryable
+    (HTTP 429 with `Retry-After`). None: no such limit. Without an authenticator every
+    caller is the same nobody, and this caps streams overall."""
+    max_listen_items: int = 256
+    """Task ids, and resource uris, one `subscriptions/listen` may name; more is -32602."""
 
     def __post_init__(self) -> None:
         if self.request_state_ttl_ms <= 0:
             raise ValueError("request_state_ttl_ms must be positive")
         if self.discover_ttl_ms < 0:
             raise ValueError("discover_ttl_ms must not be negative")
+        if self.max_listen_streams < 0 or self.max_listen_items < 0:
+            raise ValueError("max_listen_streams and max_listen_items must not be negative")
+        per_principal = self.max_listen_streams_per_principal
+        if per_principal is not None and per_principal < 1:
+            raise ValueError("max_listen_streams_per_principal must be at least 1, or None")
 
 
 class ToolSpec(Struct, frozen=True, kw_only=True):

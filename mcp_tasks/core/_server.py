@@ -14,6 +14,7 @@ fetch or run before the core can go on):
                                                ReadResource, Complete, Listen, FetchTask
     tool_returned(call, outcome, now)       -> Step (a reply; a new task), or RunTool
     task_refused(call, per_principal=...)   -> Step: the store refused to create the task
+    listen_refused(listen, per_principal=...) -> Reply: no room for one more stream
     prompt_returned / resource_returned /
     completion_returned(call, outcome)      -> Step
     handle_task_request(req, record, now)   -> Step (reply + SaveTask, ResumeTask, CancelTask)
@@ -71,6 +72,7 @@ from ._errors import (
 from ._listen import Listening
 from ._needs import (
     CompletionCall,
+    Listen,
     Need,
     PromptCall,
     ResourceRead,
@@ -126,7 +128,7 @@ class ServerCore:
         )
         self._tools = ToolCalls(self._encode, self.catalog, self._rounds, self._tasks)
         self._calls = CatalogCalls(self._encode, self.catalog, self._rounds)
-        self._listening = Listening(self._encode, self.catalog)
+        self._listening = Listening(self._encode, self.catalog, self.options)
         for tool in tools:
             self.add_tool(tool)
 
@@ -460,6 +462,10 @@ class ServerCore:
     def subscription_ended(self, subscription: Subscription) -> Reply:
         """The response that ends a stream gracefully (the server is shutting down)."""
         return self._listening.ended(subscription)
+
+    def listen_refused(self, listen: Listen, *, per_principal: bool) -> Reply:
+        """No room for one more stream (`Listening.refused`): -32603, retryable."""
+        return self._listening.refused(listen, per_principal=per_principal)
 
     # --- replies for the shell's own failures --------------------------------------------
 

@@ -15,6 +15,7 @@ from mcp_tasks.core import (
     ErrorObject,
     GetPromptResult,
     InputRequired,
+    Listen,
     PromptCall,
     PromptOutcome,
     PromptSpec,
@@ -24,12 +25,22 @@ from mcp_tasks.core import (
     ResourceRead,
     ResourceSpec,
     ResourceTemplateSpec,
+    ServerOptions,
     Step,
     Subscription,
 )
 from mcp_tasks.core._listen import MAX_SUBSCRIBED_ITEMS
 
-from .harness import ALL_CAPS, CORE, TASKS, Harness, check_schema, checked_harnesses, meta
+from .harness import (
+    ALL_CAPS,
+    CORE,
+    TASKS,
+    Harness,
+    check_any_reply,
+    check_schema,
+    checked_harnesses,
+    meta,
+)
 from .tools import TOOLS, ask_name
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
@@ -367,3 +378,67 @@ def test_the_ending_response_closes_the_stream_by_its_id(h: Harness, request_id:
             },
         },
     }
+
+
+# --- how many streams, and how large ------------------------------------------------------------
+
+
+def _listen_need(h: Harness, request_id: RequestId = 5) -> Listen:
+    need = h.core.receive(_listen_message({"taskIds": ["t"]}, None, request_id), h.now, None, "ann")
+    assert isinstance(need, Listen)
+    return need
+
+
+def test_listen_carries_the_stream_limits_for_the_shell_to_count(
+    make_harness: type[Harness],
+) -> None:
+    default = _listen_need(make_harness(tools=TOOLS))
+    assert (default.max_streams, default.max_streams_per_principal) == (512, 64)
+    options = ServerOptions(max_listen_streams=7, max_listen_streams_per_principal=None)
+    need = _listen_need(make_harness(tools=TOOLS, options=options))
+    assert (need.max_streams, need.max_streams_per_principal) == (7, None)
+    assert need.subscription.principal == "ann"
+
+
+@pytest.mark.parametrize(
+    ("per_principal", "status", "words"),
+    [
+        (False, 503, "Too many listen streams: the server carries its limit of 7; try again later"),
+        (True, 429, "Too many listen streams for this caller: at most 2 open at once"),
+    ],
+)
+def test_a_stream_past_a_limit_is_refused_and_may_be_tried_again(
+    make_harness: type[Harness], per_principal: bool, status: int, words: str
+) -> None:
+    options = ServerOptions(max_listen_streams=7, max_listen_streams_per_principal=2)
+    h = make_harness(tools=TOOLS, options=options)
+    reply = h.core.listen_refused(_listen_need(h, "L-9"), per_principal=per_principal)
+    assert reply.request_id == "L-9"
+    assert (reply.http_status, reply.retry_after_seconds) == (status, 5)
+    check_any_reply("subscriptions/listen", reply.body)
+    error = json.loads(reply.body)["error"]
+    assert error["code"] == -32603 and words in error["message"]
+    assert error["data"] == {"retryAfterMs": 5000}
+
+
+@pytest.mark.parametrize("field", ["taskIds", "resourceSubscriptions"])
+def test_the_item_limit_is_an_option(make_harness: type[Harness], field: str) -> None:
+    h = make_harness(tools=TOOLS, options=ServerOptions(max_listen_items=3), **CATALOG)
+    items = [f"file:///logs/{n}.txt" for n in range(4)]
+    error = refused(h, {field: items})
+    assert error["code"] == -32602
+    assert f"params.notifications.{field} names 4 items, at most 3" in error["message"]
+    assert agreed(h, {field: items[:3]}) == {field: items[:3]}
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"max_listen_streams": -1}, "max_listen_streams"),
+        ({"max_listen_items": -1}, "max_listen_items"),
+        ({"max_listen_streams_per_principal": 0}, "max_listen_streams_per_principal"),
+    ],
+)
+def test_listen_limits_must_make_sense(options: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        ServerOptions(**options)
