@@ -107,7 +107,7 @@ class Interpreter:
                 return await self.transition(request.task_id, decide)
             if isinstance(answer, Listen):
                 return await self._server.listeners.carry(
-                    answer.subscription, notify, connection, closing=self._server.closing
+                    answer, notify, connection, closing=self._server.closing
                 )
             if isinstance(answer, RunTool):
                 if self._server.closing:

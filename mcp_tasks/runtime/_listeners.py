@@ -3,19 +3,25 @@
 The core words every message (`list_changed`, `resource_updated`, `task_changed`); a
 `Listener` queues what its stream asked for, and `carry` sends the acknowledgement, then
 the queue, until the client closes the stream or the server ends it.
+
+`Listeners` counts the open streams, in all and per principal, against the limits the
+core's `Listen` carries (one too many gets the core's `listen_refused`), and indexes them
+by the task ids and resource uris they agreed to: a task write, or a resource update,
+costs as much as the streams watching that task or uri, whatever the number of others.
+List changes (a tool registered or removed: rare) go through every open stream.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
 import trio
 
-from ..core import Reply, RequestId, ServerCore, Subscription, TaskRecord
+from ..core import Listen, Reply, RequestId, ServerCore, Subscription, TaskRecord
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -71,26 +77,38 @@ class Listeners:
     def __init__(self, core: ServerCore) -> None:
         self._core = core
         self._open: set[Listener] = set()
+        self._per_principal: collections.Counter[str | None] = collections.Counter()
+        self._by_task = _Index()
+        self._by_uri = _Index()
 
     def __len__(self) -> int:
         return len(self._open)
 
+    def open_for(self, principal: str | None) -> int:
+        """How many streams `principal` holds open."""
+        return self._per_principal[principal]
+
     async def carry(
         self,
-        subscription: Subscription,
+        listen: Listen,
         notify: Notify | None,
         connection: Connection | None,
         *,
         closing: bool,
     ) -> Reply | None:
         """Carry one listen stream until the client closes it (no reply: it is gone) or
-        the server ends it (the closing response)."""
+        the server ends it (the closing response); or refuse it, when `listen`'s limits
+        are reached."""
+        subscription = listen.subscription
         if notify is None:
             return self._core.subscription_ended(subscription)  # nowhere to send anything
+        refusal = self._refusal(listen)
+        if refusal is not None:
+            return refusal
         listener = Listener(subscription, connection)
         if closing or (connection is not None and connection.closing):
             listener.end()
-        self._open.add(listener)
+        self._add(listener)
         scope = trio.CancelScope()
         if connection is not None:
             connection.in_flight[subscription.request_id] = scope
@@ -104,7 +122,7 @@ class Listeners:
                         continue
                     await notify(listener.queued.popleft())
         finally:
-            self._open.discard(listener)
+            self._remove(listener)
             if connection is not None:
                 connection.in_flight.pop(subscription.request_id, None)
         if scope.cancelled_caught:
@@ -119,16 +137,41 @@ class Listeners:
             if connection is None or listener.connection is connection:
                 listener.end()
 
+    def _refusal(self, listen: Listen) -> Reply | None:
+        most = listen.max_streams_per_principal
+        if most is not None and self._per_principal[listen.subscription.principal] >= most:
+            return self._core.listen_refused(listen, per_principal=True)
+        if listen.max_streams is not None and len(self._open) >= listen.max_streams:
+            return self._core.listen_refused(listen, per_principal=False)
+        return None
+
+    def _add(self, listener: Listener) -> None:
+        self._open.add(listener)
+        self._per_principal[listener.subscription.principal] += 1
+        wanted = listener.subscription.notifications
+        self._by_task.add(wanted.task_ids or (), listener)
+        self._by_uri.add(wanted.resource_subscriptions or (), listener)
+
+    def _remove(self, listener: Listener) -> None:
+        self._open.discard(listener)
+        principal = listener.subscription.principal
+        self._per_principal[principal] -= 1
+        if not self._per_principal[principal]:
+            del self._per_principal[principal]
+        wanted = listener.subscription.notifications
+        self._by_task.discard(wanted.task_ids or (), listener)
+        self._by_uri.discard(wanted.resource_subscriptions or (), listener)
+
     def list_changed(self, kind: str) -> None:
         for listener in self._open:
             listener.push(self._core.list_changed(listener.subscription, kind))
 
     def resource_updated(self, uri: str) -> None:
-        for listener in self._open:
+        for listener in self._by_uri.get(uri):
             listener.push(self._core.resource_updated(listener.subscription, uri))
 
     def task_changed(self, record: TaskRecord) -> None:
-        for listener in self._open:
+        for listener in self._by_task.get(record.task_id):
             try:
                 message = self._core.task_changed(listener.subscription, record)
             except Exception:  # a notification must never cost the task its own work
@@ -137,7 +180,43 @@ class Listeners:
             listener.push(message)
 
     def wants_task(self, task_id: str) -> bool:
-        return any(
-            task_id in (listener.subscription.notifications.task_ids or ())
-            for listener in self._open
-        )
+        """Whether a stream watches `task_id` (a change made elsewhere is worth a read)."""
+        return task_id in self._by_task
+
+
+class _Index:
+    """The listeners of each key (a task id, a resource uri). Most keys have one: it is kept
+    bare, and a set only for a key two or more share. (A set for every key cost 80 KiB per
+    stream of 256 task ids, and made the garbage collector's rounds longer.)"""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, Listener | set[Listener]] = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._by_key
+
+    def get(self, key: str) -> Iterable[Listener]:
+        found = self._by_key.get(key)
+        if found is None:
+            return ()
+        return found if isinstance(found, set) else (found,)
+
+    def add(self, keys: Iterable[str], listener: Listener) -> None:
+        by_key = self._by_key
+        for key in keys:
+            found = by_key.setdefault(key, listener)
+            if isinstance(found, set):
+                found.add(listener)
+            elif found is not listener:
+                by_key[key] = {found, listener}
+
+    def discard(self, keys: Iterable[str], listener: Listener) -> None:
+        by_key = self._by_key
+        for key in keys:
+            found = by_key.get(key)
+            if found is listener:
+                del by_key[key]
+            elif isinstance(found, set):
+                found.discard(listener)
+                if len(found) == 1:
+                    by_key[key] = found.pop()
