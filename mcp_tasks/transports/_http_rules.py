@@ -106,6 +106,10 @@ class HttpConfig:
     """How long a keep-alive connection may wait for its next request before it closes."""
     drain_timeout_seconds: float = 10.0
     """On shutdown, how long requests in flight may run before they are cancelled."""
+    keep_alive_comment_seconds: float | None = 15.0
+    """On an SSE answer (a `subscriptions/listen` stream, a request sending progress), how
+    long it may go without a message before the comment line `: keep-alive` is sent, so
+    that proxies and clients see it is alive. None: never."""
     allowed_hosts: frozenset[str] = frozenset()
     """`Host` values accepted besides localhost, 127.0.0.1 and ::1 (a name, or name:port).
     Empty on a non-loopback bind: any Host is accepted."""
@@ -130,6 +134,8 @@ class HttpConfig:
             raise ValueError("max_body_bytes_in_flight must be at least max_body_bytes")
         if self.body_wait_seconds < 0:
             raise ValueError("body_wait_seconds must not be negative")
+        if self.keep_alive_comment_seconds is not None and self.keep_alive_comment_seconds <= 0:
+            raise ValueError("keep_alive_comment_seconds must be positive, or None")
         object.__setattr__(self, "allowed_hosts", _lowered(self.allowed_hosts))
         origins = _lowered(origin.rstrip("/") for origin in self.allowed_origins)
         object.__setattr__(self, "allowed_origins", origins)

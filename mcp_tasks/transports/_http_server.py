@@ -17,8 +17,10 @@ looks at every connection each tick (0.1 s): a wait for the client that has pass
 deadline cancels that connection's pump (408, or a quiet close if no request had begun);
 a request that has been with the server for a tick gets a watcher task, which waits for
 the socket to turn readable and, at end-of-file, cancels the pump (closing the stream is
-how a client cancels a request). A trio deadline per wait and a reader task per connection
-were simpler, and cost more than all the rest of the transport (`benchmarks/http.py`).
+how a client cancels a request); an SSE answer quiet for `keep_alive_comment_seconds` gets
+a task that writes it the comment line `: keep-alive`. A trio deadline per wait and a
+reader task per connection were simpler, and cost more than all the rest of the transport
+(`benchmarks/http.py`).
 
 What HTTP refuses on its own gets a JSON-RPC error object without an id (-32600, a
 message naming the problem). Anything JSON-RPC, with the HTTP status of its errors
@@ -82,6 +84,7 @@ _LINGER_BYTES: Final = 64 * 1024 * 1024
 """The most dropped so: a client sending more than this is cut off (with its answer)."""
 _JSON: Final = (b"content-type", b"application/json")
 _CLOSE: Final = (b"connection", b"close")
+_KEEP_ALIVE: Final = h11.Data(data=b": keep-alive\n\n")  # an SSE comment: clients skip it
 _SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -176,6 +179,7 @@ class _Serving:
             config.header_timeout_seconds,
             config.body_timeout_seconds,
             config.idle_timeout_seconds,
+            config.keep_alive_comment_seconds or math.inf,
         )
         self.tick = min(_TICK_SECONDS, shortest / 4)
         self._connected = trio.Event()
@@ -246,6 +250,7 @@ class _Connection:
         self._deadline = math.inf  # until when it waits
         self._handling_since = math.inf  # when the request in flight went to the server
         self._watch: trio.CancelScope | None = None  # a watcher of the client, if any
+        self._keep_alive_at = math.inf  # when the quiet SSE answer in flight gets a comment
         self._nursery: trio.Nursery | None = None
         self._peer_closed = False
         self._read_for_request = 0  # bytes read since the current request's head began
@@ -282,6 +287,10 @@ class _Connection:
             assert self._nursery is not None
             self._watch = trio.CancelScope()
             self._nursery.start_soon(self._watch_client, self._watch)
+        if now >= self._keep_alive_at:
+            assert self._nursery is not None
+            self._keep_alive_at = math.inf  # until the comment is out
+            self._nursery.start_soon(self._keep_alive)
 
     # --- the pump ------------------------------------------------------------------------
 
@@ -455,7 +464,7 @@ class _Connection:
             message = "Internal error: the server failed on this request"
             reply = Reply(body=error_body(None, INTERNAL_ERROR, message), http_status=500)
         finally:
-            self._handling_since = math.inf
+            self._handling_since = self._keep_alive_at = math.inf
             if self._watch is not None:
                 self._watch.cancel()  # at once: the pump reads this socket next
                 self._watch = None
@@ -485,10 +494,26 @@ class _Connection:
                     headers = _SSE_HEADERS + ([_CLOSE] if self.serving.draining else [])
                     await self._send(h11.Response(status_code=200, headers=headers, reason=b"OK"))
                     await self._send(_sse_event(message))
+                self._sent_on_stream()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._peer_closed = True
             self._scope.cancel()
             await trio.lowlevel.checkpoint()
+
+    async def _keep_alive(self) -> None:
+        """The keeper found the SSE answer in flight quiet: a comment shows it is alive."""
+        try:
+            async with self._send_lock:
+                if self._streaming and self._handling_since != math.inf:  # not yet ended
+                    await self._send(_KEEP_ALIVE)
+                    self._sent_on_stream()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._peer_closed = True
+            self._scope.cancel()
+
+    def _sent_on_stream(self) -> None:
+        if self.config.keep_alive_comment_seconds is not None:
+            self._keep_alive_at = trio.current_time() + self.config.keep_alive_comment_seconds
 
     # --- noticing a client that leaves mid-request ----------------------------------------
 
