@@ -166,3 +166,19 @@ def test_the_benchmarks_page_shows_the_figures_of_its_json() -> None:
     figures = json.loads((docs / "benchmarks.json").read_text())
     assert len(figures["aims"]) == 8 and all(aim["ratio"] for aim in figures["aims"])
     assert (docs / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_listen_benchmark_runs_and_reports_both_rates() -> None:
+    """Task creations with no listen stream open and with streams open (50 in the smoke run)."""
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "listen.py"), "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    figures = json.loads(out.stdout)
+    assert figures["streams"] == 50 and figures["task_ids_per_stream"] == 16
+    for run in (figures["none"], figures["with_streams"]):
+        assert run["count"] > 0 and run["failures"] == 0, run
+    assert figures["ratio"] > 0
