@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `_common`
 
 import argparse
 import collections
+import contextlib
 import json
 import re
 import subprocess
@@ -34,8 +35,8 @@ from typing import Any
 
 import h11
 import trio
-
 from _common import ROOT, cli_command, print_rows, rss_kib
+
 from mcp_tasks import CallToolResult, Server, ToolContext, ToolOutcome
 
 DEADLINE_SECONDS = 120.0
@@ -91,10 +92,9 @@ async def one_call(port: int, body: bytes, statuses: collections.Counter[str]) -
 
 
 async def _send_quietly(stream: trio.SocketStream, data: bytes) -> None:
-    try:
+    # The server may answer (503) and close before it took it all.
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
         await stream.send_all(data)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass  # the server answered (503) and closed before taking it all
 
 
 async def _status(stream: trio.SocketStream, connection: h11.Connection) -> int:

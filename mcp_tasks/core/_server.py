@@ -43,6 +43,7 @@ from msgspec import UNSET, Raw
 from . import _wire as w
 from ._catalog import Catalog
 from ._catalog_calls import CatalogCalls
+from ._compat import CompatibleNames
 from ._effects import CancelRequest, Notify, Reply, ResumeTask, SaveTask, Step
 from ._encode import (
     Encoder,
@@ -91,13 +92,13 @@ from ._outcomes import (
 from ._policy import MinPollInterval, PollPolicy
 from ._records import TaskRecord
 from ._rounds import Rounds
-from ._tasks import Tasks, progress_text, task_call
+from ._tasks import Tasks, progress_text
 from ._tools import ToolCalls
 
 SHUTTING_DOWN_MESSAGE: typing.Final = "The server is shutting down; try again later"
 
 
-class ServerCore:
+class ServerCore(CompatibleNames):
     def __init__(
         self,
         *,
@@ -151,16 +152,6 @@ class ServerCore:
             fraction = options.min_poll_fraction
             self._tasks.poll_policy = None if fraction is None else MinPollInterval(fraction)
         self.task_options = self._tasks.options = options
-
-    def add_tool(self, tool: ToolSpec, handler: Any = None) -> None:
-        self.catalog.add_tool(tool, handler)
-
-    def remove_tool(self, name: str) -> None:
-        self.catalog.remove_tool(name)
-
-    @property
-    def tools(self) -> dict[str, ToolSpec]:
-        return dict(self.catalog.tools)
 
     @property
     def poll_policy(self) -> PollPolicy | None:
@@ -414,13 +405,6 @@ class ServerCore:
         on another process), or None if it is not working."""
         return self._tasks.resumed(record)
 
-    def resume_call(self, record: TaskRecord) -> ToolCall | None:
-        """The call that runs `record`'s handler again with every answer it has so far,
-        or None if the task is not running (it ended)."""
-        if record.status.is_terminal or record.request_meta is None:
-            return None
-        return task_call(record)
-
     def expire_task(self, record: TaskRecord | None, now: float) -> Step:
         """A `WakeAt` came due: remove the record if its TTL has run out."""
         return self._tasks.expire(record, now)
@@ -481,13 +465,6 @@ class ServerCore:
         """The reply when the server failed on this request (a bug or a store fault)."""
         message = "Internal error: the server failed on this request"
         return self.error_reply(request_id, INTERNAL_ERROR, message, http_status=500)
-
-    def error_reply(
-        self, request_id: w.RequestId | None, code: int, message: str, http_status: int
-    ) -> Reply:
-        """An error response carried with `http_status`."""
-        reply = self._encode.error_object(request_id, w.ErrorObject(code=code, message=message))
-        return msgspec.structs.replace(reply, http_status=http_status)
 
     # --- results --------------------------------------------------------------------------
 
