@@ -138,13 +138,45 @@ def check_envelope(message: w.IncomingMessage) -> str:
     return message.method
 
 
-def request_meta(head: w.ParamsHead) -> w.RequestMeta:
+def request_meta(
+    head: w.ParamsHead, method: str, raw_params: Raw, headers: HttpHeaders | None
+) -> w.RequestMeta:
     if head.meta is UNSET:
+        older = _older_era_version(method, raw_params, headers)
+        if older is not None:
+            raise RemoteProtocolError(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                f"Unsupported protocol version {shown(older)!r}: this server speaks MCP "
+                f"{', '.join(w.SUPPORTED_VERSIONS)} only, where there is no initialize and "
+                "every request carries its version in params._meta",
+                {"supported": list(w.SUPPORTED_VERSIONS), "requested": older},
+            )
         raise invalid_params(
             "Invalid params: params._meta is required (protocol version and client "
             "capabilities travel in every request)"
         )
     return head.meta
+
+
+class _InitializeParams(msgspec.Struct):
+    protocolVersion: Any = None  # noqa: N815 - the wire's name
+
+
+def _older_era_version(method: str, raw_params: Raw, headers: HttpHeaders | None) -> str | None:
+    """The protocol version a client of an earlier revision named (its `initialize`, or
+    the `MCP-Protocol-Version` header it sends afterwards), or None: not such a client."""
+    header = None if headers is None else headers.protocol_version
+    if header is not None and header.strip() in w.SUPPORTED_VERSIONS:
+        header = None  # a current client that left `_meta` out: -32602 says what is missing
+    if method == "initialize":
+        try:
+            given = msgspec.json.decode(raw_params, type=_InitializeParams).protocolVersion
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            given = None
+        if isinstance(given, str):
+            return given
+        return header.strip() if header is not None else "none given"
+    return None if header is None else header.strip()
 
 
 def check_version_and_method(

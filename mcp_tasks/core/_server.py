@@ -228,7 +228,7 @@ class ServerCore(CompatibleNames):
     ) -> Step | Need:
         raw_params = Raw(b"{}") if params is UNSET else params
         head = decode_params(raw_params, w.ParamsHead)
-        meta = request_meta(head)
+        meta = request_meta(head, method, raw_params, headers)
         if headers is not None:
             check_headers(
                 headers,

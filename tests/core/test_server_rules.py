@@ -136,6 +136,41 @@ def test_unsupported_version_names_supported_and_requested(h: Harness) -> None:
     assert error["data"] == {"supported": ["2026-07-28"], "requested": "v999.0.0"}
 
 
+def test_an_initialize_of_an_earlier_revision_is_told_which_versions_are_spoken(
+    h: Harness,
+) -> None:
+    """Clients of the previous era (the TypeScript SDK, the Inspector) open with
+    `initialize`: they get -32022 naming the supported versions, not "_meta is required"."""
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x"}}
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+    for headers in (None, HttpHeaders(protocol_version=None, method=None)):  # stdio, HTTP
+        exchange = h.send(json.dumps(message).encode(), headers)
+        reply = json.loads(exchange.reply or b"")
+        assert reply["id"] == 0 and exchange.http_status == 400
+        error = error_of(reply)
+        assert error["code"] == -32022
+        assert error["data"] == {"supported": ["2026-07-28"], "requested": "2025-06-18"}
+        assert error["message"].startswith(
+            "Unsupported protocol version '2025-06-18': this server speaks MCP 2026-07-28 only"
+        )
+
+
+def test_a_request_of_an_earlier_revision_is_told_which_versions_are_spoken(
+    h: Harness,
+) -> None:
+    """After `initialize`, an earlier-era client sends its version in the header only."""
+    message = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}
+    old = HttpHeaders(protocol_version="2025-06-18", method="tools/list")
+    exchange = h.send(json.dumps(message).encode(), old)
+    error = error_of(json.loads(exchange.reply or b""))
+    assert error["code"] == -32022 and exchange.http_status == 400
+    assert error["data"] == {"supported": ["2026-07-28"], "requested": "2025-06-18"}
+    # The current version in the header and no `_meta`: what is missing is `_meta`.
+    current = HttpHeaders(protocol_version="2026-07-28", method="tools/list")
+    reply = json.loads(h.send(json.dumps(message).encode(), current).reply or b"")
+    assert reply["error"]["code"] == -32602
+
+
 def test_header_mismatch_is_checked_before_the_version(h: Harness) -> None:
     headers = HttpHeaders(protocol_version="2026-07-28", method="tools/list")
     exchange = h.send(_versioned("v999.0.0"), headers)

@@ -327,6 +327,26 @@ async def test_json_rpc_errors_carry_their_http_status(
     assert response.json()["error"]["code"] == code
 
 
+async def test_an_initialize_from_an_earlier_revision_is_400_naming_the_versions(
+    client: HttpClient,
+) -> None:
+    """What the TypeScript SDK client and the Inspector send first, headers and all."""
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ts"}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+    headers = [("accept", "application/json, text/event-stream")]
+    response = await client.post(body.encode(), headers)
+    assert response.status == 400
+    check_reply(None, response.body)
+    error = response.json()["error"]
+    assert error["code"] == -32022
+    assert error["data"] == {"supported": ["2026-07-28"], "requested": "2025-06-18"}
+    # and what such a client sends next, its version in the header only
+    later = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+    old = [("mcp-protocol-version", "2025-06-18"), *headers]
+    response = await client.post(later.encode(), old)
+    assert response.status == 400 and response.json()["error"]["code"] == -32022
+
+
 async def test_other_paths_are_404(client: HttpClient) -> None:
     body = request("server/discover")
     response = await client.post(body, mcp_headers("server/discover"), target="/other")

@@ -185,6 +185,20 @@ async def test_a_line_that_is_not_json_gets_parse_error_and_reading_goes_on(
         assert await peer.rest() == []
 
 
+async def test_an_initialize_from_an_earlier_revision_names_the_versions(
+    autojump_clock: MockClock,
+) -> None:
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x"}}
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+    async with stdio_session() as peer:
+        await peer.write(json.dumps(message).encode() + b"\n")
+        reply = await peer.receive()
+        check_reply(None, json.dumps(reply).encode())
+        assert reply["id"] == 0 and reply["error"]["code"] == -32022
+        assert reply["error"]["data"] == {"supported": ["2026-07-28"], "requested": "2025-06-18"}
+        assert await peer.rest() == []
+
+
 async def test_an_over_long_line_is_refused_before_its_end_arrives_and_skipped(
     autojump_clock: MockClock,
 ) -> None:
