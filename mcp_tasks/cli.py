@@ -134,6 +134,12 @@ def main() -> None:
     type=click.FloatRange(min=0.001),
     help="The poll interval advised to clients (default: the server's, 1).",
 )
+@click.option(
+    "--accept-missing-task-name",
+    is_flag=True,
+    help="HTTP: serve tasks/get, tasks/update and tasks/cancel that lack the Mcp-Name header "
+    "(fastmcp-tasks 4.1.4's client leaves it out). A mismatched one is refused all the same.",
+)
 def serve(  # noqa: PLR0917 - click passes every option
     target: str,
     address: tuple[str, int] | None,
@@ -145,6 +151,7 @@ def serve(  # noqa: PLR0917 - click passes every option
     max_tasks: int | None,
     ttl_seconds: float | None,
     poll_seconds: float | None,
+    accept_missing_task_name: bool,
 ) -> None:
     """Serve the mcp_tasks.Server named by TARGET.
 
@@ -172,6 +179,13 @@ def serve(  # noqa: PLR0917 - click passes every option
         changes["poll_interval_ms"] = max(1, round(poll_seconds * 1000))
     if changes:
         server.use_task_options(msgspec.structs.replace(server.core.task_options, **changes))
+    if accept_missing_task_name:
+        if stdio:
+            raise click.UsageError(
+                "--accept-missing-task-name is for --http: stdio has no headers."
+            )
+        lenient = msgspec.structs.replace(server.core.options, accept_missing_task_name_header=True)
+        server.use_options(lenient)
     host, port = address or (DEFAULT_HOST, DEFAULT_PORT)
     if stdio and allowed_hosts:
         raise click.UsageError("--allow-host is for --http: stdio has no Host header.")

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -330,6 +331,61 @@ async def test_http_serves_where_it_says_it_listens() -> None:
         child.process.send_signal(signal.SIGTERM)
         code, rest, errors = await child.finish()
     assert code == 0 and rest == "" and "Traceback" not in errors
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """POST over loopback; the status and the JSON body, whatever the status."""
+    sent = urllib.request.Request(url, data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(sent) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+async def test_accept_missing_task_name_serves_tasks_requests_without_mcp_name(
+    lenient: bool,
+) -> None:
+    """What fastmcp-tasks 4.1.4's client sends: tasks/get without Mcp-Name (issue 16,
+    point 3). Strict by default, with a message that says what the server could allow."""
+    flags = ["--accept-missing-task-name"] if lenient else []
+    async with spawn(*cli("serve", "examples/jobs.py", "--http", "127.0.0.1:0", *flags)) as child:
+        found = await child.stderr_line(r"serving jobs 0\.1\.0 on (http://127\.0\.0\.1:\d+/mcp)")
+        url = found.group(1)
+        caps = {"extensions": {TASKS_EXTENSION: {}}}
+        base = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2026-07-28",
+        }
+        params = {"name": "slow_compute", "arguments": {"seconds": 30}}
+        call = request("tools/call", params, caps=caps)
+        call_headers = {**base, "mcp-method": "tools/call", "mcp-name": "slow_compute"}
+        with trio.fail_after(20):
+            status, created = await trio.to_thread.run_sync(_post, url, call, call_headers)
+            assert status == 200
+            get = request("tasks/get", {"taskId": created["result"]["taskId"]}, caps=caps)
+            no_name = {**base, "mcp-method": "tasks/get"}
+            status, answer = await trio.to_thread.run_sync(_post, url, get, no_name)
+        if lenient:
+            assert status == 200 and answer["result"]["status"] == "working"
+        else:
+            assert status == 400 and answer["error"]["code"] == -32020
+            assert answer["error"]["message"] == (
+                "Mcp-Name header is missing (it must carry params.taskId); a client that "
+                "leaves it out of tasks/* is served only by a server configured to accept "
+                "that (mcp-tasks serve --accept-missing-task-name)"
+            )
+        child.process.send_signal(signal.SIGTERM)
+        code, _, errors = await child.finish()
+    assert code == 0 and "Traceback" not in errors
+
+
+def test_accept_missing_task_name_is_for_http_only() -> None:
+    result = run_cli("serve", "examples/jobs.py", "--stdio", "--accept-missing-task-name")
+    assert result.exit_code == 2
+    assert "--accept-missing-task-name is for --http: stdio has no headers." in result.output
 
 
 def test_python_dash_m_runs_the_command() -> None:

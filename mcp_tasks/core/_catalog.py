@@ -47,6 +47,12 @@ class Catalog:
         """(kind, name) -> the handler registered with the spec."""
         self._cached: dict[str, Any] = {}
 
+    def use_cache_hints(self, *, ttl_ms: int, cache_scope: Literal["public", "private"]) -> None:
+        """Advise `ttl_ms` and `cache_scope` on every list result from now on."""
+        self._ttl_ms = ttl_ms
+        self._cache_scope = cache_scope
+        self._cached.clear()  # list results carry the hints
+
     def handler(self, kind: str, name: Any) -> Any:
         """What was registered to serve `name` of `kind` ("tool", "prompt", "resource",
         "template", "completion"), or None."""

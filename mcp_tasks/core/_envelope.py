@@ -227,8 +227,15 @@ def check_headers(
     if not isinstance(body_value, str):
         return  # absent or mistyped: the params check reports it
     if headers.name is None:
-        if method in TASK_METHODS and accept_missing_task_name:
-            return
+        if method in TASK_METHODS:
+            if accept_missing_task_name:
+                return
+            raise RemoteProtocolError(
+                HEADER_MISMATCH,
+                f"Mcp-Name header is missing (it must carry params.{wire_name}); a client that "
+                "leaves it out of tasks/* is served only by a server configured to accept that "
+                "(mcp-tasks serve --accept-missing-task-name)",
+            )
         raise RemoteProtocolError(
             HEADER_MISMATCH, f"Mcp-Name header is missing (it must carry params.{wire_name})"
         )

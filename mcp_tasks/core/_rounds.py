@@ -46,7 +46,7 @@ class Rounds:
             raise ValueError("state_key must hold at least 16 random bytes")
         self._encode = encoder
         self.state_key = state_key
-        self._state_ttl_ms = state_ttl_ms
+        self.state_ttl_ms = state_ttl_ms
 
     def open(
         self,
@@ -99,7 +99,7 @@ class Rounds:
         state = RoundState(
             method=method,
             params_digest=params_digest(method, name, arguments, principal),
-            expires_at=now + self._state_ttl_ms / 1000,
+            expires_at=now + self.state_ttl_ms / 1000,
             asked={key: method_of(request) for key, request in outcome.requests.items()},
             handler_state=outcome.state,
         )

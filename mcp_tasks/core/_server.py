@@ -145,6 +145,15 @@ class ServerCore(CompatibleNames):
             raise ValueError("state_key must hold at least 16 random bytes")
         self._rounds.state_key = state_key
 
+    def use_options(self, options: ServerOptions) -> None:
+        """Answer under `options` from now on (cache hints, the `requestState` TTL, header
+        leniency, listen limits)."""
+        self.options = self._listening.options = options
+        self.catalog.use_cache_hints(
+            ttl_ms=options.discover_ttl_ms, cache_scope=options.cache_scope
+        )
+        self._rounds.state_ttl_ms = options.request_state_ttl_ms
+
     def use_task_options(self, options: TaskOptions) -> None:
         """Create tasks under `options` from now on (their TTL, poll interval, limits).
         A poll policy made from the old `min_poll_fraction` is made anew from the new one."""

@@ -166,6 +166,13 @@ class Server(Registry):
             raise RuntimeError("use_store() while the server is running: stop it first")
         self.store = store
 
+    def use_options(self, options: ServerOptions) -> None:
+        """Answer under `options` from now on (e.g. `accept_missing_task_name_header` given
+        on the command line). Only before `running()`."""
+        if self.runner.nursery is not None:
+            raise RuntimeError("use_options() while the server is running: stop it first")
+        self.core.use_options(options)
+
     def use_task_options(self, options: TaskOptions) -> None:
         """Create tasks under `options` from now on (e.g. limits given on the command
         line). Only before `running()`."""

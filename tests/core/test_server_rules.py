@@ -285,6 +285,22 @@ def test_missing_task_name_header_is_accepted_only_when_opted_in(
     assert error_of(lenient.call("greet", {"name": "x"}, headers=call))["code"] == -32020
 
 
+def test_options_given_later_are_the_ones_answered_under(h: Harness) -> None:
+    """`use_options` (what `mcp-tasks serve --accept-missing-task-name` calls) changes the
+    header leniency and the cache hints of list results already made."""
+    assert (
+        error_of(h.request("tasks/get", {"taskId": "t-1"}, headers=_headers(None)))["code"]
+        == -32020
+    )
+    assert h.request("tools/list")["result"]["ttlMs"] == ServerOptions().discover_ttl_ms
+    h.core.use_options(ServerOptions(accept_missing_task_name_header=True, discover_ttl_ms=5))
+    assert (
+        error_of(h.request("tasks/get", {"taskId": "t-1"}, headers=_headers(None)))["code"]
+        == -32602
+    )
+    assert h.request("tools/list")["result"]["ttlMs"] == 5
+
+
 # --- discover and tools/list ---------------------------------------------------------------
 
 
