@@ -1,0 +1,212 @@
+"""The processes of the interop tests: each side in its own, over loopback HTTP or stdio.
+
+The peers (fastmcp 4.1.4 + fastmcp-tasks 4.1.4, `mcp` 2.3.0) run with the python of their
+own virtual environment, benchmarks/.peers-venv, built by benchmarks/peers/install. Outside
+CI a missing (or out of date) one skips the tests, saying how to build it; in CI (`CI` set)
+it is a failure: `.ci/run` builds it before the tests.
+
+Nothing here sleeps and hopes: a server is used once it printed where it listens, and every
+wait on a process's output or exit has a deadline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PEER_SCRIPTS = Path(__file__).resolve().parent / "peers"
+FIXTURE = Path(__file__).resolve().parent / "fixture.py"
+PEERS_VENV = ROOT / "benchmarks" / ".peers-venv"
+PEERS_PINS = [
+    ROOT / "benchmarks" / "peers" / name for name in ("requirements.txt", "constraints.txt")
+]
+MCP_TASKS = str(Path(sys.executable).parent / "mcp-tasks")
+
+START_SECONDS = 30.0  # a server prints where it listens within this
+RUN_SECONDS = 120.0  # a peer script runs all its steps within this
+STOP_SECONDS = 10.0
+
+INSTALL_HINT = (
+    "the peers' virtual environment (benchmarks/.peers-venv: fastmcp, fastmcp-tasks and mcp, "
+    "pinned) is missing or out of date: build it with benchmarks/peers/install (needs PyPI)"
+)
+
+
+def peers_python() -> str:
+    """The peers' python; the test is skipped (failed in CI) when their venv is not built
+    from today's pins."""
+    python = PEERS_VENV / "bin" / "python"
+    stamp = PEERS_VENV / ".installed"
+    wanted = hashlib.sha256(b"".join(path.read_bytes() for path in PEERS_PINS)).hexdigest()
+    built = stamp.read_text().split()[:1] if stamp.is_file() else []
+    if not python.exists() or built != [wanted]:
+        if os.environ.get("CI"):
+            pytest.fail(INSTALL_HINT)
+        pytest.skip(INSTALL_HINT)
+    return str(python)
+
+
+def peer_script(name: str) -> str:
+    return str(PEER_SCRIPTS / name)
+
+
+def ours(*options: str) -> list[str]:
+    """`mcp-tasks serve` on the interop fixture, advising a 0.1 s poll interval (so a task's
+    end is seen soon); `options` add `--stdio` or `--http`, `--accept-missing-task-name`."""
+    return [MCP_TASKS, "serve", str(FIXTURE), "--poll-interval", "0.1", *options]
+
+
+class Output:
+    """A process's stdout and stderr, read line by line by two threads; every line kept."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        self._queues: dict[str, queue.Queue[str | None]] = {}
+        for name, stream in (("stdout", process.stdout), ("stderr", process.stderr)):
+            if stream is not None:
+                self._queues[name] = queue.Queue()
+                threading.Thread(target=self._read, args=(name, stream), daemon=True).start()
+
+    def _read(self, name: str, stream: IO[str]) -> None:
+        for line in stream:
+            self._queues[name].put(line.rstrip("\n"))
+        self._queues[name].put(None)
+
+    def wait_for(self, stream: str, pattern: str, timeout: float = START_SECONDS) -> re.Match[str]:
+        """The first new line of `stream` that `pattern` matches; fails at the deadline or
+        when the stream ends first."""
+        deadline = time.monotonic() + timeout
+        lines = self._queues[stream]
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"no {stream} line matching {pattern!r} in {timeout} s\n{self}")
+            if line is None:
+                lines.put(None)  # ended: so says every later wait
+                pytest.fail(f"{stream} ended before a line matching {pattern!r}\n{self}")
+            self.lines[stream].append(line)
+            found = re.search(pattern, line)
+            if found is not None:
+                return found
+
+    def drain(self, timeout: float = STOP_SECONDS) -> None:
+        """Keep every line up to the end of both streams (the process has exited)."""
+        deadline = time.monotonic() + timeout
+        for name, lines in self._queues.items():
+            while time.monotonic() < deadline:
+                try:
+                    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if line is None:
+                    lines.put(None)
+                    break
+                self.lines[name].append(line)
+
+    def __str__(self) -> str:
+        return "\n".join(f"[{name}] {line}" for name, lines in self.lines.items() for line in lines)
+
+
+@contextmanager
+def started(
+    argv: Sequence[str], *, stdin: bool = False
+) -> Iterator[tuple[subprocess.Popen[str], Output]]:
+    """Run `argv`; on the way out stop it (SIGTERM, then SIGKILL after 10 s) if it still runs."""
+    process = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        yield process, Output(process)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=STOP_SECONDS)
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@contextmanager
+def serving_ours(*options: str) -> Iterator[str]:
+    """Our fixture over HTTP on a free loopback port; yields its URL."""
+    with started(ours("--http", "127.0.0.1:0", "--log-level", "warning", *options)) as (_, out):
+        yield out.wait_for("stderr", r"serving .* on (http://\S+)").group(1)
+
+
+@contextmanager
+def serving_peer(script: str) -> Iterator[str]:
+    """A peer server script of peers/ over HTTP on a free loopback port; yields its URL."""
+    with started([peers_python(), peer_script(script), "http"]) as (_, out):
+        yield out.wait_for("stdout", r'^\{"ready": "(http://[^"]+)"\}').group(1)
+
+
+class Steps(dict[str, dict[str, Any]]):
+    """What a peer script reported, by step name (see peers/_lines.py); other lines too."""
+
+    def __init__(self, stdout: str, stderr: str) -> None:
+        super().__init__()
+        self.others: list[dict[str, Any]] = []
+        self.stderr = stderr
+        for line in stdout.splitlines():
+            if not line.startswith("{"):
+                continue
+            record = json.loads(line)
+            if "step" in record:
+                self[record.pop("step")] = record
+            else:
+                self.others.append(record)
+
+    def value(self, name: str) -> Any:
+        """The step's value; fails, saying what it raised instead, when it did not succeed."""
+        record = self.get(name)
+        assert record is not None, f"no step {name!r}: got {list(self)}\n{self.stderr[-3000:]}"
+        assert record["ok"], f"step {name!r} failed: {record['error']}"
+        return record["value"]
+
+    def error(self, name: str) -> dict[str, Any]:
+        """The error the step raised; fails when it succeeded."""
+        record = self.get(name)
+        assert record is not None, f"no step {name!r}: got {list(self)}\n{self.stderr[-3000:]}"
+        assert not record["ok"], f"step {name!r} succeeded: {record['value']}"
+        error: dict[str, Any] = record["error"]
+        return error
+
+
+def run_peer(script: str, *args: str, timeout: float = RUN_SECONDS) -> Steps:
+    """Run a peer client script of peers/ to its end; what it reported."""
+    done = subprocess.run(
+        [peers_python(), peer_script(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, f"{script} exited {done.returncode}\n{done.stderr[-3000:]}"
+    return Steps(done.stdout, done.stderr)
