@@ -53,9 +53,8 @@ async def test_each_check_command_gets_the_greeting() -> None:
                 data = await process.stderr.receive_some()
                 assert data, seen.decode()
                 seen += data
-        for command in check_commands():
-            command = command.replace("8000", str(port))
-            command = command.replace(".venv/bin/mcp-tasks", str(script))
+        for written in check_commands():
+            command = written.replace("8000", str(port)).replace(".venv/bin/mcp-tasks", str(script))
             with trio.fail_after(20):
                 done = await trio.run_process(
                     ["bash", "-c", command], capture_stdout=True, check=False, cwd=ROOT
