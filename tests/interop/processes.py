@@ -77,10 +77,13 @@ class Output:
     def __init__(self, process: subprocess.Popen[str]) -> None:
         self.lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
         self._queues: dict[str, queue.Queue[str | None]] = {}
+        self._readers: list[threading.Thread] = []
         for name, stream in (("stdout", process.stdout), ("stderr", process.stderr)):
             if stream is not None:
                 self._queues[name] = queue.Queue()
-                threading.Thread(target=self._read, args=(name, stream), daemon=True).start()
+                reader = threading.Thread(target=self._read, args=(name, stream), daemon=True)
+                reader.start()
+                self._readers.append(reader)
 
     def _read(self, name: str, stream: IO[str]) -> None:
         for line in stream:
@@ -105,39 +108,30 @@ class Output:
             if found is not None:
                 return found
 
-    def drain(self, timeout: float = STOP_SECONDS) -> None:
-        """Keep every line up to the end of both streams (the process has exited)."""
+    def join(self, timeout: float = STOP_SECONDS) -> None:
+        """Wait for both readers to reach the end of their streams (the process exited)."""
         deadline = time.monotonic() + timeout
-        for name, lines in self._queues.items():
-            while time.monotonic() < deadline:
-                try:
-                    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    break
-                if line is None:
-                    lines.put(None)
-                    break
-                self.lines[name].append(line)
+        for reader in self._readers:
+            reader.join(max(0.0, deadline - time.monotonic()))
 
     def __str__(self) -> str:
         return "\n".join(f"[{name}] {line}" for name, lines in self.lines.items() for line in lines)
 
 
 @contextmanager
-def started(
-    argv: Sequence[str], *, stdin: bool = False
-) -> Iterator[tuple[subprocess.Popen[str], Output]]:
+def started(argv: Sequence[str]) -> Iterator[tuple[subprocess.Popen[str], Output]]:
     """Run `argv`; on the way out stop it (SIGTERM, then SIGKILL after 10 s) if it still runs."""
     process = subprocess.Popen(
         list(argv),
-        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
     )
+    output = Output(process)
     try:
-        yield process, Output(process)
+        yield process, output
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
@@ -146,7 +140,8 @@ def started(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=STOP_SECONDS)
-        for stream in (process.stdin, process.stdout, process.stderr):
+        output.join()
+        for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
 
