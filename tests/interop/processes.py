@@ -21,12 +21,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
+import trio
+
+from mcp_tasks.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 PEER_SCRIPTS = Path(__file__).resolve().parent / "peers"
@@ -40,6 +43,9 @@ MCP_TASKS = str(Path(sys.executable).parent / "mcp-tasks")
 START_SECONDS = 30.0  # a server prints where it listens within this
 RUN_SECONDS = 120.0  # a peer script runs all its steps within this
 STOP_SECONDS = 10.0
+CLIENT_SECONDS = 60.0  # all a test does through one of our clients
+
+Connect = Callable[..., AbstractAsyncContextManager[Client]]
 
 INSTALL_HINT = (
     "the peers' virtual environment (benchmarks/.peers-venv: fastmcp, fastmcp-tasks and mcp, "
@@ -205,3 +211,16 @@ def run_peer(script: str, *args: str, timeout: float = RUN_SECONDS) -> Steps:
     )
     assert done.returncode == 0, f"{script} exited {done.returncode}\n{done.stderr[-3000:]}"
     return Steps(done.stdout, done.stderr)
+
+
+def bounded(connect: Connect) -> Connect:
+    """`connect` (e.g. a `connect_http` with its URL), with all that is done through the
+    client it opens cut off after `CLIENT_SECONDS`."""
+
+    @asynccontextmanager
+    async def connect_bounded(**options: Any) -> AsyncIterator[Client]:
+        with trio.fail_after(CLIENT_SECONDS):
+            async with connect(**options) as client:
+                yield client
+
+    return connect_bounded

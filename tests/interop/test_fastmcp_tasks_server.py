@@ -14,7 +14,6 @@ import shlex
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
-from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any
 
@@ -22,19 +21,20 @@ import pytest
 import trio
 
 from mcp_tasks import CallToolResult, ElicitParams, ElicitResult, TextContent
-from mcp_tasks.client import Client, TaskCancelled, connect_http, connect_stdio
+from mcp_tasks.client import TaskCancelled, connect_http, connect_stdio
 
 from .processes import (
     MCP_TASKS,
     ROOT,
     STOP_SECONDS,
+    Connect,
+    bounded,
     peer_script,
     peers_python,
     serving_peer,
     started,
 )
 
-Connect = Callable[..., AbstractAsyncContextManager[Client]]
 CALL_SECONDS = 60.0
 
 
@@ -52,8 +52,8 @@ def stdio_command() -> list[str]:
 def connect(request: pytest.FixtureRequest) -> Connect:
     """Open our client to the server: its HTTP endpoint, or a process of its own on stdio."""
     if request.param == "http":
-        return partial(connect_http, request.getfixturevalue("fastmcp_tasks_url"))
-    return partial(connect_stdio, stdio_command(), stderr="capture")
+        return bounded(partial(connect_http, request.getfixturevalue("fastmcp_tasks_url")))
+    return bounded(partial(connect_stdio, stdio_command(), stderr="capture"))
 
 
 @pytest.fixture(params=["http", "stdio"])

@@ -7,8 +7,7 @@ the `Mcp-Param-*` header mirrors it, so our client must learn the marks from `to
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -16,11 +15,9 @@ import httpx2
 import pytest
 
 from mcp_tasks import ElicitParams, ElicitResult, TextContent
-from mcp_tasks.client import Client, connect_http, connect_stdio
+from mcp_tasks.client import connect_http, connect_stdio
 
-from .processes import peer_script, peers_python, serving_peer
-
-Connect = Callable[..., AbstractAsyncContextManager[Client]]
+from .processes import Connect, bounded, peer_script, peers_python, serving_peer
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +30,9 @@ def sdk_url() -> Iterator[str]:
 def connect(request: pytest.FixtureRequest) -> Connect:
     """Open our client to the SDK server: its HTTP endpoint, or a process of its own on stdio."""
     if request.param == "http":
-        return partial(connect_http, request.getfixturevalue("sdk_url"))
+        return bounded(partial(connect_http, request.getfixturevalue("sdk_url")))
     command = [peers_python(), peer_script("sdk_server.py"), "stdio"]
-    return partial(connect_stdio, command, stderr="capture")
+    return bounded(partial(connect_stdio, command, stderr="capture"))
 
 
 def text_of(result: Any) -> list[str]:
