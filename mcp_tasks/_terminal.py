@@ -14,11 +14,11 @@ import msgspec
 import trio
 from msgspec import UNSET
 
+from .core._client import Task
 from .core._wire import (
     AudioContent,
     CallToolResult,
     ContentBlock,
-    DetailedTask,
     ElicitParams,
     ElicitResult,
     EmbeddedResource,
@@ -94,11 +94,11 @@ class Terminal:
         self.live = stream.isatty()
         self.clock = clock
         self.started_at = clock()
-        self.task: DetailedTask | None = None
+        self.task: Task | None = None
         self.drawn = False  # a live status line is on screen
         self.asking = False
 
-    def status(self, task: DetailedTask) -> None:
+    def status(self, task: Task) -> None:
         self.task = task
         if self.live:
             self._draw()
@@ -129,7 +129,7 @@ class Terminal:
         assert self.task is not None
         task = self.task
         elapsed = self.clock() - self.started_at
-        text = f"mcp-tasks: task {task.task_id} {_status_name(task)} ({elapsed:.0f}s)"
+        text = f"mcp-tasks: task {task.task_id} {task.status} ({elapsed:.0f}s)"
         return text if task.status_message is UNSET else f"{text}: {task.status_message}"
 
     async def elicit(self, params: ElicitParams) -> ElicitResult:
@@ -150,10 +150,6 @@ class Terminal:
         self.stream.flush()
         line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
         return line.rstrip("\r\n") if line else None
-
-
-def _status_name(task: DetailedTask) -> str:
-    return str(task.__struct_config__.tag)  # the wire's `status`: each status is a tag
 
 
 async def ask_elicitation(

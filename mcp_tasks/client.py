@@ -10,7 +10,15 @@ extension and the input kinds the client has handlers for.
 rounds before a task (echoing `requestState` exactly, sending each round only its own
 answers), and when it gets a task it waits for it (`await_task`): polling at the server's
 `pollIntervalMs` (clamped), answering each input request once, giving up at
-`createdAt + ttlMs`, and cancelling the task if the waiting itself is cancelled.
+`createdAt + ttlMs`, and cancelling the task if the waiting itself is cancelled. The other
+requests that may ask for input (`get_prompt`, `read_resource`, `complete`, the lists) go
+through the same rounds.
+
+Over a transport that sends headers (HTTP), a tool call carries an `Mcp-Param-{Name}`
+header for each argument the tool's `inputSchema` marks with `x-mcp-header`. The marks come
+from `tools/list`, listed again before a call once the last list's `ttlMs` has run out,
+after a `notifications/tools/list_changed`, and once when the server refuses a call with
+-32020 naming an `Mcp-Param` header (the call is then sent again).
 """
 
 from __future__ import annotations
@@ -21,33 +29,44 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Final, Literal, TypeVar
 
 import msgspec
 import trio
 from msgspec import UNSET
 
 from .core import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     TASKS_EXTENSION,
     CallToolResult,
     CancelledTask,
     ClientCapabilities,
     CompletedTask,
+    CompleteResult,
+    Completion,
     CreateMessageParams,
     CreateMessageRequest,
     CreateMessageResult,
-    DetailedTask,
     ElicitParams,
     ElicitRequest,
     ElicitResult,
     FailedTask,
+    GetPromptResult,
     Implementation,
     InputRequest,
     InputRequiredTask,
     ListRootsResult,
     LocalProtocolError,
+    Prompt,
+    PromptReference,
+    ReadResourceResult,
     RemoteProtocolError,
+    Resource,
+    ResourceTemplate,
+    ResourceTemplateReference,
+    SubscriptionFilter,
     Tool,
 )
 from .core._client import (
@@ -56,11 +75,12 @@ from .core._client import (
     PollPolicy,
     RetryPolicy,
     RpcError,
+    Task,
     TaskCancelled,
     TaskExpired,
     TaskFailed,
     give_up_at,
-    task_status,
+    names_param_header,
 )
 from .journal import TaskJournal
 from .transports import (
@@ -75,10 +95,16 @@ SamplingHandler = Callable[[CreateMessageParams], Awaitable[CreateMessageResult]
 RootsHandler = Callable[[], Awaitable[ListRootsResult]]
 RetryHandler = Callable[[str, float, RpcError], Awaitable[None] | None]
 """Told `(method, seconds, error)` before each wait for a retry."""
-StatusCallback = Callable[[DetailedTask], Awaitable[None] | None]
+StatusCallback = Callable[[Task], Awaitable[None] | None]
+NotificationCallback = Callable[[dict[str, Any]], Awaitable[None] | None]
+"""Told each notification that comes with a request's answer (or on a `listen` stream)."""
 
+_Item = TypeVar("_Item")
+_MAX_LIST_PAGES: Final = 1000
 _input_requests = msgspec.json.Decoder(dict[str, InputRequest])
-_call_result = msgspec.json.Decoder(CallToolResult)
+_prompt_result = msgspec.json.Decoder(GetPromptResult)
+_resource_result = msgspec.json.Decoder(ReadResourceResult)
+_complete_result = msgspec.json.Decoder(CompleteResult)
 
 
 class MissingInputHandler(LocalProtocolError):
@@ -133,15 +159,25 @@ class Client:
 
     # --- plain requests ----------------------------------------------------------------
 
-    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        on_notification: NotificationCallback | None = None,
+    ) -> dict[str, Any]:
         """Send one request; its result, or `RpcError` for a JSON-RPC error. A request the
         server refuses as busy (`data.retryAfterMs`: HTTP 503 or 429) is sent again after
-        the wait it asks for, as `self.retry` allows."""
+        the wait it asks for, as `self.retry` allows. Notifications that come with the
+        answer go to `on_notification`."""
         retries = 0
+        notified = partial(self._notified, on_notification)
         while True:
             request_id = next(self._ids)
             body, headers = self.core.request(request_id, method, params)
-            response = await self.transport.request(body, request_id=request_id, headers=headers)
+            response = await self.transport.request(
+                body, request_id=request_id, headers=headers, on_notification=notified
+            )
             try:
                 return self.core.result_of(response, request_id)
             except RpcError as error:
@@ -153,12 +189,96 @@ class Client:
                     await _maybe_await(self.on_retry(method, wait, error))
                 await trio.sleep(wait)
 
+    async def _notified(self, then: NotificationCallback | None, message: dict[str, Any]) -> None:
+        if message.get("method") == "notifications/tools/list_changed":
+            self.core.tool_headers.forget()
+        if then is not None:
+            await _maybe_await(then(message))
+
     async def discover(self) -> dict[str, Any]:
         return await self.request("server/discover")
 
+    async def listen(
+        self, notifications: SubscriptionFilter, on_notification: NotificationCallback
+    ) -> None:
+        """Hold a `subscriptions/listen` stream open, each notification on it given to
+        `on_notification` (the first: `notifications/subscriptions/acknowledged`), until the
+        server ends it or the caller is cancelled."""
+        params = {"notifications": msgspec.to_builtins(notifications)}
+        await self.request("subscriptions/listen", params, on_notification=on_notification)
+
+    # --- lists, prompts, resources, completion ---------------------------------------------
+
     async def list_tools(self) -> list[Tool]:
-        result = await self.request("tools/list")
-        return msgspec.convert(result.get("tools", []), list[Tool])
+        """Every tool (all pages); their `x-mcp-header` marks are kept for `call_tool`."""
+        now = self._clock()
+        tools, ttl_ms = await self._list_all("tools/list", "tools", list[Tool])
+        self.core.tool_headers.learn(tools, ttl_ms=ttl_ms, now=now)
+        return tools
+
+    async def list_prompts(self) -> list[Prompt]:
+        return (await self._list_all("prompts/list", "prompts", list[Prompt]))[0]
+
+    async def list_resources(self) -> list[Resource]:
+        return (await self._list_all("resources/list", "resources", list[Resource]))[0]
+
+    async def list_resource_templates(self) -> list[ResourceTemplate]:
+        method, key = "resources/templates/list", "resourceTemplates"
+        return (await self._list_all(method, key, list[ResourceTemplate]))[0]
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None
+    ) -> GetPromptResult:
+        """The prompt's messages, its input rounds answered."""
+        params = {"name": name, "arguments": dict(arguments or {})}
+        result = await self._complete("prompts/get", params, f"prompt {name!r}")
+        return self.core.decode(result, _prompt_result, "GetPromptResult")
+
+    async def read_resource(self, uri: str) -> ReadResourceResult:
+        """The resource's contents, its input rounds answered."""
+        result = await self._complete("resources/read", {"uri": uri}, f"resource {uri!r}")
+        return self.core.decode(_cache_hints(result), _resource_result, "ReadResourceResult")
+
+    async def complete(
+        self,
+        ref: PromptReference | ResourceTemplateReference,
+        argument: str,
+        value: str,
+        *,
+        context: Mapping[str, str] | None = None,
+    ) -> Completion:
+        """Suggested values for `argument` of a prompt or resource template, given what
+        was typed of it (`value`) and, in `context`, the arguments already chosen."""
+        params: dict[str, Any] = {
+            "ref": msgspec.to_builtins(ref),
+            "argument": {"name": argument, "value": value},
+        }
+        if context:
+            params["context"] = {"arguments": dict(context)}
+        result = await self._complete("completion/complete", params, f"argument {argument!r}")
+        return self.core.decode(result, _complete_result, "CompleteResult").completion
+
+    async def _list_all(
+        self, method: str, key: str, kind: type[list[_Item]]
+    ) -> tuple[list[_Item], int]:
+        """Every item of a paginated list, and the shortest `ttlMs` of its pages (0 when
+        a page gives none: not to be kept)."""
+        items: list[_Item] = []
+        ttls: list[int] = []
+        params: dict[str, Any] = {}
+        for _ in range(_MAX_LIST_PAGES):
+            page = await self._complete(method, params, method)
+            try:
+                items += msgspec.convert(page.get(key, []), kind)
+            except msgspec.ValidationError as error:
+                raise RemoteProtocolError(INTERNAL_ERROR, f"malformed {method}: {error}") from None
+            ttl = page.get("ttlMs")
+            ttls.append(ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else 0)
+            cursor = page.get("nextCursor")
+            if not isinstance(cursor, str):
+                return items, min(ttls)
+            params = {"cursor": cursor}
+        raise RemoteProtocolError(INTERNAL_ERROR, f"{method} went on past {_MAX_LIST_PAGES} pages")
 
     # --- tools ---------------------------------------------------------------------------
 
@@ -177,30 +297,57 @@ class Client:
 
     async def call_tool_or_task(
         self, name: str, arguments: dict[str, Any] | None = None
-    ) -> CallToolResult | DetailedTask:
+    ) -> CallToolResult | Task:
         """The result, or the task the server made of the call (input rounds answered)."""
-        params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        sends_headers = getattr(self.transport, "sends_headers", True)
+        if sends_headers and not self.core.tool_headers.is_fresh(self._clock()):
+            await self.list_tools()  # the x-mcp-header marks, for Mcp-Param headers
+        params = {"name": name, "arguments": arguments or {}}
+        result = await self._through_input("tools/call", params, f"tool {name!r}")
+        if self.core.kind_of(result) == "task":
+            task = self.core.task_of(result)
+            self._journal("started", task.task_id, name)
+            return task
+        return self.core.call_result_of(result)
+
+    # --- input rounds --------------------------------------------------------------------
+
+    async def _complete(self, method: str, params: dict[str, Any], what: str) -> dict[str, Any]:
+        """A complete result, after the input rounds; a task here is the server's error."""
+        result = await self._through_input(method, params, what)
+        if self.core.kind_of(result) != "complete":
+            kind = result.get("resultType")
+            raise RemoteProtocolError(INTERNAL_ERROR, f"{method} answered with a {kind} result")
+        return result
+
+    async def _through_input(
+        self, method: str, params: dict[str, Any], what: str
+    ) -> dict[str, Any]:
+        """The first result that is not an input round: each round's requests answered and
+        sent back as `inputResponses` with its `requestState` echoed exactly."""
+        sent, refreshed = params, False
         for _ in range(self.max_input_rounds):
-            result = await self.request("tools/call", params)
-            kind = self.core.kind_of(result)
-            if kind == "complete":
-                return _call_result.decode(msgspec.json.encode(result))
-            if kind == "task":
-                task = self.core.task_of(result)
-                self._journal("started", task.task_id, name)
-                return task
+            try:
+                result = await self.request(method, sent)
+            except RpcError as error:
+                if refreshed or method != "tools/call" or not names_param_header(error):
+                    raise
+                refreshed = True  # the tool's marks changed since they were listed: once
+                await self.list_tools()
+                result = await self.request(method, sent)
+            if self.core.kind_of(result) != "input_required":
+                return result
             requests = _input_requests.decode(msgspec.json.encode(result.get("inputRequests", {})))
-            params = {"name": name, "arguments": arguments or {}}
-            params["inputResponses"] = await self._answer(requests)
+            sent = {**params, "inputResponses": await self._answer(requests)}
             if "requestState" in result:
-                params["requestState"] = result["requestState"]
+                sent["requestState"] = result["requestState"]
         raise LocalProtocolError(
-            f"tool {name!r} still asked for input after {self.max_input_rounds} rounds"
+            f"{what} still asked for input after {self.max_input_rounds} rounds"
         )
 
     # --- tasks ---------------------------------------------------------------------------
 
-    async def get_task(self, task_id: str) -> DetailedTask:
+    async def get_task(self, task_id: str) -> Task:
         return self.core.task_of(await self.request("tasks/get", {"taskId": task_id}))
 
     async def update_task(self, task_id: str, responses: Mapping[str, Any]) -> None:
@@ -212,7 +359,7 @@ class Client:
 
     async def await_task(
         self,
-        task: str | DetailedTask,
+        task: str | Task,
         *,
         on_status: StatusCallback | None = None,
         answered: frozenset[str] = frozenset(),
@@ -233,10 +380,10 @@ class Client:
                 if on_status is not None and shown != last_status:
                     await _maybe_await(on_status(current))
                 last_status = shown
-                if task_status(current).is_terminal:
-                    self._journal("ended", task_id, type(current).__name__)
+                if current.status.is_terminal:
+                    self._journal("ended", task_id, current.status.value)
                 if isinstance(current, CompletedTask):
-                    return _call_result.decode(current.result)
+                    return current.result
                 if isinstance(current, FailedTask):
                     error = current.error
                     data = None if error.data is UNSET else error.data
@@ -280,7 +427,7 @@ class Client:
         # saves, and would let trio's clock run on while it writes.
         writers[event](task_id, detail)
 
-    async def _poll(self, task_id: str, current: DetailedTask, *, wait: float) -> DetailedTask:
+    async def _poll(self, task_id: str, current: Task, *, wait: float) -> Task:
         deadline = give_up_at(current)
         if deadline is not None:
             left = deadline - self._clock()
@@ -351,11 +498,18 @@ async def _maybe_await(value: Awaitable[None] | None) -> None:
         await value
 
 
+def _cache_hints(result: dict[str, Any]) -> dict[str, Any]:
+    """`result` with the cache hints a server of an earlier revision may leave out, read as
+    "not to be kept"."""
+    return {"ttlMs": 0, "cacheScope": "private", **result}
+
+
 __all__ = [
     "Client",
     "ClientTransport",
     "ElicitHandler",
     "MissingInputHandler",
+    "NotificationCallback",
     "PollPolicy",
     "RemoteProtocolError",
     "RetryHandler",
@@ -364,6 +518,7 @@ __all__ = [
     "RpcError",
     "SamplingHandler",
     "StatusCallback",
+    "Task",
     "TaskCancelled",
     "TaskExpired",
     "TaskFailed",

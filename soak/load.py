@@ -84,12 +84,11 @@ from _common import (
     started_server,
 )
 
-from mcp_tasks import CallToolResult, ElicitParams, ElicitResult
-from mcp_tasks.client import Client, RpcError, connect_http
+from mcp_tasks import CallToolResult, ElicitParams, ElicitResult, TextContent
+from mcp_tasks.client import Client, RpcError, Task, connect_http
 from mcp_tasks.core import (
     CancelledTask,
     CompletedTask,
-    DetailedTask,
     FailedTask,
     InputRequiredTask,
 )
@@ -148,14 +147,12 @@ class Stats:
             self.error_samples.append(what[:400])
 
 
-def result_text(task: CompletedTask) -> str | None:
+def result_text(task: CompletedTask[CallToolResult]) -> str | None:
     """The text of a completed task's result, None if it is not one text or an error."""
-    result = msgspec.json.decode(task.result)
-    content = result.get("content") or [{}]
-    if result.get("isError") or content[0].get("type") != "text":
+    content = task.result.content
+    if task.result.is_error or not content or not isinstance(content[0], TextContent):
         return None
-    text = content[0].get("text")
-    return text if isinstance(text, str) else None
+    return content[0].text
 
 
 async def never_asked(params: ElicitParams) -> ElicitResult:
@@ -214,7 +211,7 @@ class Poller:
         job.next_due = now + self.client.poll.delay(task)
         await self.look_at(job, task)
 
-    async def look_at(self, job: Job, task: DetailedTask) -> None:
+    async def look_at(self, job: Job, task: Task) -> None:
         if isinstance(task, CompletedTask):
             text = result_text(task)
             if text == job.expected:

@@ -72,7 +72,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import msgspec
 import trio
 from _common import (
     ANSWER_FACTOR,
@@ -92,12 +91,11 @@ from _common import (
     started_server,
 )
 
-from mcp_tasks import CallToolResult, ElicitParams, ElicitResult
-from mcp_tasks.client import Client, RpcError, connect_http
+from mcp_tasks import CallToolResult, ElicitParams, ElicitResult, TextContent
+from mcp_tasks.client import Client, RpcError, Task, connect_http
 from mcp_tasks.core import (
     CancelledTask,
     CompletedTask,
-    DetailedTask,
     FailedTask,
     InputRequiredTask,
     WorkingTask,
@@ -145,13 +143,12 @@ async def never_asked(params: ElicitParams) -> ElicitResult:
     raise AssertionError("the workers answer input themselves")
 
 
-def result_text(task: CompletedTask) -> str | None:
-    result = msgspec.json.decode(task.result)
-    content = result.get("content") or [{}]
-    if result.get("isError") or content[0].get("type") != "text":
+def result_text(task: CompletedTask[CallToolResult]) -> str | None:
+    """The text of a completed task's result, None if it is not one text or an error."""
+    content = task.result.content
+    if task.result.is_error or not content or not isinstance(content[0], TextContent):
         return None
-    text = content[0].get("text")
-    return text if isinstance(text, str) else None
+    return content[0].text
 
 
 class Worker:
@@ -204,15 +201,13 @@ class Worker:
         self.serial += 1
         return {"label": f"w{self.index}", "n": self.serial, "seconds": seconds}
 
-    async def create(self, client: Client, tool: str, arguments: dict[str, Any]) -> DetailedTask:
+    async def create(self, client: Client, tool: str, arguments: dict[str, Any]) -> Task:
         outcome = await self.timed(client.call_tool_or_task(tool, arguments))
         if isinstance(outcome, CallToolResult):
             raise ScenarioError(f"{tool} answered in place, not with a task")
         return outcome
 
-    async def poll(
-        self, client: Client, task: DetailedTask, until: tuple[type[Any], ...]
-    ) -> DetailedTask:
+    async def poll(self, client: Client, task: Task, until: tuple[type[Any], ...]) -> Task:
         """Poll `task` at the advised interval until it is one of `until`; a task ended
         otherwise is an error."""
         while not isinstance(task, until):
@@ -220,7 +215,7 @@ class Worker:
                 raise ScenarioError(f"task {task.task_id} ended {type(task).__name__}: {task}")
             await trio.sleep(client.poll.delay(task))
             task = await self.timed(client.get_task(task.task_id))
-        result: DetailedTask = task
+        result: Task = task
         return result
 
     async def complete(self, client: Client) -> None:
@@ -278,7 +273,7 @@ class Worker:
             else:
                 self.stats.error(f"expire: task {task_id} ({kind}) still there: {task}")
 
-    def check_result(self, task: CompletedTask, expected: str) -> None:
+    def check_result(self, task: CompletedTask[CallToolResult], expected: str) -> None:
         text = result_text(task)
         if text != expected:
             raise ScenarioError(f"task {task.task_id}: result {text!r}, not {expected!r}")

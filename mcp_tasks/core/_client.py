@@ -5,34 +5,63 @@ mirror it, reads responses (a JSON-RPC error becomes `RpcError`; a result is cla
 its `resultType`, absent meaning `"complete"`), and plans the waiting for a task:
 `PollPolicy.delay` clamps the server's `pollIntervalMs`, `give_up_at` is the TTL backstop,
 and `InputTracker` makes sure each input request key is answered once.
+
+`Mcp-Param-{Name}` headers mirror the tool arguments a tool's `inputSchema` marks with
+`x-mcp-header`. `ToolHeaders` holds those marks as the last `tools/list` gave them, fresh
+for its `ttlMs` from `now`; the shell lists again when they are stale, when the server says
+its tools changed, and once when a call is refused with -32020 naming an `Mcp-Param` header
+(`names_param_header`). A cache lives in one client, with that client's credentials, which
+`cacheScope` allows whether it is `public` or `private`.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime
-from typing import Any, Final, Literal
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import msgspec
 from msgspec import UNSET, Struct
 
-from ._envelope import BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, MCP_NAME_PARAM
-from ._errors import INTERNAL_ERROR, RemoteProtocolError
+from ._envelope import MCP_NAME_PARAM
+from ._errors import HEADER_MISMATCH, INTERNAL_ERROR, RemoteProtocolError
+from ._header_values import encode_header_value, param_header_value
 from ._state import TaskStatus
 from ._wire import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
+    CallToolResult,
+    CancelledTask,
     ClientCapabilities,
+    CompletedTask,
     DetailedTask,
+    FailedTask,
     Implementation,
     InputRequest,
+    InputRequiredTask,
     RequestId,
+    Tool,
+    WorkingTask,
 )
 
 ResultKind = Literal["complete", "input_required", "task"]
 _KINDS: Final = frozenset({"complete", "input_required", "task"})
+_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token
+_Result = TypeVar("_Result")
+
+_TaskRead = (
+    WorkingTask | InputRequiredTask | CompletedTask[CallToolResult] | FailedTask | CancelledTask
+)
+if TYPE_CHECKING:  # at run time a union of plain classes, which isinstance() accepts
+    Task = _TaskRead
+else:
+    Task = WorkingTask | InputRequiredTask | CompletedTask | FailedTask | CancelledTask
+"""A task as a client reads it (`tasks/get`, or the task `tools/call` made): each status is
+its own class, `task.status` names it, and a completed task's `result` is decoded."""
 
 
 class RpcError(RemoteProtocolError):
@@ -101,7 +130,7 @@ class PollPolicy(Struct, frozen=True, kw_only=True):
     min_interval_ms: int = 100
     max_interval_ms: int = 30_000
 
-    def delay(self, task: DetailedTask) -> float:
+    def delay(self, task: DetailedTask | Task) -> float:
         """Seconds to wait before the next `tasks/get` of `task`."""
         advised = task.poll_interval_ms
         interval = self.default_interval_ms if advised is UNSET else advised
@@ -119,7 +148,7 @@ def parse_timestamp(text: str) -> float | None:
     return stamp.timestamp()
 
 
-def give_up_at(task: DetailedTask) -> float | None:
+def give_up_at(task: DetailedTask | Task) -> float | None:
     """When waiting for `task` stops: `createdAt + ttlMs`; None for no limit (or no way to
     tell, when `createdAt` cannot be read)."""
     if task.ttl_ms is None:
@@ -142,21 +171,64 @@ class InputTracker:
         self.answered.update(keys)
 
 
-def _header_value(value: str) -> str:
-    """A header-safe copy of `value`: as is when plain visible ASCII, else `=?base64?…?=`."""
-    plain = (
-        value.isascii()
-        and value.isprintable()
-        and value == value.strip()
-        and not value.startswith(BASE64_HEADER_PREFIX)
-    )
-    if plain:
-        return value
-    encoded = base64.b64encode(value.encode()).decode("ascii")
-    return BASE64_HEADER_PREFIX + encoded + BASE64_HEADER_SUFFIX
+class ToolHeaders:
+    """The `x-mcp-header` marks of a server's tools, from its last `tools/list`: for each
+    tool, argument name -> the Name of its `Mcp-Param-{Name}` header. Fresh until `ttlMs`
+    after the list was read; a mark that is not an HTTP token is ignored."""
+
+    def __init__(self) -> None:
+        self._by_tool: dict[str, dict[str, str]] = {}
+        self._fresh_until = -math.inf  # never listed
+
+    def learn(self, tools: Iterable[Tool], *, ttl_ms: int, now: float) -> None:
+        """Replace what is known with `tools`, the whole list, fresh for `ttl_ms`."""
+        self._by_tool = {tool.name: marks for tool in tools if (marks := _header_marks(tool))}
+        self._fresh_until = now + max(ttl_ms, 0) / 1000
+
+    def forget(self) -> None:
+        """The server's tools changed: list them again before the next call."""
+        self._fresh_until = -math.inf
+
+    def is_fresh(self, now: float) -> bool:
+        return now < self._fresh_until
+
+    def headers_for(self, tool: str, arguments: Mapping[str, Any]) -> dict[str, str]:
+        """The `Mcp-Param-*` headers of a call of `tool` with `arguments`."""
+        headers: dict[str, str] = {}
+        for argument, name in self._by_tool.get(tool, {}).items():
+            value = param_header_value(arguments.get(argument))
+            if value is not None:
+                headers[f"Mcp-Param-{name}"] = value
+        return headers
 
 
-_task_decoder: Final = msgspec.json.Decoder(DetailedTask)
+def _header_marks(tool: Tool) -> dict[str, str]:
+    properties = tool.input_schema.get("properties")
+    if not isinstance(properties, dict):
+        return {}
+    return {
+        argument: schema["x-mcp-header"]
+        for argument, schema in properties.items()
+        if isinstance(schema, dict)
+        and isinstance(schema.get("x-mcp-header"), str)
+        and _TOKEN.fullmatch(schema["x-mcp-header"])
+    }
+
+
+def names_param_header(error: RpcError) -> bool:
+    """Whether the server refused a request for one of its `Mcp-Param-*` headers (-32020
+    naming one): the tool's marks may have changed since they were listed."""
+    return error.code == HEADER_MISMATCH and "Mcp-Param-" in error.message
+
+
+def _is_error_false_when_absent(result: CallToolResult) -> CallToolResult:
+    if result.is_error is UNSET:
+        return msgspec.structs.replace(result, is_error=False)
+    return result
+
+
+_task_decoder: Final = msgspec.json.Decoder(_TaskRead)
+_call_result_decoder: Final = msgspec.json.Decoder(CallToolResult)
 
 
 class ClientCore:
@@ -170,11 +242,13 @@ class ClientCore:
             META_CLIENT_INFO: msgspec.to_builtins(info),
             META_CLIENT_CAPABILITIES: msgspec.to_builtins(capabilities),
         }
+        self.tool_headers = ToolHeaders()
 
     def request(
         self, request_id: RequestId, method: str, params: dict[str, Any] | None = None
     ) -> tuple[bytes, dict[str, str]]:
-        """The encoded request, and the HTTP headers that mirror it."""
+        """The encoded request, and the HTTP headers that mirror it (on `tools/call`, the
+        `Mcp-Param-*` of the arguments `tool_headers` knows to be marked)."""
         full = {**(params or {}), "_meta": self._meta}
         body = msgspec.json.encode(
             {"jsonrpc": "2.0", "id": request_id, "method": method, "params": full}
@@ -182,7 +256,10 @@ class ClientCore:
         headers = {"MCP-Protocol-Version": PROTOCOL_VERSION, "Mcp-Method": method}
         named = MCP_NAME_PARAM.get(method)
         if named is not None and isinstance(full.get(named), str):
-            headers["Mcp-Name"] = _header_value(full[named])
+            headers["Mcp-Name"] = encode_header_value(full[named])
+        arguments = full.get("arguments")
+        if method == "tools/call" and isinstance(arguments, dict):
+            headers.update(self.tool_headers.headers_for(str(full.get("name")), arguments))
         return body, headers
 
     def result_of(self, response: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
@@ -212,14 +289,33 @@ class ClientCore:
         return kind  # type: ignore[no-any-return]
 
     @staticmethod
-    def task_of(result: dict[str, Any]) -> DetailedTask:
-        """A `tasks/get` result (or a `CreateTaskResult`) as a typed task."""
+    def task_of(result: dict[str, Any]) -> Task:
+        """A `tasks/get` result (or a `CreateTaskResult`) as a typed task; a completed
+        task's `result.is_error` is False when the server left it out."""
+        task = ClientCore.decode(result, _task_decoder, "task")
+        if isinstance(task, CompletedTask):
+            fixed = _is_error_false_when_absent(task.result)
+            return task if fixed is task.result else msgspec.structs.replace(task, result=fixed)
+        return task
+
+    @staticmethod
+    def call_result_of(result: dict[str, Any]) -> CallToolResult:
+        """A complete `tools/call` result; `is_error` is False when the server left it out."""
+        decoded = ClientCore.decode(result, _call_result_decoder, "CallToolResult")
+        return _is_error_false_when_absent(decoded)
+
+    @staticmethod
+    def decode(
+        result: dict[str, Any], decoder: msgspec.json.Decoder[_Result], what: str
+    ) -> _Result:
+        """`result` read as `decoder`'s type; a result that does not fit is the server's
+        error (`RemoteProtocolError`, -32603 naming what does not fit)."""
         try:
-            return _task_decoder.decode(msgspec.json.encode(result))
+            return decoder.decode(msgspec.json.encode(result))
         except msgspec.ValidationError as error:
-            raise RemoteProtocolError(INTERNAL_ERROR, f"malformed task: {error}") from None
+            raise RemoteProtocolError(INTERNAL_ERROR, f"malformed {what}: {error}") from None
 
 
-def task_status(task: DetailedTask) -> TaskStatus:
-    """The status a task read from a server is in (`task_status(t).is_terminal`: it ended)."""
-    return TaskStatus(str(type(task).__struct_config__.tag))
+def task_status(task: DetailedTask | Task) -> TaskStatus:
+    """The status a task is in: `task.status`, kept for callers of older versions."""
+    return task.status

@@ -12,10 +12,12 @@ Rules every type here follows:
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType, field
+
+from ._state import TaskStatus
 
 PROTOCOL_VERSION: Final = "2026-07-28"
 SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION,)
@@ -33,6 +35,7 @@ LoggingLevel = Literal[
 ]
 """From least to most severe (RFC 5424 order)."""
 TaskStatusName = Literal["working", "input_required", "completed", "failed", "cancelled"]
+ResultT = TypeVar("ResultT")
 
 
 class _Wire(Struct, rename="camel", kw_only=True):
@@ -557,6 +560,10 @@ class _DetailedTaskBase(_Wire, tag_field="status"):
     result_type: str = "complete"
     meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
 
+    @property
+    def status(self) -> TaskStatus:  # the wire's `status`: it tags each class of task
+        return TaskStatus(str(type(self).__struct_config__.tag))
+
 
 class WorkingTask(_DetailedTaskBase, tag="working", kw_only=True):
     pass
@@ -566,8 +573,8 @@ class InputRequiredTask(_DetailedTaskBase, tag="input_required", kw_only=True):
     input_requests: dict[str, InputRequest]
 
 
-class CompletedTask(_DetailedTaskBase, tag="completed", kw_only=True):
-    result: Raw
+class CompletedTask(_DetailedTaskBase, Generic[ResultT], tag="completed", kw_only=True):
+    result: ResultT  # `CallToolResult` as a client reads it; `Raw` as a server passes it on
 
 
 class FailedTask(_DetailedTaskBase, tag="failed", kw_only=True):
@@ -578,7 +585,10 @@ class CancelledTask(_DetailedTaskBase, tag="cancelled", kw_only=True):
     pass
 
 
-DetailedTask = WorkingTask | InputRequiredTask | CompletedTask | FailedTask | CancelledTask
+if TYPE_CHECKING:  # at run time a union of plain classes, which isinstance() accepts
+    DetailedTask = WorkingTask | InputRequiredTask | CompletedTask[Raw] | FailedTask | CancelledTask
+else:
+    DetailedTask = WorkingTask | InputRequiredTask | CompletedTask | FailedTask | CancelledTask
 
 
 def decode_result_type(result: dict[str, Any]) -> str:

@@ -5,6 +5,10 @@ moves bytes and matches a response to its request by id; it knows nothing of MCP
 A JSON-RPC error response is an answer like any other, returned; `TransportError` is raised
 only when no answer can be had: the peer is unreachable, went away, or sent something that
 is not a JSON-RPC response.
+
+A transport may say `sends_headers = False` (stdio does): the headers it is given go
+nowhere, so the client does not list tools to learn which `Mcp-Param-*` to send. Without
+the attribute a transport is taken to send them.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ class ClientTransport(Protocol):
         """Send one JSON-RPC request (already encoded) and return the decoded JSON-RPC
         response object (result or error) whose id equals `request_id`. Notifications that
         arrive for it on the way go to `on_notification`. `headers` are the MCP headers to
-        send on HTTP (MCP-Protocol-Version, Mcp-Method, Mcp-Name); stdio ignores them.
+        send on HTTP (MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*); stdio ignores
+        them.
 
         Cancelling the caller while it waits cancels the request: HTTP closes the response
         stream, stdio sends `notifications/cancelled {requestId}`. Raises `TransportError`;

@@ -57,6 +57,9 @@ class HttpClientTransport:
     `http://127.0.0.1:8000/mcp`. Pass `http_client` to share a pool (it is then yours to
     close); otherwise the transport makes one and `aclose` closes it."""
 
+    sends_headers = True
+    """The MCP headers go on every POST: the client sends `Mcp-Param-*` for marked arguments."""
+
     def __init__(
         self,
         url: str,

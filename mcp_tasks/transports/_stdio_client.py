@@ -138,6 +138,9 @@ class StdioClientTransport:
     """A `ClientTransport` over a server process's stdin and stdout. Made by
     `open_stdio_transport`, which runs its reader."""
 
+    sends_headers = False
+    """stdio has no headers: the client need not learn which arguments they would mirror."""
+
     def __init__(
         self,
         process: trio.Process,

@@ -1,5 +1,6 @@
 """A client transport that hands each message straight to a running `Server.handle`, with
-the HTTP headers the client built (so the server checks them as on HTTP)."""
+the HTTP headers the client built, `Mcp-Param-*` included (so the server checks them as on
+HTTP)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import Any
 
 import msgspec
 
-from mcp_tasks import HttpHeaders, Server
+from mcp_tasks import CallToolResult, HttpHeaders, Server, TextContent
 from mcp_tasks.server import Connection
+
+PARAM = "Mcp-Param-"
 
 
 class InProcessTransport:
@@ -31,10 +34,16 @@ class InProcessTransport:
                 await on_notification(msgspec.json.decode(body))
 
         self.sent.append(message)
+        params = {
+            key[len(PARAM) :].lower(): value
+            for key, value in headers.items()
+            if key.lower().startswith(PARAM.lower())
+        }
         http = HttpHeaders(
             protocol_version=headers.get("MCP-Protocol-Version"),
             method=headers.get("Mcp-Method"),
             name=headers.get("Mcp-Name"),
+            params=params or None,
         )
         reply = await self.server.handle(
             message, headers=http, notify=notify, connection=self.connection
@@ -45,3 +54,8 @@ class InProcessTransport:
 
     async def aclose(self) -> None:
         pass
+
+
+def text_result(text: str) -> CallToolResult:
+    """A text result as the client returns it: `is_error` False where the server left it out."""
+    return CallToolResult(content=[TextContent(text=text)], is_error=False)

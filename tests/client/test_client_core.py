@@ -6,13 +6,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mcp_tasks.core import (
+    CallToolResult,
+    CancelledTask,
     ClientCapabilities,
+    CompletedTask,
+    DetailedTask,
+    FailedTask,
     Implementation,
     InputRequiredTask,
     ListRootsRequest,
+    TaskStatus,
+    Tool,
     WorkingTask,
 )
 from mcp_tasks.core._client import (
@@ -21,9 +31,13 @@ from mcp_tasks.core._client import (
     PollPolicy,
     RetryPolicy,
     RpcError,
+    Task,
+    ToolHeaders,
     give_up_at,
+    names_param_header,
     parse_timestamp,
 )
+from mcp_tasks.core._envelope import check_param_headers
 from mcp_tasks.core._errors import RemoteProtocolError
 
 STAMP = "2026-08-01T12:00:00.000Z"
@@ -176,3 +190,121 @@ def test_retry_policy_waits_what_the_server_asked_within_its_bounds(
     error = RpcError(-32603, "Too many tasks", data)
     wait = RetryPolicy(attempts=4, max_wait_seconds=30, jitter=0.2).delay(error, retries, draw)
     assert wait == (None if expected is None else pytest.approx(expected))
+
+
+# --- Mcp-Param headers -------------------------------------------------------------------------
+
+MARKED = Tool(
+    name="put",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "count": {"type": "integer", "x-mcp-header": "Count"},
+            "loud": {"type": "boolean", "x-mcp-header": "Loud"},
+            "bad": {"type": "string", "x-mcp-header": "not a token"},
+            "plain": {"type": "string"},
+        },
+    },
+)
+
+
+def test_marks_are_learned_fresh_for_the_ttl_and_forgotten_on_demand() -> None:
+    headers = ToolHeaders()
+    assert not headers.is_fresh(0.0)
+    headers.learn([MARKED], ttl_ms=60_000, now=100.0)
+    assert headers.is_fresh(159.9) and not headers.is_fresh(160.0)
+    arguments = {"region": "eu", "count": 3, "loud": False, "bad": "x", "plain": "y"}
+    assert headers.headers_for("put", arguments) == {
+        "Mcp-Param-Region": "eu",
+        "Mcp-Param-Count": "3",
+        "Mcp-Param-Loud": "false",
+    }
+    assert headers.headers_for("put", {"region": None, "count": [1]}) == {}
+    assert headers.headers_for("other", arguments) == {}
+    headers.forget()
+    assert not headers.is_fresh(100.0)
+    headers.learn([MARKED], ttl_ms=0, now=100.0)  # not to be kept: stale at once
+    assert not headers.is_fresh(100.0) and headers.headers_for("put", {"count": 1})
+
+
+def test_a_tools_call_carries_the_param_headers_of_its_marked_arguments() -> None:
+    client = core()
+    client.tool_headers.learn([MARKED], ttl_ms=1000, now=0.0)
+    _, headers = client.request(1, "tools/call", {"name": "put", "arguments": {"region": "zé"}})
+    assert headers["Mcp-Param-Region"] == "=?base64?esOp?="
+    _, headers = client.request(2, "prompts/get", {"name": "put", "arguments": {"region": "x"}})
+    assert not any(name.startswith("Mcp-Param-") for name in headers)
+
+
+@given(
+    st.one_of(
+        st.text(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.booleans(),
+        st.sampled_from(["=?base64?", "=?base64?x?=", " ", "\t", "true", "042"]),
+    )
+)
+def test_every_header_the_client_writes_is_one_the_server_accepts(value: object) -> None:
+    kind = {bool: "boolean", int: "integer", str: "string"}[type(value)]
+    tool = Tool(
+        name="t",
+        input_schema={"type": "object", "properties": {"a": {"type": kind, "x-mcp-header": "A"}}},
+    )
+    client = core()
+    client.tool_headers.learn([tool], ttl_ms=1000, now=0.0)
+    body, headers = client.request(1, "tools/call", {"name": "t", "arguments": {"a": value}})
+    value_sent = headers["Mcp-Param-A"]
+    assert value_sent.isascii() and value_sent.isprintable() and value_sent == value_sent.strip()
+    arguments = msgspec.Raw(msgspec.json.encode(msgspec.json.decode(body)["params"]["arguments"]))
+    check_param_headers({"a": "A"}, {"a": value_sent}, arguments)  # raises on a mismatch
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "names"),
+    [
+        (-32020, "Mcp-Param-Zone header is missing (it must carry arguments.region)", True),
+        (-32020, "Mcp-Name header does not match params.name", False),
+        (-32602, "Mcp-Param-Zone is not an argument", False),
+    ],
+)
+def test_only_a_header_mismatch_naming_an_mcp_param_header_lists_again(
+    code: int, message: str, names: bool
+) -> None:
+    assert names_param_header(RpcError(code, message)) is names
+
+
+# --- tasks as the client reads them ----------------------------------------------------------
+
+
+COMMON_TASK = {"taskId": "t", "createdAt": STAMP, "lastUpdatedAt": STAMP, "ttlMs": None}
+
+
+@pytest.mark.parametrize(
+    ("wire", "kind"),
+    [
+        ({"status": "working"}, WorkingTask),
+        ({"status": "input_required", "inputRequests": {}}, InputRequiredTask),
+        ({"status": "completed", "result": {"content": []}}, CompletedTask),
+        ({"status": "failed", "error": {"code": -32603, "message": "x"}}, FailedTask),
+        ({"status": "cancelled"}, CancelledTask),
+    ],
+)
+def test_every_task_has_its_status(wire: dict[str, Any], kind: type) -> None:
+    read = ClientCore.task_of(COMMON_TASK | wire)
+    assert type(read) is kind and read.status == wire["status"]
+    assert read.status is TaskStatus(wire["status"])
+    assert isinstance(read, Task) and isinstance(read, DetailedTask)  # both still classes
+
+
+@pytest.mark.parametrize(("is_error", "read"), [(None, False), (False, False), (True, True)])
+def test_a_completed_tasks_result_is_decoded_is_error_false_when_left_out(
+    is_error: bool | None, read: bool
+) -> None:
+    result: dict[str, Any] = {"content": [{"type": "text", "text": "hi"}]}
+    if is_error is not None:
+        result["isError"] = is_error
+    task = ClientCore.task_of(COMMON_TASK | {"status": "completed", "result": result})
+    assert isinstance(task, CompletedTask) and isinstance(task.result, CallToolResult)
+    assert task.result.is_error is read
+    assert ClientCore.call_result_of(result).is_error is read

@@ -38,7 +38,7 @@ from mcp_tasks.client import (
 )
 from mcp_tasks.core import CreateMessageResult, DetailedTask, ListRootsResult, Root
 
-from .in_process import InProcessTransport
+from .in_process import InProcessTransport, text_result
 
 
 class Answers:
@@ -69,7 +69,7 @@ def client_for(server: Server, **kw: Any) -> Client:
 
 async def test_a_sync_tool_returns_its_result(jobs: Server, autojump_clock: MockClock) -> None:
     result = await client_for(jobs).call_tool("greet", {"name": "Ada"})
-    assert result == CallToolResult.text("Hello, Ada!")
+    assert result == text_result("Hello, Ada!")
 
 
 async def test_a_task_is_waited_for_with_each_status_reported(
@@ -104,7 +104,7 @@ async def test_input_inside_a_task_is_asked_once_and_answered(
     result = await client_for(jobs, on_elicit=answers).call_tool(
         "confirm_delete", {"filename": "a.txt"}
     )
-    assert result == CallToolResult.text("Deleted a.txt")
+    assert result == text_result("Deleted a.txt")
     assert answers.asked == ["Delete a.txt?"]
 
 
@@ -132,7 +132,8 @@ async def test_input_before_a_task_echoes_request_state(
     client = Client(transport, on_elicit=Answers({"name": "Alice"}))
     result = await client.call_tool("test_tool_with_task")
     assert "Alice" in result.content[0].text  # type: ignore[union-attr]
-    first, second = (msgspec.json.decode(m) for m in transport.sent[:2])
+    calls = [m for m in map(msgspec.json.decode, transport.sent) if m["method"] == "tools/call"]
+    first, second = calls[:2]
     assert "inputResponses" not in first["params"] and "requestState" in second["params"]
 
 
@@ -246,9 +247,9 @@ async def test_sampling_and_roots_are_answered_by_their_handlers(
     async with server.running():
         client = client_for(server, on_sample=on_sample, on_roots=on_roots)
         result = await client.call_tool("research")
-        assert result == CallToolResult.text("2 roots; model m-1 said ok")
+        assert result == text_result("2 roots; model m-1 said ok")
         early = await client.call_tool("ask_model_first")
-        assert early == CallToolResult.text("before any task: ok")
+        assert early == text_result("before any task: ok")
     assert asked == ["roots", "sample 50", "sample 5"]
 
 

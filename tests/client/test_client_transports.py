@@ -29,6 +29,7 @@ from mcp_tasks.core._client import PollPolicy
 from mcp_tasks.journal import TaskJournal
 from mcp_tasks.transports import serve_http
 
+from .in_process import text_result
 from .test_client_in_process import Answers
 
 ROOT = Path(__file__).parent.parent.parent
@@ -75,13 +76,11 @@ async def test_every_call_shape(connect: Any) -> None:
             assert {"greet", "slow_compute", "confirm_delete"} <= tools
             discovered = await client.discover()
             assert "io.modelcontextprotocol/tasks" in discovered["capabilities"]["extensions"]
-            assert await client.call_tool("greet", {"name": "W"}) == CallToolResult.text(
-                "Hello, W!"
-            )
+            assert await client.call_tool("greet", {"name": "W"}) == text_result("Hello, W!")
             slow = await client.call_tool("slow_compute", {"seconds": 0.3, "label": "s"})
             assert slow.content[0].text == "s done after 0.3s"  # type: ignore[union-attr]
             deleted = await client.call_tool("confirm_delete", {"filename": "f"})
-            assert deleted == CallToolResult.text("Deleted f")
+            assert deleted == text_result("Deleted f")
             named = await client.call_tool("test_tool_with_task")
             assert "Alice" in named.content[0].text  # type: ignore[union-attr]
             assert (await client.call_tool("failing_job")).is_error is True
@@ -123,7 +122,7 @@ async def test_journal_resume_over_the_wire(connect: Any, tmp_path: Path) -> Non
                 journal=TaskJournal(path),
             )
             result = await second.resume_task(pending.task_id)
-            assert result == CallToolResult.text("Ada likes teal")
+            assert result == text_result("Ada likes teal")
 
 
 async def test_a_stdio_server_that_dies_mid_task_is_a_clear_error() -> None:

@@ -14,7 +14,7 @@ from mcp_tasks import CallToolResult, Server
 from mcp_tasks.client import Client
 from mcp_tasks.journal import TaskJournal
 
-from .in_process import InProcessTransport
+from .in_process import InProcessTransport, text_result
 from .test_client_in_process import Answers
 
 
@@ -61,7 +61,7 @@ async def test_resume_after_a_restart_asks_only_what_is_left(
     second_life = Answers({"colour": "blue"})
     after = Client(InProcessTransport(jobs), on_elicit=second_life, journal=TaskJournal(path))
     result = await after.resume_task(pending.task_id)
-    assert result == CallToolResult.text("Ada likes blue")
+    assert result == text_result("Ada likes blue")
     assert second_life.asked == ["Favourite colour, Ada?"]  # the answered one is not asked
     assert TaskJournal(path).pending() == []
 

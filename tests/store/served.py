@@ -15,7 +15,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from pathlib import Path
 
-import msgspec
 import trio
 
 from mcp_tasks import CallToolResult, ElicitParams, ElicitResult, TextContent
@@ -145,7 +144,7 @@ async def start(client: Client, name: str, arguments: Mapping[str, object] | Non
 
 def text_of(task: DetailedTask) -> str:
     assert isinstance(task, CompletedTask), task
-    result = msgspec.json.decode(task.result, type=CallToolResult)
+    result = task.result
     assert len(result.content) == 1 and isinstance(result.content[0], TextContent), result
     return result.content[0].text
 
