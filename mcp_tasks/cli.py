@@ -20,7 +20,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 import click
 import msgspec
@@ -500,13 +500,17 @@ def _exit_code_for(error: BaseException) -> int:
 # --- tasks: `mcp-tasks task get | cancel` -------------------------------------------------------
 
 
+_TASK_ID_MAY_START_WITH_A_DASH: Final = {"ignore_unknown_options": True}
+"""Task ids are the server's: some start with `-` (fastmcp-tasks' do), and are no option."""
+
+
 @main.group()
 def task() -> None:
     """Look at or cancel a task on a server."""
 
 
-@task.command(name="get")
-@click.argument("words", nargs=-1, required=True, metavar="[URL] TASK_ID")
+@task.command(name="get", context_settings=_TASK_ID_MAY_START_WITH_A_DASH)
+@click.argument("words", nargs=-1, required=True, metavar="[URL] TASK_ID", type=click.UNPROCESSED)
 @_endpoint_options
 def get_task(words: tuple[str, ...], stdio_command: str | None) -> None:
     """Print the task (tasks/get) as JSON."""
@@ -518,8 +522,8 @@ def get_task(words: tuple[str, ...], stdio_command: str | None) -> None:
     _run_on_task(open_client, get)
 
 
-@task.command(name="cancel")
-@click.argument("words", nargs=-1, required=True, metavar="[URL] TASK_ID")
+@task.command(name="cancel", context_settings=_TASK_ID_MAY_START_WITH_A_DASH)
+@click.argument("words", nargs=-1, required=True, metavar="[URL] TASK_ID", type=click.UNPROCESSED)
 @_endpoint_options
 def cancel_task(words: tuple[str, ...], stdio_command: str | None) -> None:
     """Ask the server to cancel the task (tasks/cancel)."""

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -32,6 +33,7 @@ from mcp_tasks.core._wire import (
     AudioContent,
     CallToolResult,
     ElicitParams,
+    ElicitResult,
     EmbeddedResource,
     ImageContent,
     ResourceContents,
@@ -185,13 +187,20 @@ def url() -> Iterator[str]:
     yield from _serving()
 
 
+@pytest.fixture(scope="module")
+def conformance_url() -> Iterator[str]:
+    """The endpoint of conformance/server.py (its `x-mcp-header` tool among others)."""
+    command = [sys.executable, "conformance/server.py", "--port", "0"]
+    yield from _serving_command(command)
+
+
 def _serving(*flags: str) -> Iterator[str]:
-    server = subprocess.Popen(
-        cli("serve", "examples/jobs.py", "--http", "127.0.0.1:0", "--log-level", "warning", *flags),
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    serve = ("serve", "examples/jobs.py", "--http", "127.0.0.1:0", "--log-level", "warning")
+    yield from _serving_command(cli(*serve, *flags))
+
+
+def _serving_command(command: list[str]) -> Iterator[str]:
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert server.stderr is not None
     lines: queue.Queue[str] = queue.Queue()
 
@@ -281,6 +290,82 @@ async def test_task_get_and_task_cancel(url: str) -> None:
     assert await command("task", "cancel", url, task.task_id) == "cancel acknowledged\n"
     shown = json.loads(await command("task", "get", url, task.task_id))
     assert shown["status"] == "cancelled" and shown["taskId"] == task.task_id
+
+
+async def never_answer(params: ElicitParams) -> ElicitResult:
+    await trio.sleep_forever()
+    raise AssertionError("unreachable")
+
+
+async def task_in(url: str, status: str, tool: str, arguments: dict[str, Any]) -> str:
+    """The id of a new task of `tool`, once `tasks/get` shows it `status` (polled under the
+    caller's deadline; a task that ends otherwise fails the test)."""
+    async with connect_http(url, on_elicit=never_answer) as client:
+        task = await client.call_tool_or_task(tool, arguments)
+        assert not isinstance(task, CallToolResult)
+        if status == "cancelled":
+            await client.cancel_task(task.task_id)
+        while (task := await client.get_task(task.task_id)).status != status:
+            assert not task.status.is_terminal, task
+            await trio.sleep(0.05)
+    return task.task_id
+
+
+def shown_result(text: str, *, is_error: bool) -> dict[str, Any]:
+    return {"result": {"content": [{"type": "text", "text": text}], "isError": is_error}}
+
+
+CRASHED = {"code": -32603, "message": "the upstream service crashed"}
+
+
+@pytest.mark.parametrize(
+    ("status", "tool", "arguments", "expected"),
+    [
+        ("working", "slow_compute", {"seconds": 30}, {}),
+        ("input_required", "confirm_delete", {"filename": "x"}, {}),
+        (
+            "completed",
+            "slow_compute",
+            {"seconds": 0.1, "label": "s"},
+            shown_result("s done after 0.1s", is_error=False),
+        ),
+        (
+            "completed",
+            "failing_job",
+            {},
+            shown_result("the job failed: the input file is empty", is_error=True),
+        ),
+        ("failed", "protocol_error_job", {}, {"error": CRASHED}),
+        ("cancelled", "slow_compute", {"seconds": 30}, {}),
+    ],
+)
+async def test_task_get_prints_a_task_in_every_status(
+    url: str, status: str, tool: str, arguments: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        task_id = await task_in(url, status, tool, arguments)
+    done = await trio.to_thread.run_sync(lambda: run("task", "get", url, task_id))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["status"] == status and shown["taskId"] == task_id
+    for key, value in expected.items():
+        assert {k: shown[key][k] for k in value} == value, shown
+    assert ("inputRequests" in shown) == (status == "input_required")
+
+
+@pytest.mark.parametrize("command", ["get", "cancel"])
+def test_a_task_id_may_start_with_a_dash(url: str, command: str) -> None:
+    """Task ids are the server's to choose (fastmcp-tasks' may start with `-`): no option."""
+    done = run("task", command, url, "-no-such-task")
+    assert done.returncode == 1 and "(code -32602)" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("region", ["eu-west", "zürich", " padded "])
+def test_a_tool_that_marks_an_argument_for_a_header_is_called(
+    conformance_url: str, region: str
+) -> None:
+    done = run("call", conformance_url, "test_custom_header_tool", f"region={region}")
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"region: {region}\n", "")
 
 
 # --- in a pseudo-terminal -------------------------------------------------------------------
