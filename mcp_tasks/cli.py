@@ -449,20 +449,22 @@ async def _call_tool(
         async with trio.open_nursery() as nursery:
             call_scope = trio.CancelScope()
             nursery.start_soon(_cancel_on_signal, signals, call_scope)
-            with call_scope:
-                try:
-                    async with open_client(on_elicit=terminal.elicit) as client:
+            try:
+                async with open_client(on_elicit=terminal.elicit) as client:
+                    # Ctrl-C cancels the call, not the client: its transport still reads
+                    # the answer to the tasks/cancel that cancelling the wait sends.
+                    with call_scope:
                         outcome = await client.call_tool_or_task(tool, arguments)
                         if not isinstance(outcome, CallToolResult):
                             task_id = outcome.task_id
                             nursery.start_soon(terminal.tick_every_second)
                             outcome = await client.await_task(outcome, on_status=terminal.status)
                         result = outcome
-                except Exception:
-                    if not call_scope.cancel_called:
-                        raise
-                    # Cancelling reached a server that was going away (a stdio child gets
-                    # the terminal's SIGINT too): the call was still interrupted.
+            except Exception:
+                if not call_scope.cancel_called:
+                    raise
+                # Cancelling reached a server that was going away (a stdio child gets
+                # the terminal's SIGINT too): the call was still interrupted.
             nursery.cancel_scope.cancel()
     if result is None:
         raise _Interrupted(task_id)
