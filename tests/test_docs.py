@@ -146,3 +146,21 @@ def test_the_single_use_snippet_of_the_security_docs_registers_such_a_tool() -> 
     exec(compile(code, "docs/security.md", "exec"), namespace)
     spec = namespace["server"].core.catalog.tools["delete"]
     assert spec.single_use_request_state
+
+
+def test_every_link_in_the_docs_points_at_a_file_of_the_repository() -> None:
+    """Relative links in README.md and docs/ name files that exist here (issue 16, point
+    6: a page pointed at notes that are not in the repository)."""
+    root = DOCS.parent
+    broken = []
+    for page in [root / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"[a-z]+:", path):
+                continue  # an anchor on the page, or an absolute URL
+            if (
+                not (page.parent / path).resolve().is_relative_to(root)
+                or not (page.parent / path).exists()
+            ):
+                broken.append(f"{page.name}: {target}")
+    assert broken == []
