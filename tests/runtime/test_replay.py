@@ -6,12 +6,7 @@ while its state is valid (what docs/security.md says holds then)."""
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from mcp_tasks import (
     CallToolResult,
@@ -23,28 +18,12 @@ from mcp_tasks import (
     ToolOutcome,
 )
 from mcp_tasks.server import Connection
-from mcp_tasks.store import MemoryTaskStore, RedisTaskStore, SQLiteTaskStore, TaskStore
+from mcp_tasks.store import TaskStore
 
 from .helpers import request
 
 CONFIRM = {"type": "object", "properties": {"sure": {"type": "boolean"}}}
 YES = {"confirm": {"action": "accept", "content": {"sure": True}}}
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    made: TaskStore
-    if request.param == "memory":
-        made = MemoryTaskStore()
-    elif request.param == "sqlite":
-        made = SQLiteTaskStore(tmp_path / "tasks.db")
-    else:
-        url = request.getfixturevalue("redis_url")
-        made = RedisTaskStore(url, prefix="replay" + secrets.token_hex(6))
-    try:
-        yield made
-    finally:
-        await made.aclose()
 
 
 def build(store: TaskStore, *, single_use: bool) -> tuple[Server, list[str]]:
@@ -71,9 +50,9 @@ async def send(server: Server, params: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_confirmed_action_runs_once_however_often_its_answer_is_sent(
-    store: TaskStore,
+    any_store: TaskStore,
 ) -> None:
-    server, deleted = build(store, single_use=True)
+    server, deleted = build(any_store, single_use=True)
     call = {"name": "delete", "arguments": {"what": "prod"}}
     async with server.running():
         asked = await send(server, call)
@@ -97,8 +76,8 @@ async def test_a_confirmed_action_runs_once_however_often_its_answer_is_sent(
     assert deleted == ["prod", "prod"]
 
 
-async def test_without_single_use_a_round_may_be_answered_again(store: TaskStore) -> None:
-    server, deleted = build(store, single_use=False)
+async def test_without_single_use_a_round_may_be_answered_again(any_store: TaskStore) -> None:
+    server, deleted = build(any_store, single_use=False)
     call = {"name": "delete", "arguments": {"what": "tmp"}}
     async with server.running():
         state = (await send(server, call))["result"]["requestState"]

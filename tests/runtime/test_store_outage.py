@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import pytest
 import trio
@@ -21,6 +22,7 @@ from mcp_tasks.store import RedisTaskStore
 
 from .test_store_runtime import running, wait_for
 
+T = TypeVar("T")
 LEASE_SECONDS = 0.6
 OUTAGE_SECONDS = 3 * LEASE_SECONDS
 """How long Redis stays out of reach: several leases, so each one lapses meanwhile."""
@@ -104,20 +106,22 @@ def _finishing_server(store: RedisTaskStore, release: trio.Event) -> Server:
     return server
 
 
-async def _settled(store: RedisTaskStore, task_id: str) -> TaskRecord:
-    """The record once it ended, read straight from Redis (not through the proxy).."""
-    ended: list[TaskRecord] = []
-
-    async def check() -> None:
-        record = await store.get(task_id)
-        if record is not None and record.status.is_terminal:
-            ended.append(record)
-
-    with trio.fail_after(20):
-        while not ended:
-            await check()
+async def _until(check: Callable[[], Awaitable[T | None]], seconds: float = 20) -> T:
+    """What `check()` gives once it gives something, asked again every 20 ms until then."""
+    with trio.fail_after(seconds):
+        while (found := await check()) is None:
             await trio.sleep(0.02)
-    return ended[0]
+    return found
+
+
+async def _settled(store: RedisTaskStore, task_id: str) -> TaskRecord:
+    """The record once it ended, read straight from Redis (not through the proxy)."""
+
+    async def ended() -> TaskRecord | None:
+        record = await store.get(task_id)
+        return record if record is not None and record.status.is_terminal else None
+
+    return await _until(ended)
 
 
 @pytest.fixture
@@ -193,16 +197,12 @@ async def test_a_handler_running_through_an_outage_keeps_its_task(
         proxy.cut()
         await trio.sleep(OUTAGE_SECONDS)  # its lease lapses: no renewal reaches Redis
         await proxy.restore()
+
         # Back, the process claims its own lapsed lease again instead of failing the task.
-        holders: list[str | None] = []
+        async def held_here() -> bool | None:
+            return await direct.lease_holder(task_id, server.now()) == through.origin or None
 
-        async def held_again() -> None:
-            holders.append(await direct.lease_holder(task_id, server.now()))
-
-        with trio.fail_after(10):
-            while holders[-1:] != [through.origin]:
-                await held_again()
-                await trio.sleep(0.02)
+        await _until(held_here)
         assert (await direct.get(task_id)).status.value == "working"  # type: ignore[union-attr]
         release.set()
         record = await _settled(direct, task_id)
