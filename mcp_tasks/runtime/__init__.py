@@ -1,4 +1,4 @@
-"""The trio runtime: carries out what the core decides.
+"""The runtime: carries out what the core decides, under trio or asyncio (on anyio).
 
 `Server` is the facade people use; `Registry` (its decorators), `Interpreter` (needs and
 commands), `TaskRunner` (task handlers), `Background` (expiry, leases, signals) and

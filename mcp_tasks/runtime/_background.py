@@ -19,8 +19,10 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
-import trio
+import anyio
+import anyio.abc
 
+from .._backend import Event, event
 from ..core import TaskRecord, VersionConflict
 from ..store import StoreUnavailable
 
@@ -37,21 +39,25 @@ class Background:
     def __init__(self, server: Server) -> None:
         self._server = server
         self._core = server.core
-        self._wake = trio.Event()
+        self._wake: Event | None = None
+        """Set to wake the expiry loop (None while it does not run: it reads the store's
+        next deadline when it starts)."""
         self._sleeping_until = math.inf
         """Until when the expiry loop sleeps (inf while it is awake: any deadline counts)."""
 
     def wake_at(self, deadline: float) -> None:
         """A record's expiry is due at `deadline`: wake the expiry loop if it sleeps past it."""
-        if deadline < self._sleeping_until:
+        if self._wake is not None and deadline < self._sleeping_until:
             self._wake.set()
 
     async def serve(
-        self, *, task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED
+        self,
+        *,
+        task_status: anyio.abc.TaskStatus[anyio.CancelScope] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Expiry, and with a shared store leases and signals, until its scope is cancelled."""
         store = self._server.store
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             nursery.start_soon(self._keep_going, self._expire_loop)
             if store.shared:
                 nursery.start_soon(self._keep_going, self._lease_loop)
@@ -63,7 +69,7 @@ class Background:
         self,
         loop: Callable[..., Awaitable[None]],
         *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         once = _StartedOnce(task_status)
         while True:
@@ -75,43 +81,52 @@ class Background:
             except Exception:
                 logger.exception("%s failed; starting it again", loop.__name__)
             once.started()  # serve on without it meanwhile
-            await trio.sleep(self._server.poll_seconds)
+            await anyio.sleep(self._server.poll_seconds)
 
     async def _expire_loop(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         server = self._server
         # Another process may index an earlier deadline without waking this one: with a
         # shared store, look again at least every `poll_seconds`.
         most = server.poll_seconds if server.store.shared else math.inf
+        wake = self._wake = event()
         task_status.started()
-        while True:
-            deadline = await server.store.next_deadline()
-            delay = math.inf if deadline is None else deadline - server.now()
-            if delay > 0:
-                self._sleeping_until = server.now() + min(delay, most)
-                with trio.move_on_after(min(delay, most)):
-                    await self._wake.wait()
-                self._sleeping_until = math.inf  # awake: any WakeAt means look again
-                self._wake = trio.Event()
-                if delay > most:
-                    continue
-            now = server.now()
-            for record in await server.store.pop_due(now):
-                try:
-                    await server.interpreter.perform(self._core.expire_task(record, now))
-                except VersionConflict:  # changed since it came due: decide on it anew
-                    decide = functools.partial(self._core.expire_task, now=now)
-                    await server.interpreter.transition(record.task_id, decide)
+        try:
+            while True:
+                deadline = await server.store.next_deadline()
+                delay = math.inf if deadline is None else deadline - server.now()
+                if delay > 0:
+                    self._sleeping_until = server.now() + min(delay, most)
+                    with anyio.move_on_after(min(delay, most)):
+                        await wake.wait()
+                    self._sleeping_until = math.inf  # awake: any WakeAt means look again
+                    wake = self._wake = event()
+                    if delay > most:
+                        continue
+                await self._expire_due()
+        finally:
+            self._wake = None
+            self._sleeping_until = math.inf
+
+    async def _expire_due(self) -> None:
+        server = self._server
+        now = server.now()
+        for record in await server.store.pop_due(now):
+            try:
+                await server.interpreter.perform(self._core.expire_task(record, now))
+            except VersionConflict:  # changed since it came due: decide on it anew
+                decide = functools.partial(self._core.expire_task, now=now)
+                await server.interpreter.transition(record.task_id, decide)
 
     async def _lease_loop(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Renew this process's leases, and take over the tasks of processes that died."""
         server = self._server
         task_status.started()
         while True:
-            await trio.sleep(server.lease_seconds / 3)
+            await anyio.sleep(server.lease_seconds / 3)
             try:
                 held = server.runner.held
                 if held:
@@ -149,7 +164,7 @@ class Background:
             )
 
     async def _signal_loop(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         server = self._server
         store = server.store
@@ -191,7 +206,7 @@ class _StartedOnce:
     """A task status that passes on only the first `started()`: a loop run again after
     a failure starts again without telling its nursery twice."""
 
-    def __init__(self, status: trio.TaskStatus[None]) -> None:
+    def __init__(self, status: anyio.abc.TaskStatus[None]) -> None:
         self._status = status
         self._told = False
 

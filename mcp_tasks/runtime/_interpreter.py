@@ -17,8 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-import trio
-
+from .._backend import cancel_scope
 from .._context import RequestContext, ToolContext
 from ..core import (
     AwaitAnswer,
@@ -135,7 +134,7 @@ class Interpreter:
         request_id = need.call.request_id
         if connection is None or request_id is None:  # nothing can cancel it but its caller
             return await self._run_handler(need, notify)
-        with trio.CancelScope() as scope:
+        with cancel_scope() as scope:
             connection.in_flight[request_id] = scope
             try:
                 answer = await self._run_handler(need, notify)

@@ -19,8 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-import trio
-
+from .._backend import CancelScope, Event, cancel_scope, event
 from ..core import Listen, Reply, RequestId, ServerCore, Subscription, TaskRecord
 
 logger = logging.getLogger("mcp_tasks.server")
@@ -36,7 +35,7 @@ class Connection:
     the one it names. Request ids are only unique per connection."""
 
     def __init__(self) -> None:
-        self.in_flight: dict[RequestId, trio.CancelScope] = {}
+        self.in_flight: dict[RequestId, CancelScope] = {}
         self.closing = False
         """Set by a transport whose client is gone (stdio EOF): listen streams end."""
 
@@ -50,7 +49,7 @@ class Connection:
 class Listener:
     subscription: Subscription
     connection: Connection | None
-    wake: trio.Event = field(default_factory=trio.Event)
+    wake: Event = field(default_factory=event)
     queued: collections.deque[bytes] = field(default_factory=collections.deque)
     ended: bool = False
 
@@ -109,7 +108,7 @@ class Listeners:
         if closing or (connection is not None and connection.closing):
             listener.end()
         self._add(listener)
-        scope = trio.CancelScope()
+        scope = cancel_scope()
         if connection is not None:
             connection.in_flight[subscription.request_id] = scope
         try:
@@ -118,7 +117,7 @@ class Listeners:
                 while listener.queued or not listener.ended:  # what was queued goes out first
                     if not listener.queued:
                         await listener.wake.wait()
-                        listener.wake = trio.Event()
+                        listener.wake = event()
                         continue
                     await notify(listener.queued.popleft())
         finally:

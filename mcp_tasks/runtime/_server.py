@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 `Server` puts together a `ServerCore` (every protocol decision), a `TaskStore` (the
-records) and the trio parts that carry out what the core decides:
+records) and the parts that carry out what the core decides, on anyio: the same code runs
+under trio and under asyncio (see `mcp_tasks._backend`):
 
 * `Registry` (the decorators) registers each spec with its handler in the core's catalog;
 * `Interpreter` turns each message into a reply: it fulfils the core's `Need`s (runs a
@@ -28,8 +29,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-import trio
+import anyio
 
+from .._backend import event
 from ..core import (
     HttpHeaders,
     Implementation,
@@ -117,14 +119,14 @@ class Server(Registry):
             raise RuntimeError("this server is already running")
         self.closing = False
         runner.all_ended = None
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             runner.nursery = nursery
             try:
                 if not self._state_key_given:  # the store's: any process opens a round
                     key = await self.store.shared_key(secrets.token_bytes(32))
                     self.core.use_state_key(key)
                 await self.background.reap_lapsed()  # tasks a previous process left
-                background: trio.CancelScope = await nursery.start(self.background.serve)
+                background: anyio.CancelScope = await nursery.start(self.background.serve)
             except BaseException:
                 runner.nursery = None  # never started: it may be tried again
                 raise
@@ -141,10 +143,9 @@ class Server(Registry):
     async def _wind_down(self) -> None:
         runner = self.runner
         if not runner.idle:  # handlers running, or outcomes being saved
-            runner.all_ended = trio.Event()
+            runner.all_ended = event()
             # Shielded: leaving by cancellation (Ctrl-C) still grants the grace period.
-            with trio.move_on_after(self.shutdown_grace_seconds) as grace:
-                grace.shield = True
+            with anyio.move_on_after(self.shutdown_grace_seconds, shield=True):
                 await runner.all_ended.wait()
         unfinished = runner.held
         for task_id in unfinished:
@@ -152,8 +153,7 @@ class Server(Registry):
         if unfinished and self.store.shared:
             # Let the leases lapse now, so another process takes these tasks over at once
             # instead of a lease time from now.
-            with trio.move_on_after(self.shutdown_grace_seconds) as handover:
-                handover.shield = True
+            with anyio.move_on_after(self.shutdown_grace_seconds, shield=True):
                 try:
                     await self.store.renew(unfinished, self.now())
                 except StoreUnavailable as error:  # they lapse in their own time

@@ -16,9 +16,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-import trio
+import anyio
+import anyio.abc
+import anyio.lowlevel
 from msgspec import Raw
 
+from .._backend import CancelScope, Event, cancel_scope, event
 from .._context import ToolContext
 from ..core import (
     AwaitAnswer,
@@ -52,13 +55,13 @@ the last, which is kept, so a store that is back is written to within about that
 
 @dataclass
 class RunningTask:
-    scope: trio.CancelScope
+    scope: CancelScope
     record: TaskRecord | None = None
     """The record as this process last saved it: the first guess of what is stored (a
     compare-and-set tells when another process changed it since)."""
-    waiting: dict[str, trio.Event] = field(default_factory=dict)
+    waiting: dict[str, Event] = field(default_factory=dict)
     answers: dict[str, Raw] = field(default_factory=dict)
-    asking: trio.Event | None = None
+    asking: Event | None = None
     """The event of the question being asked in place now (`AwaitAnswer` files it)."""
     asked: list[str] = field(default_factory=list)
     outcome: ToolOutcome | None = None
@@ -74,8 +77,8 @@ class TaskRunner:
         """Tasks whose handler ended here and whose outcome is being saved: this process
         still holds their lease (renewed, never taken over by itself) until it is."""
         self.outcome_retry_seconds = STORE_RETRY_SECONDS
-        self.nursery: trio.Nursery | None = None
-        self.all_ended: trio.Event | None = None
+        self.nursery: anyio.abc.TaskGroup | None = None
+        self.all_ended: Event | None = None
 
     # --- commands ---------------------------------------------------------------------------
 
@@ -85,7 +88,7 @@ class TaskRunner:
         assert self.nursery is not None
         # Shielded: a task ends by its own scope only (tasks/cancel, expiry, the end of the
         # shutdown grace), never because whoever runs the server was cancelled.
-        running = RunningTask(scope=trio.CancelScope(shield=True), record=created)
+        running = RunningTask(scope=cancel_scope(shield=True), record=created)
         self.running[start.task_id] = running
         self.nursery.start_soon(self._run, start, running)
 
@@ -112,12 +115,12 @@ class TaskRunner:
     def resume(self, effect: ResumeTask) -> None:
         running = self.running.get(effect.task_id)
         if running is not None and running.waiting:  # a handler awaits its answers in place
-            for key, event in list(running.waiting.items()):
+            for key, answered in list(running.waiting.items()):
                 answer = effect.call.input_responses.get(key)
                 if answer is not None:
                     running.answers[key] = answer
                     del running.waiting[key]
-                    event.set()
+                    answered.set()
             return
         start = StartTask(task_id=effect.task_id, call=effect.call, handler=effect.handler)
         self.start(start)  # a handler that returned InputRequired runs again
@@ -237,14 +240,14 @@ class TaskRunner:
         """`attempt()` until the store takes it (True), waiting longer each time it is
         unavailable, for up to `seconds` (None: as long as this process runs)."""
         wait = FIRST_RETRY_SECONDS
-        with trio.move_on_after(float("inf") if seconds is None else seconds):
+        with anyio.move_on_after(seconds):
             while True:
                 try:
                     await attempt()
                     return True
                 except StoreUnavailable as error:
                     logger.warning("%s: %s; trying again in %.2g s", what, error, wait)
-                await trio.sleep(wait * random.uniform(0.8, 1.0))  # apart, not in step
+                await anyio.sleep(wait * random.uniform(0.8, 1.0))  # apart, not in step
                 wait = min(wait * 2, LAST_RETRY_SECONDS)
         return False
 
@@ -273,7 +276,7 @@ class TaskRunner:
             logger.warning("task %r: status message not saved: %s", task_id, error)
 
     async def _ask(self, task_id: str, running: RunningTask, request: InputRequest) -> Raw:
-        event = running.asking = trio.Event()
+        answered = running.asking = event()
         running.asked.clear()
 
         def decide(record: TaskRecord | None) -> Any:
@@ -293,16 +296,16 @@ class TaskRunner:
             # cannot answer it) and failed the task: nothing will answer, so the run ends.
             for key in asked:
                 running.waiting.pop(key, None)
-            if not event.is_set():
+            if not answered.is_set():
                 await _stop_run(running)
-        await event.wait()
+        await answered.wait()
         return running.answers.pop(asked[0])
 
 
 async def _stop_run(running: RunningTask) -> None:
     """End a task's run from inside it: its own cancel scope catches the cancellation."""
     running.scope.cancel()
-    await trio.lowlevel.checkpoint()
+    await anyio.lowlevel.checkpoint()
     raise AssertionError("unreachable: the checkpoint raised Cancelled")
 
 

@@ -3,7 +3,7 @@
 Entries in the heap are never removed eagerly: a record deleted early, or saved with a new
 expiry, leaves its old entry behind, and `pop_due` skips entries that no longer match the
 stored record. Every entry is pushed once and popped once, so expiry costs O(expired · log n).
-Its async methods never yield to trio: reading a record and writing its successor cannot
+Its async methods never yield to the event loop: reading a record and writing its successor cannot
 interleave with another writer in the same process.
 """
 

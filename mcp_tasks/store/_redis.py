@@ -26,8 +26,9 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import anyio
+import anyio.to_thread
 import msgspec
-import trio
 
 from ..core import TaskRecord, VersionConflict, decode_record, encode_record
 from ._base import EXPIRY_CLAIM_SECONDS, Signal, StoreFull, StoreUnavailable, redacted
@@ -376,7 +377,7 @@ class _RedisSignals:
         try:
             yield _Messages(store, pubsub)
         finally:
-            with trio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
                 await store._run(pubsub.close)
 
 
@@ -392,7 +393,7 @@ class _Messages:
         while True:
             # Abandoned on cancel: the thread returns within its timeout, and nobody waits.
             with self._store._reachable():  # Redis gone: the listener says so, and ends
-                message = await trio.to_thread.run_sync(
+                message = await anyio.to_thread.run_sync(
                     lambda: self._pubsub.get_message(timeout=0.5), abandon_on_cancel=True
                 )
             if message is None or message.get("type") != "message":

@@ -1,6 +1,6 @@
 """One worker thread for a store's blocking calls, with whatever queues up batched.
 
-A trio-to-thread hop costs about as much as answering a whole `tasks/get` from memory
+A hop to a thread costs about as much as answering a whole `tasks/get` from memory
 (~75-125 µs here, measured in benchmarks/stores.py's notes), so a store that hopped once
 per call would halve the server's throughput. Instead, calls queue; one hop runs every call
 that is waiting, in order, in one thread; calls that arrive meanwhile go in the next hop.
@@ -8,8 +8,9 @@ Under load, one hop serves many requests; alone, a call costs one hop as before.
 
 Calls run one at a time, in arrival order, so the store's connection never sees two at
 once. A caller cancelled while its call is queued or running still waits for it (the
-store's write happened or not: the caller must not guess), as `trio.to_thread.run_sync`
-does.
+store's write happened or not: the caller must not guess), as `anyio.to_thread.run_sync`
+does. The hops are made by a task of the worker's own (`spawn_detached`), under trio or
+asyncio.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-import trio
+import anyio.to_thread
+
+from .._backend import cancel_scope, event, spawn_detached
 
 T = TypeVar("T")
 
@@ -34,7 +37,7 @@ class _Call(Generic[T]):
         self.work = work
         self.stage = stage
         self.finish = finish
-        self.done = trio.Event()
+        self.done = event()
         self.result: T | None = None
         self.error: BaseException | None = None
 
@@ -78,8 +81,8 @@ class BatchingWorker:
         self._queue.append(call)
         if not self._draining:
             self._draining = True
-            trio.lowlevel.spawn_system_task(self._drain)
-        with trio.CancelScope(shield=True):
+            spawn_detached(self._drain)
+        with cancel_scope(shield=True):
             await call.done.wait()
         if call.error is not None:
             raise call.error
@@ -89,7 +92,7 @@ class BatchingWorker:
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
-                await trio.to_thread.run_sync(self._run_all, batch)
+                await anyio.to_thread.run_sync(self._run_all, batch)
                 for call in batch:
                     call.done.set()
         finally:

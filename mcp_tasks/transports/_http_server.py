@@ -47,6 +47,7 @@ from typing import Final
 import h11
 import trio
 
+from .._backend import require_trio
 from ..core import INTERNAL_ERROR, INVALID_REQUEST, Reply, error_body
 from ..runtime import MessageHandler
 from ._budget import ByteBudget, HeldBytes
@@ -105,8 +106,9 @@ async def serve_http(
 
     Run it inside `async with server.running():`, under `nursery.start` to learn the bound
     port (`port=0` picks a free one). Bound to loopback (the default), requests whose `Host`
-    is not a loopback name are refused: DNS rebinding protection.
+    is not a loopback name are refused: DNS rebinding protection. It runs on trio only.
     """
+    require_trio("serve_http", "run it with trio.run, or use the ASGI app under asyncio")
     config = HttpConfig() if config is None else config
     listeners = await trio.open_tcp_listeners(port, host=host)
     addresses = [listener.socket.getsockname() for listener in listeners]

@@ -52,6 +52,7 @@ from typing import Final
 import msgspec
 import trio
 
+from .._backend import require_trio
 from ..core import INTERNAL_ERROR, INVALID_REQUEST, RequestId, error_body
 from ..runtime import Connection, MessageHandler
 
@@ -140,8 +141,9 @@ async def serve_stdio(
     Call it inside `async with server.running():`. Without streams it serves the process's
     fd 0 and 1 (duplicated, so they stay open afterwards; Unix only) and points `sys.stdout`
     at stderr while it runs. Returns once stdin is at EOF and every request in flight is
-    answered, or at once if stdout breaks.
+    answered, or at once if stdout breaks. It runs on trio only.
     """
+    require_trio("serve_stdio", "run it with trio.run (stdio is served on trio only)")
     lines = LineBuffer(max_line_bytes)
     async with contextlib.AsyncExitStack() as stack:
         if stdin is None:
