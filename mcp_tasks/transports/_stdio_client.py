@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-`open_stdio_transport(command)` starts the process and, in its own nursery, one reader of
-stdout (and one of stderr, when it is captured). Leaving the block closes the transport.
+`open_stdio_transport(command)` starts the process (`anyio.open_process`: under asyncio or
+trio) and, in its own task group, one reader of stdout (and one of stderr, when it is
+captured). Leaving the block closes the transport.
 
 Writing: every message is one line, written whole under one lock, shielded from
 cancellation (a half-written line would corrupt the stream) and bounded by
@@ -43,8 +44,10 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+import anyio
 import msgspec
-import trio
+from anyio.abc import ByteReceiveStream, Process
+from anyio.streams.memory import MemoryObjectSendStream
 
 from ._client_base import NotificationHandler, TransportError, preview, response_kind
 from ._stdio import LINE_TOO_LONG, LineBuffer
@@ -63,13 +66,15 @@ _MAX_QUEUED_NOTIFICATIONS: Final = 1000
 Stderr = Literal["inherit", "capture"]
 _Item = dict[str, Any] | TransportError
 _Key = tuple[type, str | int]
+_PIPE_GONE: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError)
+"""A pipe closed at either end: anyio's errors, and asyncio's own when it sees it first."""
 
 
 @dataclass(eq=False)
 class _Waiter:
     """A request in flight: where its messages go, and the progress token it sent."""
 
-    inbox: trio.MemorySendChannel[_Item]
+    inbox: MemoryObjectSendStream[_Item]
     progress_token: _Key | None
     wants_notifications: bool
 
@@ -96,7 +101,7 @@ async def open_stdio_transport(
     if stderr not in ("inherit", "capture"):
         raise ValueError(f"stderr must be 'inherit' or 'capture', not {stderr!r}")
     try:
-        process = await trio.lowlevel.open_process(
+        process = await anyio.open_process(
             list(command),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -113,16 +118,16 @@ async def open_stdio_transport(
         write_timeout_seconds=write_timeout_seconds,
     )
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(transport._read_stdout)
+        async with anyio.create_task_group() as readers:
+            readers.start_soon(transport._read_stdout)
             if stderr == "capture":
-                nursery.start_soon(transport._read_stderr)
+                readers.start_soon(transport._read_stderr)
             try:
                 yield transport
             finally:
-                with trio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True):
                     await transport.aclose()
-                nursery.cancel_scope.cancel()
+                readers.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         if len(group.exceptions) == 1:  # the readers never raise: this is the caller's own
             raise group.exceptions[0] from None
@@ -130,8 +135,8 @@ async def open_stdio_transport(
     finally:
         if process.returncode is None:
             process.kill()
-            with trio.CancelScope(shield=True):
-                await process.wait()
+        with anyio.CancelScope(shield=True):
+            await process.aclose()  # reaps it, and closes the pipes (asyncio holds them open)
 
 
 class StdioClientTransport:
@@ -143,7 +148,7 @@ class StdioClientTransport:
 
     def __init__(
         self,
-        process: trio.Process,
+        process: Process,
         *,
         max_line_bytes: int,
         close_timeout_seconds: float,
@@ -158,14 +163,14 @@ class StdioClientTransport:
         self._max_line_bytes = max_line_bytes
         self._close_timeout_seconds = close_timeout_seconds
         self._write_timeout_seconds = write_timeout_seconds
-        self._write_lock = trio.Lock()
+        self._write_lock = anyio.Lock()
         self._pending: dict[_Key, _Waiter] = {}
         self._failure: str | None = None
-        self._failed = trio.Event()
+        self._failed = anyio.Event()
         self._closing = False
-        self._closed = trio.Event()
+        self._closed = anyio.Event()
         self._stderr = bytearray()
-        self._stderr_done = trio.Event()
+        self._stderr_done = anyio.Event()
         if process.stderr is None:
             self._stderr_done.set()
 
@@ -200,7 +205,7 @@ class StdioClientTransport:
             raise ValueError(f"a request id is a string or an integer, not {request_id!r}")
         if key in self._pending:
             raise ValueError(f"request id {request_id!r} is already in flight")
-        inbox, messages = trio.open_memory_channel[_Item](math.inf)
+        inbox, messages = anyio.create_memory_object_stream[_Item](math.inf)
         waiter = _Waiter(inbox, _progress_token(message), on_notification is not None)
         self._pending[key] = waiter
         written = False
@@ -218,12 +223,14 @@ class StdioClientTransport:
         except BaseException:  # cancelled, or on_notification raised: the caller has left
             if written and self._pending.get(key) is waiter:  # unanswered: tell the server
                 del self._pending[key]
-                with trio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True):
                     await self._send_cancelled(request_id)
             raise
         finally:
             if self._pending.get(key) is waiter:
                 del self._pending[key]
+            inbox.close()  # nobody routes to it once it is out of _pending
+            messages.close()
 
     async def notify(self, message: bytes, *, headers: Mapping[str, str]) -> None:
         """Write the notification line."""
@@ -238,12 +245,12 @@ class StdioClientTransport:
             return
         self._closing = True
         try:
-            with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            with suppress(*_PIPE_GONE):
                 await self._stdin.aclose()
             for stop in (None, self._process.terminate, self._process.kill):
                 if stop is not None:
                     stop()
-                with trio.move_on_after(self._close_timeout_seconds):
+                with anyio.move_on_after(self._close_timeout_seconds):
                     await self._process.wait()
                     break
             self._fail(await self._exit_message("the transport was closed"))
@@ -257,12 +264,11 @@ class StdioClientTransport:
             message = message.replace(b"\r\n", b" ").replace(b"\n", b" ")
         async with self._write_lock:
             self._raise_if_failed()
-            with trio.CancelScope(shield=True) as scope:
-                scope.deadline = trio.current_time() + self._write_timeout_seconds
+            with anyio.move_on_after(self._write_timeout_seconds, shield=True) as scope:
                 try:
-                    await self._stdin.send_all(message + b"\n")
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    with trio.move_on_after(_EXIT_WAIT_SECONDS):
+                    await self._stdin.send(message + b"\n")
+                except _PIPE_GONE:
+                    with anyio.move_on_after(_EXIT_WAIT_SECONDS):
                         await self._failed.wait()  # the reader is about to say why
                     self._fail("the server process closed its stdin")
             if scope.cancelled_caught:
@@ -284,7 +290,7 @@ class StdioClientTransport:
     async def _read_stdout(self) -> None:
         lines = LineBuffer(self._max_line_bytes)
         try:
-            while data := await self._stdout.receive_some(_RECEIVE_BYTES):
+            while data := await _receive(self._stdout):
                 for line in lines.feed(data):
                     if line is LINE_TOO_LONG:
                         limit = self._max_line_bytes
@@ -294,7 +300,7 @@ class StdioClientTransport:
                     self._route(line)
             for line in lines.end():
                 self._route(line)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except _PIPE_GONE:
             pass
         if self._failure is None:
             self._fail(await self._exit_message("the server process closed its stdout"))
@@ -302,10 +308,10 @@ class StdioClientTransport:
     async def _read_stderr(self) -> None:
         assert self._process.stderr is not None
         try:
-            while data := await self._process.stderr.receive_some(_RECEIVE_BYTES):
+            while data := await _receive(self._process.stderr):
                 self._stderr += data
                 del self._stderr[:-_STDERR_KEEP_BYTES]
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except _PIPE_GONE:
             pass
         finally:
             self._stderr_done.set()
@@ -380,13 +386,21 @@ class StdioClientTransport:
 
     async def _exit_message(self, otherwise: str) -> str:
         """Why the session ended, once the process has exited (bounded wait)."""
-        with trio.move_on_after(_EXIT_WAIT_SECONDS):
+        with anyio.move_on_after(_EXIT_WAIT_SECONDS):
             await self._process.wait()
             await self._stderr_done.wait()
         code = self._process.returncode
         reason = otherwise if code is None else f"server process exited with code {code}"
         lines = self.stderr_tail.rstrip("\n").splitlines()[-_STDERR_SHOWN_LINES:]
         return reason + ("; the last lines of its stderr:\n" + "\n".join(lines) if lines else "")
+
+
+async def _receive(pipe: ByteReceiveStream) -> bytes:
+    """What the process wrote next to `pipe`; b"" at its end."""
+    try:
+        return await pipe.receive(_RECEIVE_BYTES)
+    except anyio.EndOfStream:
+        return b""
 
 
 def _key(request_id: object) -> _Key | None:
