@@ -9,9 +9,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TextIO
 
+import anyio
 import click
 import msgspec
-import trio
 from msgspec import UNSET
 
 from .core._client import Task
@@ -108,7 +108,7 @@ class Terminal:
 
     async def tick_every_second(self) -> None:
         while self.live:
-            await trio.sleep(1)
+            await anyio.sleep(1)
             self._draw()
 
     def finish(self) -> None:
@@ -145,10 +145,10 @@ class Terminal:
         self.stream.flush()
 
     async def _ask(self, prompt: str) -> str | None:
-        """One line from stdin (None at its end), without blocking trio's loop."""
+        """One line from stdin (None at its end), without blocking the event loop."""
         self.stream.write(prompt)
         self.stream.flush()
-        line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
         return line.rstrip("\r\n") if line else None
 
 

@@ -1,4 +1,4 @@
-"""The trio client: call tools and see their tasks through.
+"""The client: call tools and see their tasks through, under asyncio or trio (on anyio).
 
 Theory of operation
 -------------------
@@ -19,6 +19,9 @@ header for each argument the tool's `inputSchema` marks with `x-mcp-header`. The
 from `tools/list`, listed again before a call once the last list's `ttlMs` has run out,
 after a `notifications/tools/list_changed`, and once when the server refuses a call with
 -32020 naming an `Mcp-Param` header (the call is then sent again).
+
+Everything here waits through anyio (sleeps, the shielded `tasks/cancel`, the cancellation
+it catches), and so do the transports: one client, run by `asyncio.run` or `trio.run`.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, Final, Literal, TypeVar
 
+import anyio
 import msgspec
-import trio
 from msgspec import UNSET
 
 from .core import (
@@ -101,6 +104,8 @@ NotificationCallback = Callable[[dict[str, Any]], Awaitable[None] | None]
 
 _Item = TypeVar("_Item")
 _MAX_LIST_PAGES: Final = 1000
+_CANCEL_SECONDS: Final = 5.0
+"""How long a cancelled wait gives its `tasks/cancel`, shielded, before it lets go."""
 _input_requests = msgspec.json.Decoder(dict[str, InputRequest])
 _prompt_result = msgspec.json.Decoder(GetPromptResult)
 _resource_result = msgspec.json.Decoder(ReadResourceResult)
@@ -187,7 +192,7 @@ class Client:
                 retries += 1
                 if self.on_retry is not None:
                     await _maybe_await(self.on_retry(method, wait, error))
-                await trio.sleep(wait)
+                await anyio.sleep(wait)
 
     async def _notified(self, then: NotificationCallback | None, message: dict[str, Any]) -> None:
         if message.get("method") == "notifications/tools/list_changed":
@@ -400,10 +405,9 @@ class Client:
                         current = await self._poll(task_id, current, wait=0)
                         continue
                 current = await self._poll(task_id, current, wait=self.poll.delay(current))
-        except trio.Cancelled:
+        except anyio.get_cancelled_exc_class():
             if self.cancel_on_exit:
-                with trio.move_on_after(5) as scope:
-                    scope.shield = True
+                with anyio.move_on_after(_CANCEL_SECONDS, shield=True):
                     await self.cancel_task(task_id)
             raise
 
@@ -424,7 +428,7 @@ class Client:
             "ended": journal.ended,
         }
         # A small append and fsync, done in place: a worker thread would cost more than it
-        # saves, and would let trio's clock run on while it writes.
+        # saves, and would let the event loop's clock run on while it writes.
         writers[event](task_id, detail)
 
     async def _poll(self, task_id: str, current: Task, *, wait: float) -> Task:
@@ -434,7 +438,7 @@ class Client:
             if left <= 0:
                 raise TaskExpired(task_id)
             wait = min(wait, left)
-        await trio.sleep(wait)
+        await anyio.sleep(wait)
         try:
             return await self.get_task(task_id)
         except RpcError as error:
