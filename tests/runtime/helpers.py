@@ -6,6 +6,7 @@ import itertools
 import json
 from typing import Any
 
+import anyio
 import trio
 from schema_check import CORE, TASKS, check, check_reply
 
@@ -130,10 +131,11 @@ class Client:
         return result
 
     async def wait_status(self, task_id: str, *statuses: str, poll: float = 0.05) -> dict[str, Any]:
-        """Poll until the task shows one of `statuses` (under autojump this costs nothing)."""
-        with trio.fail_after(60):
+        """Poll until the task shows one of `statuses` (under autojump this costs nothing;
+        under asyncio too, it is anyio's)."""
+        with anyio.fail_after(60):
             while True:
                 task = await self.get(task_id)
                 if task["status"] in statuses:
                     return task
-                await trio.sleep(poll)
+                await anyio.sleep(poll)

@@ -13,9 +13,10 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import msgspec
 import pytest
-import trio
 from msgspec import Raw
 
 from mcp_tasks.core import (
@@ -174,12 +175,12 @@ async def test_concurrent_transitions_never_lose_one(store: TaskStore) -> None:
                 )
                 return
             except VersionConflict:
-                await trio.lowlevel.checkpoint()
+                await anyio.lowlevel.checkpoint()
 
     keys = {f"k{n}" for n in range(20)}
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as tasks:  # anyio's: also run under asyncio
         for key in keys:
-            nursery.start_soon(add, key)
+            tasks.start_soon(add, key)
     final = await store.get("t1")
     assert final is not None and final.issued_keys == keys and final.version == 21
 

@@ -1,0 +1,248 @@
+"""The runtime under asyncio: the same `Server` as under trio, run by `asyncio.run`, on
+every store (memory, a SQLite file, the real Redis), for a task's whole life: created,
+polled, asked in place and answered with `tasks/update`, cancelled while it runs, expired
+at its TTL; a request cancelled by `notifications/cancelled`; shutdown's grace; and between
+two servers on one Redis prefix, a cancel and an answer crossing over.
+
+Plain (synchronous) tests: each runs its body with `asyncio.run`, under one deadline. What
+another task does is waited for with `wait_for` (bounded); no assertion is on time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcp_tasks import START_TASK, CallToolResult, Server, TaskOptions, ToolContext, ToolOutcome
+from mcp_tasks.store import MemoryTaskStore, RedisTaskStore, SQLiteTaskStore, TaskStore
+from mcp_tasks.transports import serve_http, serve_stdio
+
+from .helpers import Client, request
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
+DEADLINE_SECONDS = 30.0
+
+
+def run_asyncio(main: Callable[[], Awaitable[None]]) -> None:
+    """`main()` under `asyncio.run`, failing (not hanging) past `DEADLINE_SECONDS`."""
+
+    async def bounded() -> None:
+        assert asyncio.current_task() is not None  # really on asyncio, not trio
+        with anyio.fail_after(DEADLINE_SECONDS):
+            await main()
+
+    asyncio.run(bounded())
+
+
+async def wait_for(check: Callable[[], bool]) -> None:
+    """Until `check()` holds (what another task does); bounded by `run_asyncio`'s deadline."""
+    while not check():
+        await anyio.sleep(0.01)
+
+
+def build(store: TaskStore, *, ttl_ms: int = 600_000) -> tuple[Server, dict[str, Any]]:
+    server = Server(
+        "asyncio", "1", tasks=TaskOptions(ttl_ms=ttl_ms), store=store, shutdown_grace_seconds=0.2
+    )
+    seen: dict[str, Any] = {"runs": [], "cancelled": 0}
+
+    @server.tool(task_support="required")
+    async def quick(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        await ctx.report_progress(1, 1, "done")
+        return CallToolResult.text("quick done")
+
+    @server.tool(task_support="required")
+    async def blocks(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        seen["runs"].append(ctx.task_id)
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            seen["cancelled"] += 1
+            raise
+        raise AssertionError("unreachable")
+
+    @server.tool(task_support="required")
+    async def asks(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        seen["runs"].append(ctx.task_id)
+        answer = await ctx.elicit("Name?", NAME_SCHEMA)
+        return CallToolResult.text(f"hello {(answer.content or {}).get('name')}")
+
+    @server.tool()
+    async def hang(ctx: ToolContext) -> ToolOutcome:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return server, seen
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], TaskStore]:
+    """Makes the store (inside the test's loop) the test then closes."""
+
+    def make() -> TaskStore:
+        if request.param == "memory":
+            return MemoryTaskStore()
+        if request.param == "sqlite":
+            return SQLiteTaskStore(tmp_path / "tasks.db")
+        url = request.getfixturevalue("redis_url")
+        return RedisTaskStore(url, prefix="aio" + secrets.token_hex(6))
+
+    if request.param == "redis":
+        request.getfixturevalue("redis_url")  # started outside any event loop
+    return make
+
+
+@asynccontextmanager
+async def serving(*servers: Server) -> AsyncIterator[list[Client]]:
+    """The servers running (and their stores closed after), a `Client` for each."""
+    async with AsyncExitStack() as stack:
+        for server in servers:
+            stack.push_async_callback(server.store.aclose)
+        for server in servers:
+            await stack.enter_async_context(server.running())
+        yield [Client(server) for server in servers]
+
+
+def test_a_task_lives_and_is_answered_in_place(make_store: Callable[[], TaskStore]) -> None:
+    async def main() -> None:
+        server, seen = build(make_store())
+        async with serving(server) as (client,):
+            done = await client.wait_status(await client.start("quick"), "completed")
+            assert done["result"]["content"][0]["text"] == "quick done"
+
+            task_id = await client.start("asks")
+            asking = await client.wait_status(task_id, "input_required")
+            (key,) = asking["inputRequests"]
+            answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
+            await client.send("tasks/update", {"taskId": task_id, "inputResponses": answer})
+            done = await client.wait_status(task_id, "completed")
+            assert done["result"]["content"][0]["text"] == "hello Ada"
+            assert seen["runs"] == [task_id]  # answered in place: never run again
+
+    run_asyncio(main)
+
+
+def test_cancel_stops_a_running_handler(make_store: Callable[[], TaskStore]) -> None:
+    async def main() -> None:
+        server, seen = build(make_store())
+        async with serving(server) as (client,):
+            task_id = await client.start("blocks")
+            await wait_for(lambda: task_id in server.runner.running)
+            ack = await client.send("tasks/cancel", {"taskId": task_id})
+            assert ack["result"]["resultType"] == "complete"
+            await wait_for(lambda: task_id not in server.runner.running)
+            assert seen["cancelled"] == 1
+            assert (await client.get(task_id))["status"] == "cancelled"
+
+            asking = await client.start("asks")  # cancelled while it waits for an answer
+            await client.wait_status(asking, "input_required")
+            await client.send("tasks/cancel", {"taskId": asking})
+            await wait_for(lambda: asking not in server.runner.running)
+            assert (await client.get(asking))["status"] == "cancelled"
+
+    run_asyncio(main)
+
+
+def test_a_task_expires_at_its_ttl(make_store: Callable[[], TaskStore]) -> None:
+    async def main() -> None:
+        server, _ = build(make_store(), ttl_ms=300)
+        async with serving(server) as (client,):
+            task_id = await client.start("blocks")
+            await wait_for(lambda: task_id in server.runner.running)
+            while "result" in await client.send("tasks/get", {"taskId": task_id}):
+                await anyio.sleep(0.02)
+            error = (await client.send("tasks/get", {"taskId": task_id}))["error"]
+            assert error["code"] == -32602
+            await wait_for(lambda: task_id not in server.runner.running)  # its handler ended
+            assert await server.store.count() == 0
+
+    run_asyncio(main)
+
+
+def test_notifications_cancelled_stops_a_request_in_flight() -> None:
+    async def main() -> None:
+        server, _ = build(MemoryTaskStore())
+        replies: list[Any] = []
+        async with serving(server) as (client,):
+
+            async def call_hang() -> None:
+                data = request("tools/call", {"name": "hang", "arguments": {}}, request_id=7)
+                replies.append(await server.handle(data, connection=client.connection))
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call_hang)
+                await wait_for(lambda: 7 in client.connection.in_flight)
+                note = json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": 7},
+                    }
+                )
+                assert await server.handle(note.encode(), connection=client.connection) is None
+        assert replies == [None]
+
+    run_asyncio(main)
+
+
+def test_shutdown_grants_the_grace_then_cancels(make_store: Callable[[], TaskStore]) -> None:
+    async def main() -> None:
+        server, seen = build(make_store())
+        async with serving(server) as (client,):
+            task_id = await client.start("blocks")
+            await wait_for(lambda: task_id in server.runner.running)
+        assert seen["cancelled"] == 1 and server.runner.running == {}
+        assert not server.is_running
+
+    run_asyncio(main)
+
+
+def test_signals_cross_between_two_servers_on_one_redis(redis_url: str) -> None:
+    async def main() -> None:
+        prefix = "aio" + secrets.token_hex(6)
+        a, seen_a = build(RedisTaskStore(redis_url, prefix=prefix))
+        b, seen_b = build(RedisTaskStore(redis_url, prefix=prefix))
+        async with serving(a, b) as (on_a, on_b):
+            task_id = await on_a.start("blocks")
+            await wait_for(lambda: task_id in a.runner.running)
+            await on_b.send("tasks/cancel", {"taskId": task_id})
+            await wait_for(lambda: task_id not in a.runner.running)  # A's handler is gone
+            assert seen_a["cancelled"] == 1
+            assert (await on_b.get(task_id))["status"] == "cancelled"
+
+            task_id = await on_a.start("asks")
+            asking = await on_b.wait_status(task_id, "input_required")
+            (key,) = asking["inputRequests"]
+            answer = {key: {"action": "accept", "content": {"name": "from b"}}}
+            await on_b.send("tasks/update", {"taskId": task_id, "inputResponses": answer})
+            done = await on_b.wait_status(task_id, "completed")
+            assert done["result"]["content"][0]["text"] == "hello from b"
+            assert seen_b["runs"] == []  # every handler ran on A
+
+    run_asyncio(main)
+
+
+def test_the_built_in_servers_say_they_need_trio() -> None:
+    async def main() -> None:
+        server, _ = build(MemoryTaskStore())
+        async with serving(server):
+            with pytest.raises(RuntimeError, match=r"serve_http needs trio: run it with trio\.run"):
+                await serve_http(server, port=0)
+            with pytest.raises(RuntimeError, match="serve_stdio needs trio"):
+                await serve_stdio(server)
+
+    run_asyncio(main)
