@@ -1,4 +1,5 @@
-"""The client side of Streamable HTTP (MCP 2026-07-28), on httpx2.
+"""The client side of Streamable HTTP (MCP 2026-07-28), on httpx2 (itself on anyio: the
+transport runs under asyncio as under trio).
 
 Theory of operation
 -------------------

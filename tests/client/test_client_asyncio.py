@@ -25,6 +25,7 @@ from mcp_tasks import CallToolResult, ElicitParams, ElicitResult, TextContent
 from mcp_tasks.client import Client, RpcError, Task, connect_http, connect_stdio
 from mcp_tasks.core import SubscriptionFilter, TaskStatus
 from mcp_tasks.journal import TaskJournal
+from mcp_tasks.transports import TransportError, open_stdio_transport
 
 ROOT = Path(__file__).parent.parent.parent
 TARGET = str(ROOT / "tests" / "client" / "conformance_target.py")
@@ -268,3 +269,32 @@ def test_a_listen_stream_tells_of_a_task_until_the_listener_is_cancelled(
     last = heard[-1]
     assert last["method"] == "notifications/tasks"
     assert last["params"]["result"]["content"] == [{"type": "text", "text": "Deleted f"}]
+
+
+def test_a_server_that_dies_is_a_transport_error_with_its_exit_code_and_stderr() -> None:
+    script = "import sys; sys.stdin.readline(); print('out of cheese', file=sys.stderr); exit(3)"
+
+    async def scenario() -> str:
+        async with connect_stdio([sys.executable, "-c", script], stderr="capture") as client:
+            with pytest.raises(TransportError) as caught:
+                await client.call_tool("greet")
+            with pytest.raises(TransportError):  # and so does every later call
+                await client.call_tool("greet")
+            return str(caught.value)
+
+    message = run(scenario)
+    assert "server process exited with code 3" in message and "out of cheese" in message
+
+
+def test_a_server_that_reads_nothing_ends_the_session_after_the_write_timeout() -> None:
+    script = "import time; time.sleep(60)"
+    command = [sys.executable, "-c", script]
+
+    async def scenario() -> str:
+        stdio = open_stdio_transport(command, write_timeout_seconds=0.5, close_timeout_seconds=1)
+        async with stdio as transport:
+            with pytest.raises(TransportError) as caught:  # more than the pipe holds
+                await Client(transport).call_tool("greet", {"name": "x" * 2**20})
+            return str(caught.value)
+
+    assert "read nothing of its stdin for 0.5 seconds" in run(scenario)
