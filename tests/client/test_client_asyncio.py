@@ -19,6 +19,7 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
 import pytest
 
 from mcp_tasks import CallToolResult, ElicitParams, ElicitResult, TextContent
@@ -191,6 +192,28 @@ def test_cancelling_the_wait_cancels_the_task_on_the_server(connect: Connect) ->
             waiting.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await waiting
+            return await client.get_task(started[0].task_id)
+
+    assert run(scenario).status == TaskStatus.CANCELLED
+
+
+def test_an_anyio_cancel_scope_around_the_wait_cancels_the_task_on_the_server(
+    connect: Connect,
+) -> None:
+    """The same through an anyio cancel scope (which, under asyncio, cancels again at each
+    await until the scope is left): the `tasks/cancel` is shielded from it."""
+
+    async def scenario() -> Task:
+        async with connect() as client:
+            started: list[Task] = []
+            with anyio.CancelScope() as scope:
+
+                def on_status(task: Task) -> None:
+                    started.append(task)
+                    scope.cancel()
+
+                await client.call_tool("slow_compute", {"seconds": 60}, on_status=on_status)
+            assert scope.cancelled_caught
             return await client.get_task(started[0].task_id)
 
     assert run(scenario).status == TaskStatus.CANCELLED
