@@ -34,26 +34,33 @@ class InProcessTransport:
                 await on_notification(msgspec.json.decode(body))
 
         self.sent.append(message)
-        params = {
-            key[len(PARAM) :].lower(): value
-            for key, value in headers.items()
-            if key.lower().startswith(PARAM.lower())
-        }
-        http = HttpHeaders(
-            protocol_version=headers.get("MCP-Protocol-Version"),
-            method=headers.get("Mcp-Method"),
-            name=headers.get("Mcp-Name"),
-            params=params or None,
-        )
         reply = await self.server.handle(
-            message, headers=http, notify=notify, connection=self.connection
+            message, headers=_http(headers), notify=notify, connection=self.connection
         )
         assert reply is not None, "the server sent no reply"
         decoded: dict[str, Any] = msgspec.json.decode(reply.body)
         return decoded
 
+    async def notify(self, message: bytes, *, headers: Mapping[str, str]) -> None:
+        self.sent.append(message)
+        await self.server.handle(message, headers=_http(headers), connection=self.connection)
+
     async def aclose(self) -> None:
         pass
+
+
+def _http(headers: Mapping[str, str]) -> HttpHeaders:
+    params = {
+        key[len(PARAM) :].lower(): value
+        for key, value in headers.items()
+        if key.lower().startswith(PARAM.lower())
+    }
+    return HttpHeaders(
+        protocol_version=headers.get("MCP-Protocol-Version"),
+        method=headers.get("Mcp-Method"),
+        name=headers.get("Mcp-Name"),
+        params=params or None,
+    )
 
 
 def text_result(text: str) -> CallToolResult:

@@ -22,11 +22,23 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
-from mcp_tasks import CallToolResult, ElicitParams, ElicitResult, TextContent
+from mcp_tasks import (
+    START_TASK,
+    CallToolResult,
+    ElicitParams,
+    ElicitResult,
+    Server,
+    TaskOptions,
+    TextContent,
+    ToolContext,
+    ToolOutcome,
+)
 from mcp_tasks.client import Client, RpcError, Task, connect_http, connect_stdio
 from mcp_tasks.core import SubscriptionFilter, TaskStatus
 from mcp_tasks.journal import TaskJournal
 from mcp_tasks.transports import TransportError, open_stdio_transport
+
+from .in_process import InProcessTransport
 
 ROOT = Path(__file__).parent.parent.parent
 TARGET = str(ROOT / "tests" / "client" / "conformance_target.py")
@@ -321,3 +333,39 @@ def test_a_server_that_reads_nothing_ends_the_session_after_the_write_timeout() 
             return str(caught.value)
 
     assert "read nothing of its stdin for 0.5 seconds" in run(scenario)
+
+
+def test_client_and_server_share_one_asyncio_loop() -> None:
+    """In process (`Server.handle`, no socket): a task that asks in place is answered, and
+    a wait cancelled by `task.cancel()` cancels its task."""
+    server = Server("asyncio", "0.1.0", tasks=TaskOptions(poll_interval_ms=100))
+    held = asyncio.Event()
+
+    @server.tool(task_support="required")
+    async def ask(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        name = await ctx.elicit("Your name?", {"type": "object"})
+        return CallToolResult.text(f"Hello, {(name.content or {}).get('name')}!")
+
+    @server.tool(task_support="required")
+    async def hold(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        held.set()
+        await asyncio.Event().wait()  # until cancelled
+        return CallToolResult.text("never")
+
+    async def scenario() -> tuple[str, TaskStatus]:
+        async with server.running():
+            client = Client(InProcessTransport(server), on_elicit=answer)
+            answered = await client.call_tool("ask")
+            started: list[Task] = []
+            waiting = asyncio.create_task(client.call_tool("hold", on_status=started.append))
+            await held.wait()
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            return text(answered), (await client.get_task(started[0].task_id)).status
+
+    assert run(scenario) == ("Hello, Ada!", TaskStatus.CANCELLED)
