@@ -5,7 +5,8 @@ at its TTL; a request cancelled by `notifications/cancelled`; shutdown's grace; 
 two servers on one Redis prefix, a cancel and an answer crossing over.
 
 Plain (synchronous) tests: each runs its body with `asyncio.run`, under one deadline. What
-another task does is waited for with `wait_for` (bounded); no assertion is on time.
+another task does is waited for with `wait_for` (bounded); no assertion is on time. With a
+shared store, a lapsed lease taken over and a listen stream fed from the other server.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -22,6 +24,8 @@ import anyio
 import pytest
 
 from mcp_tasks import START_TASK, CallToolResult, Server, TaskOptions, ToolContext, ToolOutcome
+from mcp_tasks.core import TaskRecord, TaskStatus
+from mcp_tasks.server import Connection
 from mcp_tasks.store import MemoryTaskStore, RedisTaskStore, SQLiteTaskStore, TaskStore
 from mcp_tasks.transports import serve_http, serve_stdio
 
@@ -48,9 +52,16 @@ async def wait_for(check: Callable[[], bool]) -> None:
         await anyio.sleep(0.01)
 
 
-def build(store: TaskStore, *, ttl_ms: int = 600_000) -> tuple[Server, dict[str, Any]]:
+def build(
+    store: TaskStore, *, ttl_ms: int = 600_000, lease_seconds: float = 30.0
+) -> tuple[Server, dict[str, Any]]:
     server = Server(
-        "asyncio", "1", tasks=TaskOptions(ttl_ms=ttl_ms), store=store, shutdown_grace_seconds=0.2
+        "asyncio",
+        "1",
+        tasks=TaskOptions(ttl_ms=ttl_ms),
+        store=store,
+        shutdown_grace_seconds=0.2,
+        lease_seconds=lease_seconds,
     )
     seen: dict[str, Any] = {"runs": [], "cancelled": 0}
 
@@ -232,6 +243,61 @@ def test_signals_cross_between_two_servers_on_one_redis(redis_url: str) -> None:
             done = await on_b.wait_status(task_id, "completed")
             assert done["result"]["content"][0]["text"] == "hello from b"
             assert seen_b["runs"] == []  # every handler ran on A
+
+    run_asyncio(main)
+
+
+def test_a_lapsed_lease_is_taken_over(redis_url: str) -> None:
+    async def main() -> None:
+        prefix = "aio" + secrets.token_hex(6)
+        dead = RedisTaskStore(redis_url, prefix=prefix)  # a process that died, as it left things
+        now = time.time()
+        orphan = TaskRecord(
+            task_id="tsk_orphan",
+            version=1,
+            tool_name="blocks",
+            status=TaskStatus.WORKING,
+            created_at=now,
+            last_updated_at=now,
+            ttl_ms=600_000,
+            poll_interval_ms=None,
+        )
+        await dead.save(orphan, None, active=True)
+        await dead.claim("tsk_orphan", now + 0.3)
+        await dead.aclose()
+        survivor, _ = build(RedisTaskStore(redis_url, prefix=prefix), lease_seconds=0.3)
+        async with serving(survivor) as (client,):
+            failed = await client.wait_status("tsk_orphan", "failed")
+        assert "stopped before the task finished" in failed["error"]["message"]
+
+    run_asyncio(main)
+
+
+def test_a_listen_stream_hears_a_change_made_on_the_other_server(redis_url: str) -> None:
+    async def main() -> None:
+        prefix = "aio" + secrets.token_hex(6)
+        a, _ = build(RedisTaskStore(redis_url, prefix=prefix))
+        b, _ = build(RedisTaskStore(redis_url, prefix=prefix))
+        frames: list[dict[str, Any]] = []
+
+        async def notify(body: bytes) -> None:
+            frames.append(json.loads(body))
+
+        def statuses() -> list[str]:
+            return [
+                f["params"]["status"] for f in frames if f.get("method") == "notifications/tasks"
+            ]
+
+        async with serving(a, b) as (on_a, _):
+            task_id = await on_a.start("blocks")
+            listen = request("subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(lambda: b.handle(listen, notify=notify, connection=Connection()))
+                await wait_for(lambda: bool(frames))  # acknowledged: listening
+                await on_a.send("tasks/cancel", {"taskId": task_id})
+                await wait_for(lambda: "cancelled" in statuses())
+                b.end_subscriptions()
+        assert statuses()[-1] == "cancelled"
 
     run_asyncio(main)
 
