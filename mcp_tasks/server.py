@@ -1,4 +1,4 @@
-"""The trio server (kept at this path: the runtime lives in `mcp_tasks.runtime`).
+"""The server (kept at this path: the runtime lives in `mcp_tasks.runtime`, on anyio).
 
 `Server`, `Connection`, `ToolError` and `ResourceNotFound` are importable from here as
 before.

@@ -1,11 +1,13 @@
-"""Transports: thin trio drivers that carry messages between peers.
+"""Transports: thin drivers that carry messages between peers.
 
-Server side (run inside `async with server.running():`):
+Server side (run inside `async with server.running():`, on trio; under asyncio they say
+so instead of serving):
 
 * `serve_stdio`: newline-delimited JSON-RPC on stdin/stdout (what MCP clients spawn).
 * `serve_http`: the Streamable HTTP endpoint (POST `/mcp`), on h11 and trio sockets.
 
-Client side (`ClientTransport`, used by `mcp_tasks.client.Client`):
+Client side (`ClientTransport`, used by `mcp_tasks.client.Client`; on anyio, so under
+trio or asyncio):
 
 * `HttpClientTransport(url)`: Streamable HTTP over httpx2, JSON and SSE responses.
 * `open_stdio_transport(command)`: spawns a server command and talks over its pipes.
