@@ -11,17 +11,17 @@ shared store, a lapsed lease taken over and a listen stream fed from the other s
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from on_asyncio import run_asyncio, wait_until
 
 from mcp_tasks import START_TASK, CallToolResult, Server, TaskOptions, ToolContext, ToolOutcome
 from mcp_tasks.core import TaskRecord, TaskStatus
@@ -32,24 +32,6 @@ from mcp_tasks.transports import serve_http, serve_stdio
 from .helpers import Client, request
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
-DEADLINE_SECONDS = 30.0
-
-
-def run_asyncio(main: Callable[[], Awaitable[None]]) -> None:
-    """`main()` under `asyncio.run`, failing (not hanging) past `DEADLINE_SECONDS`."""
-
-    async def bounded() -> None:
-        assert asyncio.current_task() is not None  # really on asyncio, not trio
-        with anyio.fail_after(DEADLINE_SECONDS):
-            await main()
-
-    asyncio.run(bounded())
-
-
-async def wait_for(check: Callable[[], bool]) -> None:
-    """Until `check()` holds (what another task does); bounded by `run_asyncio`'s deadline."""
-    while not check():
-        await anyio.sleep(0.01)
 
 
 def build(
@@ -152,17 +134,17 @@ def test_cancel_stops_a_running_handler(make_store: Callable[[], TaskStore]) -> 
         server, seen = build(make_store())
         async with serving(server) as (client,):
             task_id = await client.start("blocks")
-            await wait_for(lambda: task_id in server.runner.running)
+            await wait_until(lambda: task_id in server.runner.running)
             ack = await client.send("tasks/cancel", {"taskId": task_id})
             assert ack["result"]["resultType"] == "complete"
-            await wait_for(lambda: task_id not in server.runner.running)
+            await wait_until(lambda: task_id not in server.runner.running)
             assert seen["cancelled"] == 1
             assert (await client.get(task_id))["status"] == "cancelled"
 
             asking = await client.start("asks")  # cancelled while it waits for an answer
             await client.wait_status(asking, "input_required")
             await client.send("tasks/cancel", {"taskId": asking})
-            await wait_for(lambda: asking not in server.runner.running)
+            await wait_until(lambda: asking not in server.runner.running)
             assert (await client.get(asking))["status"] == "cancelled"
 
     run_asyncio(main)
@@ -173,12 +155,12 @@ def test_a_task_expires_at_its_ttl(make_store: Callable[[], TaskStore]) -> None:
         server, _ = build(make_store(), ttl_ms=300)
         async with serving(server) as (client,):
             task_id = await client.start("blocks")
-            await wait_for(lambda: task_id in server.runner.running)
+            await wait_until(lambda: task_id in server.runner.running)
             while "result" in await client.send("tasks/get", {"taskId": task_id}):
                 await anyio.sleep(0.02)
             error = (await client.send("tasks/get", {"taskId": task_id}))["error"]
             assert error["code"] == -32602
-            await wait_for(lambda: task_id not in server.runner.running)  # its handler ended
+            await wait_until(lambda: task_id not in server.runner.running)  # its handler ended
             assert await server.store.count() == 0
 
     run_asyncio(main)
@@ -196,7 +178,7 @@ def test_notifications_cancelled_stops_a_request_in_flight() -> None:
 
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(call_hang)
-                await wait_for(lambda: 7 in client.connection.in_flight)
+                await wait_until(lambda: 7 in client.connection.in_flight)
                 note = json.dumps(
                     {
                         "jsonrpc": "2.0",
@@ -215,7 +197,7 @@ def test_shutdown_grants_the_grace_then_cancels(make_store: Callable[[], TaskSto
         server, seen = build(make_store())
         async with serving(server) as (client,):
             task_id = await client.start("blocks")
-            await wait_for(lambda: task_id in server.runner.running)
+            await wait_until(lambda: task_id in server.runner.running)
         assert seen["cancelled"] == 1 and server.runner.running == {}
         assert not server.is_running
 
@@ -229,9 +211,9 @@ def test_signals_cross_between_two_servers_on_one_redis(redis_url: str) -> None:
         b, seen_b = build(RedisTaskStore(redis_url, prefix=prefix))
         async with serving(a, b) as (on_a, on_b):
             task_id = await on_a.start("blocks")
-            await wait_for(lambda: task_id in a.runner.running)
+            await wait_until(lambda: task_id in a.runner.running)
             await on_b.send("tasks/cancel", {"taskId": task_id})
-            await wait_for(lambda: task_id not in a.runner.running)  # A's handler is gone
+            await wait_until(lambda: task_id not in a.runner.running)  # A's handler is gone
             assert seen_a["cancelled"] == 1
             assert (await on_b.get(task_id))["status"] == "cancelled"
 
@@ -293,9 +275,9 @@ def test_a_listen_stream_hears_a_change_made_on_the_other_server(redis_url: str)
             listen = request("subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(lambda: b.handle(listen, notify=notify, connection=Connection()))
-                await wait_for(lambda: bool(frames))  # acknowledged: listening
+                await wait_until(lambda: bool(frames))  # acknowledged: listening
                 await on_a.send("tasks/cancel", {"taskId": task_id})
-                await wait_for(lambda: "cancelled" in statuses())
+                await wait_until(lambda: "cancelled" in statuses())
                 b.end_subscriptions()
         assert statuses()[-1] == "cancelled"
 

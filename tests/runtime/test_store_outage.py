@@ -124,6 +124,28 @@ async def _settled(store: RedisTaskStore, task_id: str) -> TaskRecord:
     return await _until(ended)
 
 
+async def _finished_during_an_outage(
+    proxied: tuple[CuttableProxy, RedisTaskStore, RedisTaskStore],
+    outcome_retry_seconds: float | None = None,
+) -> TaskRecord:
+    """Cut Redis off, let the handler finish, keep it cut for `OUTAGE_SECONDS` (every
+    lease lapses meanwhile, and longer than a short `outcome_retry_seconds`), restore it:
+    the task's record once it ended."""
+    proxy, through, direct = proxied
+    release = trio.Event()
+    server = _finishing_server(through, release)
+    if outcome_retry_seconds is not None:
+        server.runner.outcome_retry_seconds = outcome_retry_seconds
+    async with running(server) as (client,):
+        task_id = await client.start("finishes")
+        proxy.cut()
+        release.set()
+        await wait_for(lambda: task_id not in server.runner.running)  # it returned
+        await trio.sleep(OUTAGE_SECONDS)
+        await proxy.restore()
+        return await _settled(direct, task_id)
+
+
 @pytest.fixture
 async def proxied(redis_url: str) -> Any:
     port = int(redis_url.rsplit(":", 1)[1].split("/", maxsplit=1)[0])
@@ -144,17 +166,7 @@ async def proxied(redis_url: str) -> Any:
 async def test_an_outcome_finished_during_an_outage_is_saved_when_the_store_is_back(
     proxied: tuple[CuttableProxy, RedisTaskStore, RedisTaskStore],
 ) -> None:
-    proxy, through, direct = proxied
-    release = trio.Event()
-    server = _finishing_server(through, release)
-    async with running(server) as (client,):
-        task_id = await client.start("finishes")
-        proxy.cut()
-        release.set()
-        await wait_for(lambda: task_id not in server.runner.running)  # it returned
-        await trio.sleep(OUTAGE_SECONDS)  # the outage: every lease lapses meanwhile
-        await proxy.restore()
-        record = await _settled(direct, task_id)
+    record = await _finished_during_an_outage(proxied)
     assert record.status.value == "completed", record.error
     assert record.result is not None and b'"done"' in bytes(record.result)
 
@@ -163,19 +175,8 @@ async def test_an_outcome_lost_to_a_long_outage_fails_the_task_saying_so(
     proxied: tuple[CuttableProxy, RedisTaskStore, RedisTaskStore],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    proxy, through, direct = proxied
-    release = trio.Event()
-    server = _finishing_server(through, release)
-    server.runner.outcome_retry_seconds = 0.5
     caplog.set_level(logging.WARNING, logger="mcp_tasks.server")
-    async with running(server) as (client,):
-        task_id = await client.start("finishes")
-        proxy.cut()
-        release.set()
-        await wait_for(lambda: task_id not in server.runner.running)  # it returned
-        await trio.sleep(OUTAGE_SECONDS)  # longer than the outcome is kept
-        await proxy.restore()
-        record = await _settled(direct, task_id)
+    record = await _finished_during_an_outage(proxied, outcome_retry_seconds=0.5)
     assert record.status.value == "failed"
     assert record.error is not None
     assert record.error.message == (

@@ -4,30 +4,13 @@ test_worker.py). Its hops are made by a task of its own, not by any caller."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.lowlevel
+from on_asyncio import run_asyncio, wait_until
 
 from mcp_tasks.store._worker import BatchingWorker
-
-DEADLINE_SECONDS = 30.0
-
-
-def run_asyncio(main: Callable[[], Awaitable[None]]) -> None:
-    async def bounded() -> None:
-        assert asyncio.current_task() is not None  # really on asyncio, not trio
-        with anyio.fail_after(DEADLINE_SECONDS):
-            await main()
-
-    asyncio.run(bounded())
-
-
-async def wait_until(check: Callable[[], bool]) -> None:
-    while not check():
-        await anyio.sleep(0.01)
 
 
 def test_calls_queued_meanwhile_share_one_hop_in_order() -> None:
