@@ -155,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((HOST, args.port))
+    listener.listen(128)  # connections wait in the backlog until uvicorn serves
     port = listener.getsockname()[1]
     logger.info("conformance fixture server on http://%s:%d/mcp (the MCP SDK)", HOST, port)
     config = uvicorn.Config(
