@@ -202,7 +202,8 @@ def build(  # noqa: PLR0915 - one tool after another
 async def serving(mcp: MCPServer, **app_options: Any) -> AsyncIterator[str]:
     """`mcp`'s Streamable HTTP app under uvicorn on a free 127.0.0.1 port: its URL. Shut
     down (the app's lifespan ends) on the way out."""
-    listener = socket.socket()
+    # IPPROTO_TCP named, or asyncio leaves Nagle on (a ~40 ms stall per kept-alive answer).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     config = uvicorn.Config(
