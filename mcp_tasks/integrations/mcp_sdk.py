@@ -296,7 +296,7 @@ class TasksExtension(Extension):
         outcome = await self._run_sdk_tool(invocation, tool, phase)
         if task_id is not None and isinstance(outcome, InputRequired):
             invocation.asked.update(_sdk_task.methods_asked(outcome))
-            invocation.kept_until = self._expires_at(tool)
+            invocation.kept_until = self._expires_at()
             self._forget_expired()
             self._waiting[task_id] = invocation  # run again once they are answered
         return outcome
@@ -332,7 +332,7 @@ class TasksExtension(Extension):
             invocation.returned = result
         return outcome
 
-    def _expires_at(self, tool: ToolContext) -> float | None:
+    def _expires_at(self) -> float | None:
         ttl_ms = self.server.core.task_options.ttl_ms
         return None if ttl_ms is None else time.time() + ttl_ms / 1000
 

@@ -45,6 +45,7 @@ TASK_SUPPORT = {
     "noisy": "required",
     "crash": "required",
     "refuse": "required",
+    "tally": "required",
 }
 
 
@@ -184,6 +185,12 @@ def build(  # noqa: PLR0915 - one tool after another
         await ctx.report_progress(3, 4, "nearly")
         await gates.release.wait()
         return "quiet now"
+
+    @mcp.tool()
+    def tally(numbers: list[int]) -> int:
+        """A plain (sync) function: the SDK runs it in a worker thread, inside the task."""
+        gates.ran("tally")
+        return sum(numbers)
 
     @mcp.tool()
     async def crash() -> str:

@@ -209,6 +209,16 @@ def test_cancel_stops_the_sdk_tool_and_a_finished_task_acks_cancel_again() -> No
     served(scenario)
 
 
+def test_a_synchronous_sdk_tool_runs_as_a_task_with_its_structured_result() -> None:
+    async def scenario(client: Client, url: str, gates: Gates) -> None:
+        task = await client.call_tool_or_task("tally", {"numbers": [1, 2, 3]})
+        assert isinstance(task, WorkingTask)
+        done = await until(client, task.task_id, CompletedTask)
+        assert text_of(done.result) == "6" and done.result.structured_content == {"result": 6}
+
+    served(scenario)
+
+
 def test_a_tool_error_completes_with_is_error_and_an_mcp_error_fails_the_task() -> None:
     async def scenario(client: Client, url: str, gates: Gates) -> None:
         crashed = await client.call_tool("crash")
