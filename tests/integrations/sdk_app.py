@@ -46,6 +46,7 @@ TASK_SUPPORT = {
     "crash": "required",
     "refuse": "required",
     "tally": "required",
+    "open_link": "required",
 }
 
 
@@ -185,6 +186,12 @@ def build(  # noqa: PLR0915 - one tool after another
         await ctx.report_progress(3, 4, "nearly")
         await gates.release.wait()
         return "quiet now"
+
+    @mcp.tool()
+    async def open_link(ctx: Context) -> str:
+        """A URL elicitation inside its task."""
+        answer = await ctx.elicit_url("Sign in, please", "https://example.com/login", "sign-in-1")
+        return f"sign-in {answer.action}"
 
     @mcp.tool()
     def tally(numbers: list[int]) -> int:
