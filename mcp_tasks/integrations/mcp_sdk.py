@@ -175,6 +175,13 @@ class TasksExtension(Extension):
         shutdown_grace_seconds: float = 5.0,
         lease_seconds: float = 30.0,
     ) -> None:
+        if not isinstance(task_support, Mapping):
+            raise TypeError(
+                "task_support maps tool names to 'optional' or 'required', e.g. "
+                f"{{'slow_compute': 'optional'}}; got {type(task_support).__name__}"
+            )
+        if isinstance(input_first, str):
+            raise TypeError(f"input_first is a collection of tool names, e.g. {{{input_first!r}}}")
         for name, support in task_support.items():
             if support not in ("optional", "required"):
                 raise ValueError(
@@ -284,7 +291,7 @@ class TasksExtension(Extension):
         invocation = _calling.get() if task_id is None else self._waiting.pop(task_id, None)
         if invocation is None and task_id is not None:
             invocation = _calling.get()  # the task's first run
-        if invocation is None:
+        if invocation is None or invocation.params.name != tool.tool_name:
             return ErrorObject(
                 code=INTERNAL_ERROR,
                 message=f"Tool {tool.tool_name!r} can run only in the process that started "

@@ -154,6 +154,17 @@ def test_a_bad_configuration_is_refused_at_construction(
         TasksExtension(task_support=task_support, input_first=input_first)  # type: ignore[arg-type]
 
 
+def test_a_task_support_or_input_first_of_the_wrong_type_says_what_it_takes() -> None:
+    with pytest.raises(
+        TypeError, match=r"task_support maps tool names to 'optional' or 'required'"
+    ):
+        TasksExtension(task_support=["slow"])  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match=r"input_first is a collection of tool names, e.g. \{'book'\}"
+    ):
+        TasksExtension(task_support={"book": "required"}, input_first="book")
+
+
 def test_start_task_outside_an_input_first_tool_says_where_it_works() -> None:
     with pytest.raises(RuntimeError, match=r"TasksExtension\(input_first=...\)"):
         start_task()
