@@ -6,15 +6,15 @@ it is read, and gives them back once the server has answered. When the budget is
 request waits (its body stays in the socket, where TCP holds the sender back) for up to
 `wait_seconds`; then it is refused with 503 and `Retry-After`. A body alone never waits
 for more than the whole budget (which is at least `max_body_bytes`): a request that is the
-only one in flight always fits.
+only one in flight always fits. It runs on trio (the built-in server) and asyncio (the ASGI
+app under uvicorn); deadlines are on the running loop's clock.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-import trio
-
+from .._backend import cancel_scope, event
 from ._http_rules import Refusal
 
 BUSY_RETRY_SECONDS: Final = 1
@@ -25,14 +25,14 @@ class ByteBudget:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.held = 0
-        self._freed = trio.Event()
+        self._freed = event()
 
     async def take(self, size: int, deadline: float) -> bool:
-        """Hold `size` more bytes, waiting until `deadline` (trio time) for room; False if
-        there was none by then."""
+        """Hold `size` more bytes, waiting until `deadline` (the loop's clock) for room;
+        False if there was none by then."""
         while self.held and self.held + size > self.limit:
             freed = self._freed
-            with trio.move_on_at(deadline):
+            with cancel_scope(deadline=deadline):
                 await freed.wait()
             if not freed.is_set():
                 return False
@@ -43,7 +43,7 @@ class ByteBudget:
         if size:
             self.held -= size
             self._freed.set()
-            self._freed = trio.Event()
+            self._freed = event()
 
 
 class HeldBytes:

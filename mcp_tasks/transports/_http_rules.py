@@ -2,10 +2,11 @@
 
 Theory of operation
 -------------------
-No I/O here: the connection (`_http_server`) reads a request head with h11 and asks
-`RequestRules` what to make of it. `read_head` picks out the few headers the endpoint reads
-(repeated ones joined with ", ") and the `Mcp-Param-*` ones; `refusal_for` then runs the
-checks in this order, and the first that fails is the answer:
+No I/O here: the connection (`_http_server`) reads a request head with h11, the ASGI app
+(`mcp_tasks.asgi`) takes it from its scope, and both ask `RequestRules` what to make of it.
+`read_headers` picks out the few headers the endpoint reads (repeated ones joined with
+", ") and the `Mcp-Param-*` ones; `refusal_for` then runs the checks in this order, and the
+first that fails is the answer:
 
     Host            loopback names, or `allowed_hosts` (421: DNS rebinding protection)
     Origin          loopback http(s) origins, or `allowed_origins` (403)
@@ -36,7 +37,7 @@ from urllib.parse import urlsplit
 
 import h11
 
-from ..core import HttpHeaders, shown
+from ..core import INTERNAL_ERROR, INVALID_REQUEST, HttpHeaders, error_body, shown
 
 __all__ = [
     "Authenticator",
@@ -48,6 +49,7 @@ __all__ = [
     "mcp_headers",
     "principal_of",
     "read_head",
+    "read_headers",
 ]
 
 logger = logging.getLogger("mcp_tasks.transports.http")
@@ -165,6 +167,14 @@ class Refusal(Exception):
         if retry_after_seconds is not None:
             self.extra_headers.append((b"retry-after", str(retry_after_seconds).encode()))
 
+    def body(self) -> bytes:
+        """The JSON-RPC error the refusal is sent as (no id: the body was not read)."""
+        if self.retry_after_seconds is None:
+            return error_body(None, INVALID_REQUEST, self.message)
+        # The server's state, not the request, is why: -32603, as the core words it.
+        wait_ms = {"retryAfterMs": self.retry_after_seconds * 1000}
+        return error_body(None, INTERNAL_ERROR, self.message, wait_ms)
+
 
 class RequestRules:
     """The checks of one `serve_http`'s request heads, and the verdicts they remember."""
@@ -178,18 +188,21 @@ class RequestRules:
         self._accept_verdicts: dict[bytes, bool] = {}
         self._event_stream_verdicts: dict[bytes, bool] = {}
 
-    def refusal_for(self, request: h11.Request, found: dict[bytes, bytes]) -> Refusal | None:
-        """Why the head of this request is refused, in the order the checks run."""
+    def refusal_for(
+        self, method: bytes, target: bytes, found: dict[bytes, bytes]
+    ) -> Refusal | None:
+        """Why the head of a request is refused, in the order the checks run: its method,
+        its target (as on the request line) and what `read_headers` found."""
         host = found.get(b"host")
         if self.check_host and (
             host is None or not _remembered(self._host_verdicts, host, self._host_allowed)
         ):
             quoted = "is missing" if host is None else f"{_shown(host)} is not allowed"
             return Refusal(421, f"Host header {quoted} (DNS rebinding protection)")
-        if self.check_host and not request.target.startswith(b"/"):
+        if self.check_host and not target.startswith(b"/"):
             # Absolute-form (`POST http://name/mcp`): its authority names the host as well
             # (RFC 9112 3.2.2), so it passes the same check.
-            authority = urlsplit(request.target).netloc
+            authority = urlsplit(target).netloc
             if not authority or not _remembered(self._host_verdicts, authority, self._host_allowed):
                 shown = _shown(authority) if authority else "(none)"
                 return Refusal(
@@ -199,12 +212,11 @@ class RequestRules:
         origin = found.get(b"origin")
         if origin is not None and not self._origin_allowed(origin):
             return Refusal(403, f"Origin {_shown(origin)} is not allowed")
-        if request.target != self.endpoint and _path(request.target) != self.endpoint:
+        if target != self.endpoint and _path(target) != self.endpoint:
             endpoint = self.config.endpoint
-            return Refusal(404, f"Not found: {_shown(request.target)}; the endpoint is {endpoint}")
-        if request.method != b"POST":
-            method = _shown(request.method)
-            message = f"Method {method} is not allowed: the MCP endpoint takes POST only"
+            return Refusal(404, f"Not found: {_shown(target)}; the endpoint is {endpoint}")
+        if method != b"POST":
+            message = f"Method {_shown(method)} is not allowed: the MCP endpoint takes POST only"
             return Refusal(405, message, allow=b"POST")
         content_type = found.get(b"content-type")
         if content_type is None or not _remembered(self._json_verdicts, content_type, _is_json):
@@ -246,11 +258,18 @@ class RequestRules:
 
 
 def read_head(request: h11.Request) -> tuple[dict[bytes, bytes], dict[str, str]]:
+    """`read_headers` of an h11 request."""
+    return read_headers(request.headers.raw_items())  # cheaper than iterating
+
+
+def read_headers(
+    headers: Iterable[tuple[bytes, bytes]],
+) -> tuple[dict[bytes, bytes], dict[str, str]]:
     """The headers the endpoint reads (names lowercased, repeats joined with ", "), and
     the `Mcp-Param-*` ones by the rest of their name."""
     found: dict[bytes, bytes] = {}
     params: dict[str, str] = {}
-    for raw_name, value in request.headers.raw_items():  # cheaper than iterating
+    for raw_name, value in headers:
         name = raw_name.lower()
         if name in _READ_HEADERS:
             found[name] = found[name] + b", " + value if name in found else value
@@ -271,12 +290,14 @@ def mcp_headers(found: dict[bytes, bytes], params: dict[str, str]) -> HttpHeader
     )
 
 
-async def principal_of(authenticate: Authenticator, request: h11.Request) -> str:
-    """The authenticator's principal for `request`; `Refusal` 401 when it refuses (or
-    fails: a broken authenticator lets nobody in)."""
+async def principal_of(
+    authenticate: Authenticator, raw_headers: Iterable[tuple[bytes, bytes]]
+) -> str:
+    """The authenticator's principal for a request with `raw_headers`; `Refusal` 401 when
+    it refuses (or fails: a broken authenticator lets nobody in)."""
     headers = {
         name.decode("ascii", "replace").lower(): value.decode("latin-1")
-        for name, value in request.headers.raw_items()
+        for name, value in raw_headers
     }
     try:
         found = authenticate(headers)

@@ -48,7 +48,7 @@ import h11
 import trio
 
 from .._backend import require_trio
-from ..core import INTERNAL_ERROR, INVALID_REQUEST, Reply, error_body
+from ..core import INTERNAL_ERROR, Reply, error_body
 from ..runtime import MessageHandler
 from ._budget import ByteBudget, HeldBytes
 from ._http_rules import (
@@ -394,12 +394,12 @@ class _Connection:
     async def _answer(self, request: h11.Request) -> None:
         self._method = request.method
         found, params = read_head(request)
-        refusal = self.serving.rules.refusal_for(request, found)
+        refusal = self.serving.rules.refusal_for(request.method, request.target, found)
         principal = None
         authenticate = self.config.authenticate
         if refusal is None and authenticate is not None:
             try:
-                principal = await principal_of(authenticate, request)
+                principal = await principal_of(authenticate, request.headers.raw_items())
             except Refusal as unauthorized:
                 refusal = unauthorized
         if self.h11.they_are_waiting_for_100_continue:
@@ -549,13 +549,8 @@ class _Connection:
         if close:
             headers.append(_CLOSE)
             self._linger = True
-        if refusal.retry_after_seconds is None:
-            body = error_body(None, INVALID_REQUEST, refusal.message)
-        else:  # the server's state, not the request, is why: -32603, as the core words it
-            wait_ms = {"retryAfterMs": refusal.retry_after_seconds * 1000}
-            body = error_body(None, INTERNAL_ERROR, refusal.message, wait_ms)
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._send_response(refusal.status, headers, body)
+            await self._send_response(refusal.status, headers, refusal.body())
 
     async def _send_response(
         self, status: int, headers: list[tuple[bytes, bytes]], body: bytes
