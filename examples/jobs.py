@@ -1,6 +1,7 @@
 """An example server with one tool for each feature of the Tasks extension.
 
-Serve it: `mcp-tasks serve examples/jobs.py --http 127.0.0.1:8000` (or `--stdio`).
+Serve it: `mcp-tasks serve examples/jobs.py --http 127.0.0.1:8000` (or `--stdio`); or under
+an ASGI server, `asgi_app(server)` (docs/embedding.md): it runs on trio and asyncio alike.
 
 | tool | shows |
 | --- | --- |
@@ -18,8 +19,8 @@ The tool names and behaviour match what the official conformance suite calls.
 
 from __future__ import annotations
 
+import anyio
 import msgspec
-import trio
 
 from mcp_tasks import (
     START_TASK,
@@ -70,7 +71,7 @@ async def slow_compute(ctx: ToolContext, args: SlowArgs) -> ToolOutcome:
     steps = max(1, round(args.seconds * 10))
     for step in range(steps):
         await ctx.report_progress(step, steps, "computing")
-        await trio.sleep(args.seconds / steps)  # cancellation lands on this await
+        await anyio.sleep(args.seconds / steps)  # cancellation lands on this await
     return CallToolResult.text(f"{args.label or 'job'} done after {args.seconds:g}s")
 
 
@@ -79,7 +80,7 @@ async def failing_job(ctx: ToolContext) -> ToolOutcome:
     """A task whose tool fails: the task completes with isError."""
     if not ctx.in_task:
         return START_TASK
-    await trio.sleep(1)
+    await anyio.sleep(1)
     raise ToolError("the job failed: the input file is empty")
 
 
@@ -88,7 +89,7 @@ async def protocol_error_job(ctx: ToolContext) -> ToolOutcome:
     """A task that fails with a JSON-RPC error."""
     if not ctx.in_task:
         return START_TASK
-    await trio.sleep(0.2)
+    await anyio.sleep(0.2)
     return ErrorObject(code=-32603, message="the upstream service crashed")
 
 
@@ -149,6 +150,6 @@ async def test_tool_with_task(ctx: ToolContext) -> ToolOutcome:
         )
     if not ctx.in_task:
         return START_TASK
-    await trio.sleep(0.1)
+    await anyio.sleep(0.1)
     name = (answer.content or {}).get("name", "stranger")
     return CallToolResult.text(f"Hello, {name}! (from inside the task)")

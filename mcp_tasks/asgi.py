@@ -1,0 +1,404 @@
+"""The Streamable HTTP endpoint as an ASGI application, for uvicorn, hypercorn, Starlette, FastAPI.
+
+```python
+from mcp_tasks.asgi import asgi_app
+
+app = asgi_app(server)              # uvicorn module:app; the endpoint is /mcp
+```
+
+Theory of operation
+-------------------
+The application answers what the built-in server (`serve_http`) answers, with the same
+rules (`transports._http_rules`) in the same order: Host, Origin, path, method,
+Content-Type, Accept, framing; then the authenticator; then the body, counted against
+`max_body_bytes` and the bytes in flight of every request (`max_body_bytes_in_flight`);
+then `Server.handle`. A reply is one JSON answer; the first notification of a request
+(progress, a `subscriptions/listen` stream) turns it into an SSE stream instead, which a
+comment line keeps alive when quiet. A client that disconnects cancels its request.
+
+What the ASGI server does itself is left to it: parsing, the size of a request head, the
+timeouts before and between requests, keep-alive.
+
+Lifespan: served directly, the application runs `Server.running()` between the lifespan
+startup and shutdown events. Mounted in Starlette or FastAPI, whose routers do not pass
+lifespan events to mounted applications, give the framework `app.lifespan`. On shutdown
+listen streams end, requests in flight get `drain_timeout_seconds` to finish and are then
+cancelled, and the server's tasks get their grace period (`Server.running()`).
+
+The application runs on asyncio and on trio (hypercorn's trio worker), through anyio.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager, suppress
+from typing import Any, Final, TypeAlias
+
+import anyio
+import trio
+from anyio.abc import TaskGroup
+
+from ._backend import CancelScope, Event, cancel_scope, event
+from .core import INTERNAL_ERROR, Reply, error_body
+from .runtime import Server
+from .transports._budget import ByteBudget, HeldBytes
+from .transports._http_rules import (
+    HttpConfig,
+    Refusal,
+    RequestRules,
+    is_loopback,
+    mcp_headers,
+    principal_of,
+    read_headers,
+)
+
+__all__ = ["AsgiApp", "HttpConfig", "asgi_app"]
+
+logger = logging.getLogger("mcp_tasks.asgi")
+
+Scope: TypeAlias = MutableMapping[str, Any]
+Message: TypeAlias = MutableMapping[str, Any]
+Receive: TypeAlias = Callable[[], Awaitable[Message]]
+Send: TypeAlias = Callable[[Message], Awaitable[None]]
+
+_JSON: Final = (b"content-type", b"application/json")
+_CLOSE: Final = (b"connection", b"close")
+_SSE_HEADERS: Final = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+_KEEP_ALIVE: Final = b": keep-alive\n\n"  # an SSE comment: clients skip it
+_CLIENT_GONE: Final = (
+    OSError,  # uvicorn's ClientDisconnected is one
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+)
+_NOT_RUNNING: Final = (
+    "The MCP server is not running: serve this application with lifespan events on, or "
+    "give the framework its lifespan (Starlette(lifespan=app.lifespan))"
+)
+
+
+def asgi_app(server: Server, config: HttpConfig | None = None) -> AsgiApp:
+    """An ASGI application serving `server` at `config.endpoint` (default `/mcp`, under
+    the path it is mounted at), as `serve_http` does.
+
+    Host checking (DNS rebinding protection) follows the address the ASGI server is bound
+    to, as the built-in server's does: on a loopback address, or when the scope names
+    none (a Unix socket), only loopback `Host` names and `config.allowed_hosts` pass.
+    `max_header_bytes`, `header_timeout_seconds` and `idle_timeout_seconds` are the ASGI
+    server's to enforce (uvicorn's `--h11-max-incomplete-event-size` and
+    `--timeout-keep-alive`, say).
+    """
+    return AsgiApp(server, HttpConfig() if config is None else config)
+
+
+class AsgiApp:
+    """The ASGI application `asgi_app` returns: call it, or give frameworks `lifespan`."""
+
+    def __init__(self, server: Server, config: HttpConfig) -> None:
+        self.server = server
+        self.config = config
+        self._rules = {
+            True: RequestRules(config, loopback=True),
+            False: RequestRules(config, loopback=False),
+        }
+        self._loopback_names: dict[str, bool] = {}
+        self._bodies: ByteBudget | None = None  # made in the event loop that serves
+        self._in_flight: set[CancelScope] = set()
+        self._all_answered: Event | None = None  # set while draining
+        self._draining = False
+        self._warned_not_running = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._serve_request(scope, receive, send)
+        elif kind == "lifespan":
+            await self._serve_lifespan(receive, send)
+        else:  # a websocket: the endpoint has none
+            await send({"type": "websocket.close", "code": 1000})
+
+    # --- lifespan ------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def lifespan(self, app: object = None) -> AsyncIterator[None]:
+        """Run the server while the block runs; on leaving, drain. `app` is ignored: the
+        signature is the one Starlette and FastAPI call (`lifespan=mcp.lifespan`)."""
+        async with self.server.running():
+            self._draining = False
+            self._bodies = ByteBudget(self.config.max_body_bytes_in_flight)
+            try:
+                yield
+            finally:
+                await self._drain()
+
+    async def _drain(self) -> None:
+        self._draining = True
+        self.server.end_subscriptions()  # listen streams would otherwise hold the drain
+        if self._in_flight:
+            logger.info("draining %d request(s)", len(self._in_flight))
+            self._all_answered = event()
+            with anyio.move_on_after(self.config.drain_timeout_seconds, shield=True):
+                await self._all_answered.wait()
+            for scope in list(self._in_flight):
+                scope.cancel()
+
+    async def _serve_lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
+        started = False
+        try:
+            async with self.lifespan():
+                started = True
+                await send({"type": "lifespan.startup.complete"})
+                await receive()  # lifespan.shutdown
+        except BaseException as error:
+            kind = "shutdown" if started else "startup"
+            logger.exception("the MCP server failed at %s", kind)
+            await send({"type": f"lifespan.{kind}.failed", "message": str(error)})
+            if not isinstance(error, Exception):
+                raise
+            return
+        await send({"type": "lifespan.shutdown.complete"})
+
+    # --- a request -----------------------------------------------------------------------
+
+    async def _serve_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.server.is_running:
+            if not self._warned_not_running:
+                self._warned_not_running = True
+                logger.error(_NOT_RUNNING)
+            await _send_refusal(send, Refusal(503, _NOT_RUNNING, retry_after_seconds=1))
+            return
+        headers = scope["headers"]
+        found, params = read_headers(headers)
+        rules = self._rules[self._bound_to_loopback(scope)]
+        method = scope["method"].encode("ascii")
+        try:
+            refusal = rules.refusal_for(method, _route_path(scope), found)
+            principal = None
+            authenticate = self.config.authenticate
+            if refusal is None and authenticate is not None:
+                principal = await principal_of(authenticate, headers)
+        except Refusal as refused:
+            refusal = refused
+        if refusal is not None:
+            await _send_refusal(send, refusal)
+            return
+        if self._bodies is None:  # running, but not through `lifespan`
+            self._bodies = ByteBudget(self.config.max_body_bytes_in_flight)
+        held = HeldBytes(self._bodies)
+        try:
+            try:
+                body = await self._read_body(receive, found.get(b"content-length"), held)
+            except Refusal as refused:
+                await _send_refusal(send, refused, close=True)
+                return
+            if body is not None:
+                accept = found.get(b"accept")
+                answer = _Answer(self, send, rules.allows_event_stream(accept))
+                await answer.serve(receive, body, mcp_headers(found, params), principal)
+        finally:
+            held.give_back()
+
+    def _bound_to_loopback(self, scope: Scope) -> bool:
+        bound = scope.get("server")
+        if not bound:
+            return True  # a Unix socket: checked as loopback
+        name = str(bound[0])
+        loopback = self._loopback_names.get(name)
+        if loopback is None:
+            if len(self._loopback_names) >= 16:
+                self._loopback_names.clear()
+            loopback = self._loopback_names[name] = is_loopback(name)
+        return loopback
+
+    async def _read_body(
+        self, receive: Receive, content_length: bytes | None, held: HeldBytes
+    ) -> bytes | None:
+        """The whole body, counted against the limits; None if the client left."""
+        limit = self.config.max_body_bytes
+        declared = int(content_length) if content_length and content_length.isdigit() else None
+        if declared is not None and declared > limit:
+            raise Refusal(413, f"Request body too large: {declared} bytes, at most {limit}")
+        now = anyio.current_time()
+        if declared:
+            await held.take(declared, now + self.config.body_wait_seconds)
+        chunks: list[bytes] = []
+        size = 0
+        with cancel_scope(deadline=now + self.config.body_timeout_seconds) as scope:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return None
+                chunk: bytes = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise Refusal(413, f"Request body too large: more than {limit} bytes")
+                if size > held.size:  # chunked: taken as it comes
+                    await held.take(size - held.size, now + self.config.body_wait_seconds)
+                if not message.get("more_body", False):
+                    return chunk if not chunks else b"".join([*chunks, chunk])
+                chunks.append(chunk)
+        assert scope.cancelled_caught
+        raise Refusal(408, "Request timeout: the request body did not arrive in time")
+
+    def _answered(self, scope: CancelScope) -> None:
+        self._in_flight.discard(scope)
+        if self._all_answered is not None and not self._in_flight:
+            self._all_answered.set()
+
+
+class _Answer:
+    """The answer to one request the server handles: JSON, or an SSE stream from the
+    first notification on; cancelled if the client disconnects."""
+
+    def __init__(self, app: AsgiApp, send: Send, sse_allowed: bool) -> None:
+        self.app = app
+        self._send = send
+        self._sse_allowed = sse_allowed
+        self._streaming = False
+        self._ended = False
+        self._lock: anyio.Lock | None = None
+        self._last_sent = -math.inf
+        self._scope: CancelScope = cancel_scope()
+        self._group: TaskGroup | None = None
+
+    async def serve(
+        self, receive: Receive, body: bytes, headers: Any, principal: str | None
+    ) -> None:
+        app = self.app
+        app._in_flight.add(self._scope)
+        reply: Reply | None = None
+        try:
+            async with anyio.create_task_group() as self._group:
+                self._group.start_soon(self._watch_client, receive)
+                with self._scope:
+                    reply = await self._handle(body, headers, principal)
+                self._ended = True
+                self._group.cancel_scope.cancel()
+            if self._scope.cancelled_caught:
+                return  # the client left, or the drain ran out of time
+            await self._finish(reply)
+        except _CLIENT_GONE:
+            pass
+        finally:
+            app._answered(self._scope)
+
+    async def _handle(self, body: bytes, headers: Any, principal: str | None) -> Reply | None:
+        try:
+            return await self.app.server.handle(
+                body, headers=headers, notify=self._notify, principal=principal
+            )
+        except Exception:
+            logger.exception("the server failed on a request")
+            message = "Internal error: the server failed on this request"
+            return Reply(body=error_body(None, INTERNAL_ERROR, message), http_status=500)
+
+    async def _finish(self, reply: Reply | None) -> None:
+        if self._streaming:
+            last = b"" if reply is None else _sse_event(reply.body)
+            assert self._lock is not None
+            async with self._lock:
+                await self._send({"type": "http.response.body", "body": last})
+            return
+        if reply is None:  # a notification (or a response) accepted
+            await _send_response(self._send, 202, [], b"", draining=self.app._draining)
+            return
+        headers = [_JSON]
+        if reply.retry_after_seconds is not None:
+            headers.append((b"retry-after", str(reply.retry_after_seconds).encode()))
+        await _send_response(
+            self._send, reply.http_status, headers, reply.body, draining=self.app._draining
+        )
+
+    async def _watch_client(self, receive: Receive) -> None:
+        """Cancel the request if its client disconnects (the body is read: the next
+        message can only be that)."""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self._scope.cancel()
+                return
+
+    async def _notify(self, message: bytes) -> None:
+        """Send a notification of the request in flight; the first one starts the SSE
+        stream. A client that is gone cancels the request here."""
+        if not self._sse_allowed or self._ended:
+            return
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        try:
+            async with self._lock:
+                if not self._streaming:
+                    self._streaming = True
+                    headers = _SSE_HEADERS + ([_CLOSE] if self.app._draining else [])
+                    await self._send(
+                        {"type": "http.response.start", "status": 200, "headers": headers}
+                    )
+                    self._last_sent = anyio.current_time()
+                    keep_alive = self.app.config.keep_alive_comment_seconds
+                    if keep_alive is not None and self._group is not None:
+                        self._group.start_soon(self._keep_alive, keep_alive)
+                await self._send_on_stream(_sse_event(message))
+        except _CLIENT_GONE:
+            self._scope.cancel()
+            await anyio.lowlevel.checkpoint()
+
+    async def _keep_alive(self, every: float) -> None:
+        """Send the comment line `: keep-alive` on the stream whenever it has been quiet
+        for `every` seconds."""
+        assert self._lock is not None
+        while True:
+            await anyio.sleep(max(0.0, self._last_sent + every - anyio.current_time()))
+            try:
+                async with self._lock:
+                    if anyio.current_time() - self._last_sent >= every:  # still quiet
+                        await self._send_on_stream(_KEEP_ALIVE)
+            except _CLIENT_GONE:
+                self._scope.cancel()
+                return
+
+    async def _send_on_stream(self, data: bytes) -> None:
+        await self._send({"type": "http.response.body", "body": data, "more_body": True})
+        self._last_sent = anyio.current_time()
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _route_path(scope: Scope) -> bytes:
+    """The request's path under the path the application is mounted at (`root_path`)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
+        path = path[len(root) :] or "/"
+    return path.encode("utf-8", "surrogateescape")
+
+
+async def _send_refusal(send: Send, refusal: Refusal, *, close: bool = False) -> None:
+    logger.debug("HTTP %d: %s", refusal.status, refusal.message)
+    headers = [_JSON, *refusal.extra_headers]
+    if close:  # its body was left unread
+        headers.append(_CLOSE)
+    with suppress(*_CLIENT_GONE):
+        await _send_response(send, refusal.status, headers, refusal.body(), draining=False)
+
+
+async def _send_response(
+    send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes, *, draining: bool
+) -> None:
+    headers.append((b"content-length", str(len(body)).encode()))
+    if draining:
+        headers.append(_CLOSE)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _sse_event(message: bytes) -> bytes:
+    return b"data: " + message + b"\n\n"
