@@ -16,6 +16,12 @@ then `Server.handle`. A reply is one JSON answer; the first notification of a re
 (progress, a `subscriptions/listen` stream) turns it into an SSE stream instead, which a
 comment line keeps alive when quiet. A client that disconnects cancels its request.
 
+A request pays for no task of its own: most are answered within microseconds, and a task
+group with a watcher per request cost ten times what the server spends on a `tasks/get`.
+One keeper task (in the server's task group) looks at the requests in flight every tick
+(0.1 s); one that has been with the server for a tick gets a watcher, which waits for the
+ASGI server's `http.disconnect` and then cancels the request.
+
 What the ASGI server does itself is left to it: parsing, the size of a request head, the
 timeouts before and between requests, keep-alive.
 
@@ -32,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Final, TypeAlias
 
@@ -41,7 +47,7 @@ import trio
 from anyio.abc import TaskGroup
 
 from ._backend import CancelScope, Event, cancel_scope, event
-from .core import INTERNAL_ERROR, Reply, error_body
+from .core import INTERNAL_ERROR, HttpHeaders, Reply, error_body
 from .runtime import Server
 from .transports._budget import ByteBudget, HeldBytes
 from .transports._http_rules import (
@@ -71,6 +77,7 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _KEEP_ALIVE: Final = b": keep-alive\n\n"  # an SSE comment: clients skip it
+_TICK_SECONDS: Final = 0.1  # how often the keeper looks at the requests in flight
 _CLIENT_GONE: Final = (
     OSError,  # uvicorn's ClientDisconnected is one
     anyio.BrokenResourceError,
@@ -110,10 +117,12 @@ class AsgiApp:
         }
         self._loopback_names: dict[str, bool] = {}
         self._bodies: ByteBudget | None = None  # made in the event loop that serves
-        self._in_flight: set[CancelScope] = set()
+        self.in_flight: set[_Answer] = set()
         self._all_answered: Event | None = None  # set while draining
-        self._draining = False
+        self.draining = False
         self._warned_not_running = False
+        self._keeper_in: TaskGroup | None = None  # the server task group the keeper runs in
+        self._requests_came: Event | None = None  # what an idle keeper waits for
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -131,7 +140,7 @@ class AsgiApp:
         """Run the server while the block runs; on leaving, drain. `app` is ignored: the
         signature is the one Starlette and FastAPI call (`lifespan=mcp.lifespan`)."""
         async with self.server.running():
-            self._draining = False
+            self.draining = False
             self._bodies = ByteBudget(self.config.max_body_bytes_in_flight)
             try:
                 yield
@@ -139,15 +148,15 @@ class AsgiApp:
                 await self._drain()
 
     async def _drain(self) -> None:
-        self._draining = True
+        self.draining = True
         self.server.end_subscriptions()  # listen streams would otherwise hold the drain
-        if self._in_flight:
-            logger.info("draining %d request(s)", len(self._in_flight))
+        if self.in_flight:
+            logger.info("draining %d request(s)", len(self.in_flight))
             self._all_answered = event()
             with anyio.move_on_after(self.config.drain_timeout_seconds, shield=True):
                 await self._all_answered.wait()
-            for scope in list(self._in_flight):
-                scope.cancel()
+            for answer in list(self.in_flight):
+                answer.cancel()
 
     async def _serve_lifespan(self, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup
@@ -201,8 +210,12 @@ class AsgiApp:
                 return
             if body is not None:
                 accept = found.get(b"accept")
-                answer = _Answer(self, send, rules.allows_event_stream(accept))
-                await answer.serve(receive, body, mcp_headers(found, params), principal)
+                answer = _Answer(self, receive, send, rules.allows_event_stream(accept))
+                self._keep(answer)
+                try:
+                    await answer.serve(body, mcp_headers(found, params), principal)
+                finally:
+                    self._answered(answer)
         finally:
             held.give_back()
 
@@ -248,9 +261,41 @@ class AsgiApp:
         assert scope.cancelled_caught
         raise Refusal(408, "Request timeout: the request body did not arrive in time")
 
-    def _answered(self, scope: CancelScope) -> None:
-        self._in_flight.discard(scope)
-        if self._all_answered is not None and not self._in_flight:
+    # --- the keeper ----------------------------------------------------------------------
+
+    def spawn(self, function: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run `function()` in the server's task group (it ends with the server)."""
+        nursery = self.server.runner.nursery
+        assert nursery is not None, "the server runs: requests are answered"
+        nursery.start_soon(function)
+
+    def _keep(self, answer: _Answer) -> None:
+        """Hand the keeper a request in flight (starting the keeper if the server has none)."""
+        self.in_flight.add(answer)
+        nursery = self.server.runner.nursery
+        if self._keeper_in is not nursery:
+            self._keeper_in = nursery
+            self.spawn(self._watch_requests)
+        elif self._requests_came is not None:
+            self._requests_came.set()
+            self._requests_came = None
+
+    async def _watch_requests(self) -> None:
+        """Every tick, give each request that has been in flight for a tick a watcher."""
+        while True:
+            if not self.in_flight:
+                self._requests_came = came = event()
+                await came.wait()
+            await anyio.sleep(_TICK_SECONDS)
+            now = anyio.current_time()
+            for answer in list(self.in_flight):
+                if answer.watcher is None and now - answer.since >= _TICK_SECONDS:
+                    answer.watcher = cancel_scope()
+                    self.spawn(answer.watch_client)
+
+    def _answered(self, answer: _Answer) -> None:
+        self.in_flight.discard(answer)
+        if self._all_answered is not None and not self.in_flight:
             self._all_answered.set()
 
 
@@ -258,39 +303,41 @@ class _Answer:
     """The answer to one request the server handles: JSON, or an SSE stream from the
     first notification on; cancelled if the client disconnects."""
 
-    def __init__(self, app: AsgiApp, send: Send, sse_allowed: bool) -> None:
+    def __init__(self, app: AsgiApp, receive: Receive, send: Send, sse_allowed: bool) -> None:
         self.app = app
+        self._receive = receive
         self._send = send
         self._sse_allowed = sse_allowed
+        self.since = anyio.current_time()
+        self.watcher: CancelScope | None = None  # given by the keeper after a tick
+        self._scope: CancelScope = cancel_scope()
         self._streaming = False
         self._ended = False
         self._lock: anyio.Lock | None = None
         self._last_sent = -math.inf
-        self._scope: CancelScope = cancel_scope()
-        self._group: TaskGroup | None = None
+        self._keep_alive: CancelScope | None = None
 
-    async def serve(
-        self, receive: Receive, body: bytes, headers: Any, principal: str | None
-    ) -> None:
-        app = self.app
-        app._in_flight.add(self._scope)
+    def cancel(self) -> None:
+        self._scope.cancel()
+
+    async def serve(self, body: bytes, headers: HttpHeaders, principal: str | None) -> None:
         reply: Reply | None = None
         try:
-            async with anyio.create_task_group() as self._group:
-                self._group.start_soon(self._watch_client, receive)
-                with self._scope:
-                    reply = await self._handle(body, headers, principal)
-                self._ended = True
-                self._group.cancel_scope.cancel()
+            with self._scope:
+                reply = await self._handle(body, headers, principal)
+            self._ended = True
+            for scope in (self.watcher, self._keep_alive):
+                if scope is not None:
+                    scope.cancel()
             if self._scope.cancelled_caught:
                 return  # the client left, or the drain ran out of time
             await self._finish(reply)
         except _CLIENT_GONE:
             pass
-        finally:
-            app._answered(self._scope)
 
-    async def _handle(self, body: bytes, headers: Any, principal: str | None) -> Reply | None:
+    async def _handle(
+        self, body: bytes, headers: HttpHeaders, principal: str | None
+    ) -> Reply | None:
         try:
             return await self.app.server.handle(
                 body, headers=headers, notify=self._notify, principal=principal
@@ -301,30 +348,32 @@ class _Answer:
             return Reply(body=error_body(None, INTERNAL_ERROR, message), http_status=500)
 
     async def _finish(self, reply: Reply | None) -> None:
+        draining = self.app.draining
         if self._streaming:
             last = b"" if reply is None else _sse_event(reply.body)
             assert self._lock is not None
             async with self._lock:
                 await self._send({"type": "http.response.body", "body": last})
-            return
-        if reply is None:  # a notification (or a response) accepted
-            await _send_response(self._send, 202, [], b"", draining=self.app._draining)
-            return
-        headers = [_JSON]
-        if reply.retry_after_seconds is not None:
-            headers.append((b"retry-after", str(reply.retry_after_seconds).encode()))
-        await _send_response(
-            self._send, reply.http_status, headers, reply.body, draining=self.app._draining
-        )
+        elif reply is None:  # a notification (or a response) accepted
+            await _send_response(self._send, 202, [], b"", draining=draining)
+        else:
+            headers = [_JSON]
+            if reply.retry_after_seconds is not None:
+                headers.append((b"retry-after", str(reply.retry_after_seconds).encode()))
+            await _send_response(
+                self._send, reply.http_status, headers, reply.body, draining=draining
+            )
 
-    async def _watch_client(self, receive: Receive) -> None:
+    async def watch_client(self) -> None:
         """Cancel the request if its client disconnects (the body is read: the next
         message can only be that)."""
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                self._scope.cancel()
-                return
+        assert self.watcher is not None
+        with self.watcher:
+            while not self._ended:
+                message = await self._receive()
+                if message["type"] == "http.disconnect":
+                    self._scope.cancel()
+                    return
 
     async def _notify(self, message: bytes) -> None:
         """Send a notification of the request in flight; the first one starts the SSE
@@ -336,33 +385,36 @@ class _Answer:
         try:
             async with self._lock:
                 if not self._streaming:
-                    self._streaming = True
-                    headers = _SSE_HEADERS + ([_CLOSE] if self.app._draining else [])
-                    await self._send(
-                        {"type": "http.response.start", "status": 200, "headers": headers}
-                    )
-                    self._last_sent = anyio.current_time()
-                    keep_alive = self.app.config.keep_alive_comment_seconds
-                    if keep_alive is not None and self._group is not None:
-                        self._group.start_soon(self._keep_alive, keep_alive)
+                    await self._start_stream()
                 await self._send_on_stream(_sse_event(message))
         except _CLIENT_GONE:
             self._scope.cancel()
             await anyio.lowlevel.checkpoint()
 
-    async def _keep_alive(self, every: float) -> None:
+    async def _start_stream(self) -> None:
+        self._streaming = True
+        headers = _SSE_HEADERS + ([_CLOSE] if self.app.draining else [])
+        await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+        self._last_sent = anyio.current_time()
+        if self.app.config.keep_alive_comment_seconds is not None:
+            self._keep_alive = cancel_scope()
+            self.app.spawn(self._keep_stream_alive)
+
+    async def _keep_stream_alive(self) -> None:
         """Send the comment line `: keep-alive` on the stream whenever it has been quiet
-        for `every` seconds."""
-        assert self._lock is not None
-        while True:
-            await anyio.sleep(max(0.0, self._last_sent + every - anyio.current_time()))
-            try:
-                async with self._lock:
-                    if anyio.current_time() - self._last_sent >= every:  # still quiet
-                        await self._send_on_stream(_KEEP_ALIVE)
-            except _CLIENT_GONE:
-                self._scope.cancel()
-                return
+        for `keep_alive_comment_seconds`."""
+        every = self.app.config.keep_alive_comment_seconds
+        assert self._lock is not None and self._keep_alive is not None and every is not None
+        with self._keep_alive:
+            while not self._ended:
+                await anyio.sleep(max(0.0, self._last_sent + every - anyio.current_time()))
+                try:
+                    async with self._lock:
+                        if anyio.current_time() - self._last_sent >= every:  # still quiet
+                            await self._send_on_stream(_KEEP_ALIVE)
+                except _CLIENT_GONE:
+                    self._scope.cancel()
+                    return
 
     async def _send_on_stream(self, data: bytes) -> None:
         await self._send({"type": "http.response.body", "body": data, "more_body": True})
