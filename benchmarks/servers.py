@@ -4,6 +4,8 @@
     python benchmarks/servers.py ours-stdio     # mcp_tasks over stdin/stdout
     python benchmarks/servers.py limit-http     # minimal h11 + trio + msgspec; prints PORT n
     python benchmarks/servers.py limit-stdio    # minimal trio stdio echo
+    python benchmarks/servers.py asgi-uvicorn PORT      # ours as an ASGI app under uvicorn
+    python benchmarks/servers.py asgi-hypercorn PORT    # ... under hypercorn's trio worker
 
 Ours serves the two tools every server of the comparison has: `greet` (synchronous) and
 `slow_compute` (a task whenever the client holds tasks; `seconds=0` is a task with no work).
@@ -30,6 +32,7 @@ sys.path = [entry for entry in sys.path if os.path.abspath(entry or ".") != _HER
 import contextlib
 from functools import partial
 
+import anyio
 import h11
 import msgspec
 import trio
@@ -42,6 +45,7 @@ from mcp_tasks import (
     ToolContext,
     ToolOutcome,
 )
+from mcp_tasks.asgi import asgi_app
 from mcp_tasks.transports import serve_http, serve_stdio
 
 LIFETIME_SECONDS = 3600  # a server left behind stops by itself
@@ -75,8 +79,12 @@ async def slow_compute(ctx: ToolContext, args: SlowArgs) -> ToolOutcome:
     if not ctx.in_task:
         return START_TASK
     if args.seconds > 0:
-        await trio.sleep(args.seconds)
+        await anyio.sleep(args.seconds)
     return CallToolResult.text(f"{args.label or 'job'} done after {args.seconds:g}s")
+
+
+asgi = asgi_app(server)
+"""The same server as an ASGI application, for uvicorn and hypercorn."""
 
 
 async def _ours_http() -> None:
@@ -189,7 +197,39 @@ async def _for_a_while(role: str) -> None:
         await ROLES[role]()
 
 
+def _asgi_uvicorn(port: int, *, plain: bool = False) -> None:
+    """The ASGI app under uvicorn: with uvloop and httptools (`uvicorn[standard]`, what
+    uvicorn picks when they are installed), or `plain`: asyncio's loop and h11."""
+    import uvicorn  # noqa: PLC0415  (only this role needs it)
+
+    flavour = (
+        {"loop": "asyncio", "http": "h11"} if plain else {"loop": "uvloop", "http": "httptools"}
+    )
+    uvicorn.run(asgi, host="127.0.0.1", port=port, log_level="warning", access_log=False, **flavour)
+
+
+def _asgi_hypercorn(port: int) -> None:
+    """The ASGI app under hypercorn's trio worker, in this process."""
+    from hypercorn.config import Config  # noqa: PLC0415
+    from hypercorn.trio import serve  # noqa: PLC0415
+
+    config = Config()
+    config.bind = [f"127.0.0.1:{port}"]
+    config.errorlog = None
+    trio.run(serve, asgi, config)
+
+
+ASGI_ROLES = {
+    "asgi-uvicorn": _asgi_uvicorn,
+    "asgi-uvicorn-plain": partial(_asgi_uvicorn, plain=True),
+    "asgi-hypercorn": _asgi_hypercorn,
+}
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] in ASGI_ROLES:
+        ASGI_ROLES[sys.argv[1]](int(sys.argv[2]))
+        sys.exit()
     if len(sys.argv) != 2 or sys.argv[1] not in ROLES:
-        sys.exit(f"usage: {sys.argv[0]} {{{','.join(ROLES)}}}")
+        sys.exit(f"usage: {sys.argv[0]} {{{','.join(ROLES)}}} | {{{','.join(ASGI_ROLES)}}} PORT")
     trio.run(_for_a_while, sys.argv[1])
