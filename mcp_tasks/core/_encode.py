@@ -113,6 +113,10 @@ class Encoder:
     """Replies carrying the server's `_meta`."""
 
     def __init__(self, info: w.Implementation) -> None:
+        self.use_info(info)
+
+    def use_info(self, info: w.Implementation) -> None:
+        """Name `info` as the server in the `_meta` of replies from now on."""
         self.result_meta = w.ResultMeta(server_info=info)
         self.meta_dict: dict[str, Any] = msgspec.to_builtins(self.result_meta)
 

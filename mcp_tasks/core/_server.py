@@ -145,6 +145,11 @@ class ServerCore(CompatibleNames):
             raise ValueError("state_key must hold at least 16 random bytes")
         self._rounds.state_key = state_key
 
+    def use_info(self, info: w.Implementation) -> None:
+        """Name `info` as the server in replies from now on (a server embedded in another)."""
+        self.info = info
+        self._encode.use_info(info)
+
     def use_options(self, options: ServerOptions) -> None:
         """Answer under `options` from now on (cache hints, the `requestState` TTL, header
         leniency, listen limits)."""
