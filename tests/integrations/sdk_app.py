@@ -213,15 +213,22 @@ def build(  # noqa: PLR0915 - one tool after another
 
 
 @asynccontextmanager
-async def serving(mcp: MCPServer, **app_options: Any) -> AsyncIterator[str]:
+async def serving(
+    mcp: MCPServer, *, tasks_first: TasksExtension | None = None, **app_options: Any
+) -> AsyncIterator[str]:
     """`mcp`'s Streamable HTTP app under uvicorn on a free 127.0.0.1 port: its URL. Shut
-    down (the app's lifespan ends) on the way out."""
+    down (the app's lifespan ends) on the way out. With `tasks_first`, the app is that
+    extension's `streamable_http_app(mcp)`: tasks/* answered before the SDK's stack."""
     # IPPROTO_TCP named, or asyncio leaves Nagle on (a ~40 ms stall per kept-alive answer).
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
+    if tasks_first is None:
+        app = mcp.streamable_http_app(**app_options)
+    else:
+        app = tasks_first.streamable_http_app(mcp, **app_options)
     config = uvicorn.Config(
-        mcp.streamable_http_app(**app_options),
+        app,
         lifespan="on",
         log_level="warning",
         access_log=False,

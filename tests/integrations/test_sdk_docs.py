@@ -37,7 +37,7 @@ def text_of(result: Any) -> str:
 
 
 def test_the_page_has_the_snippets_these_tests_run() -> None:
-    assert len(SNIPPETS) == 6
+    assert len(SNIPPETS) == 7
 
 
 def test_the_few_lines_give_tasks_to_the_named_tools_only() -> None:
@@ -59,6 +59,22 @@ def test_the_few_lines_give_tasks_to_the_named_tools_only() -> None:
             with pytest.raises(RpcError) as gone:
                 await client.get_task("tsk_unknown")
             assert gone.value.code == -32602
+
+    run_asyncio(main)
+
+
+def test_the_app_that_answers_task_requests_first_serves_a_whole_task() -> None:
+    names = snippet("tasks.streamable_http_app(mcp)")
+    assert callable(names["app"])
+
+    async def main() -> None:
+        async with (
+            serving(names["mcp"], tasks_first=names["tasks"]) as url,
+            connect_http(url) as client,
+        ):
+            task = await client.call_tool_or_task("transcode", {"path": "a.mp4"})
+            assert isinstance(task, WorkingTask)
+            assert text_of(await client.await_task(task)) == "a.mp4.webm"
 
     run_asyncio(main)
 

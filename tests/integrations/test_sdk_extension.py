@@ -33,17 +33,30 @@ from mcp_tasks.core import (
 from .sdk_app import TASKS, WITH_TASKS, Gates, build, post, serving
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+both_ways = pytest.mark.parametrize("tasks_first", [False, True], ids=["sdk-stack", "tasks-first"])
+"""For the tests of tasks/get|update|cancel: through the SDK's stack, and answered first."""
 
 Scenario = Callable[[Client, str, Gates], Awaitable[None]]
 
 
-def served(scenario: Scenario, *, tasks: TaskOptions | None = None, **client: Any) -> None:
-    """`scenario(client, url, gates)` under asyncio, against a fresh SDK server."""
+def served(
+    scenario: Scenario,
+    *,
+    tasks: TaskOptions | None = None,
+    tasks_first: bool = False,
+    **client: Any,
+) -> None:
+    """`scenario(client, url, gates)` under asyncio, against a fresh SDK server (served as
+    `TasksExtension.streamable_http_app` when `tasks_first`)."""
 
     async def main() -> None:
         gates = Gates()
-        mcp, _ = build(gates, tasks=tasks)
-        async with serving(mcp) as url, connect_http(url, **client) as our_client:
+        mcp, extension = build(gates, tasks=tasks)
+        first = extension if tasks_first else None
+        async with (
+            serving(mcp, tasks_first=first) as url,
+            connect_http(url, **client) as our_client,
+        ):
             await scenario(our_client, url, gates)
 
     run_asyncio(main)
@@ -148,26 +161,41 @@ def test_the_created_task_is_stored_before_the_handle_is_sent_and_carries_the_sd
 
 
 @pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+@both_ways
 def test_task_methods_need_the_extension_on_the_request_before_the_task_is_looked_up(
     method: str,
+    tasks_first: bool,
 ) -> None:
     async def scenario(client: Client, url: str, gates: Gates) -> None:
         answer = await post(url, method, {"taskId": "gate-test", "inputResponses": {}})
         assert (answer.status, answer.error["code"]) == (400, -32021)
         assert answer.error["data"]["requiredCapabilities"]["extensions"] == {TASKS: {}}
 
-    served(scenario)
+    served(scenario, tasks_first=tasks_first)
+
+
+@both_ways
+def test_a_task_read_names_the_sdk_server_whichever_way_it_is_answered(tasks_first: bool) -> None:
+    async def scenario(client: Client, url: str, gates: Gates) -> None:
+        task = await client.call_tool_or_task("slow", {"seconds": 0})
+        assert isinstance(task, WorkingTask)
+        answer = await post(url, "tasks/get", {"taskId": task.task_id}, capabilities=WITH_TASKS)
+        info = answer.result["_meta"]["io.modelcontextprotocol/serverInfo"]
+        assert (info["name"], info["version"]) == ("sdk-test", "1.0.0"), info
+
+    served(scenario, tasks_first=tasks_first)
 
 
 @pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
-def test_an_unknown_task_is_32602(method: str) -> None:
+@both_ways
+def test_an_unknown_task_is_32602(method: str, tasks_first: bool) -> None:
     async def scenario(client: Client, url: str, gates: Gates) -> None:
         params = {"taskId": "tsk_nobody", "inputResponses": {}}
         answer = await post(url, method, params, capabilities=WITH_TASKS)
         assert answer.error["code"] == -32602
         assert "tsk_nobody" in answer.error["message"]
 
-    served(scenario)
+    served(scenario, tasks_first=tasks_first)
 
 
 @pytest.mark.parametrize("method", ["tasks/result", "tasks/list"])
@@ -179,7 +207,8 @@ def test_removed_task_methods_are_32601_with_404(method: str) -> None:
     served(scenario)
 
 
-def test_a_task_name_header_that_does_not_match_is_32020() -> None:
+@both_ways
+def test_a_task_name_header_that_does_not_match_is_32020(tasks_first: bool) -> None:
     async def scenario(client: Client, url: str, gates: Gates) -> None:
         task = await client.call_tool_or_task("gated")
         assert isinstance(task, WorkingTask)
@@ -190,10 +219,11 @@ def test_a_task_name_header_that_does_not_match_is_32020() -> None:
         assert (answer.status, answer.error["code"]) == (400, -32020)
         gates.release.set()
 
-    served(scenario)
+    served(scenario, tasks_first=tasks_first)
 
 
-def test_cancel_stops_the_sdk_tool_and_a_finished_task_acks_cancel_again() -> None:
+@both_ways
+def test_cancel_stops_the_sdk_tool_and_a_finished_task_acks_cancel_again(tasks_first: bool) -> None:
     async def scenario(client: Client, url: str, gates: Gates) -> None:
         task = await client.call_tool_or_task("gated")
         assert isinstance(task, WorkingTask)
@@ -206,7 +236,7 @@ def test_cancel_stops_the_sdk_tool_and_a_finished_task_acks_cancel_again() -> No
         assert again.result["resultType"] == "complete"  # an ack, not an error
         assert not gates.finished.is_set()
 
-    served(scenario)
+    served(scenario, tasks_first=tasks_first)
 
 
 def test_a_synchronous_sdk_tool_runs_as_a_task_with_its_structured_result() -> None:
@@ -233,7 +263,10 @@ def test_a_tool_error_completes_with_is_error_and_an_mcp_error_fails_the_task() 
 # --- input inside a task -----------------------------------------------------------------------
 
 
-def test_ctx_elicit_inside_a_task_is_input_required_answered_with_tasks_update() -> None:
+@both_ways
+def test_ctx_elicit_inside_a_task_is_input_required_answered_with_tasks_update(
+    tasks_first: bool,
+) -> None:
     async def scenario(client: Client, url: str, gates: Gates) -> None:
         task = await client.call_tool_or_task("ask_name")
         assert isinstance(task, WorkingTask)
@@ -256,7 +289,7 @@ def test_ctx_elicit_inside_a_task_is_input_required_answered_with_tasks_update()
         assert text_of(done.result) == "Hello, Ada / Ada L.!"
         assert gates.runs["ask_name"] == 1  # waited in place: never run again
 
-    served(scenario, on_elicit=unused)
+    served(scenario, on_elicit=unused, tasks_first=tasks_first)
 
 
 def test_a_task_asking_what_the_client_cannot_answer_fails_with_32021() -> None:
@@ -375,7 +408,8 @@ def test_logging_inside_a_task_is_dropped_and_progress_is_its_status() -> None:
 # --- TTL and limits ----------------------------------------------------------------------------
 
 
-def test_a_task_past_its_ttl_is_gone_32602() -> None:
+@both_ways
+def test_a_task_past_its_ttl_is_gone_32602(tasks_first: bool) -> None:
     async def scenario(client: Client, url: str, gates: Gates) -> None:
         task = await client.call_tool_or_task("slow", {"seconds": 0})
         assert isinstance(task, WorkingTask) and task.ttl_ms == 300
@@ -388,7 +422,7 @@ def test_a_task_past_its_ttl_is_gone_32602() -> None:
         while not await gone():
             await anyio.sleep(0.05)
 
-    served(scenario, tasks=TaskOptions(ttl_ms=300, poll_interval_ms=50))
+    served(scenario, tasks=TaskOptions(ttl_ms=300, poll_interval_ms=50), tasks_first=tasks_first)
 
 
 def test_max_tasks_refuses_one_more_until_one_expires() -> None:
