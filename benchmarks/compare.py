@@ -14,7 +14,10 @@ pinned to core 1):
 * `fastmcp-tasks`: fastmcp 4.1.4 with fastmcp-tasks 4.1.4 on its in-memory backend;
 * `official SDK`: `mcp` 2.3.0, which has no tasks: the synchronous tool call only;
 * `limit`: a minimal h11 + trio + msgspec server answering fixed results (for stdio, a
-  minimal trio echo): what Python can do here at best.
+  minimal trio echo): what Python can do here at best;
+* embedded (on the task workloads): ours as an ASGI app (`mcp_tasks.asgi`) under uvicorn
+  (uvloop and httptools; and asyncio with h11) and under hypercorn's trio worker, and the
+  official SDK's `MCPServer` with our `TasksExtension` (`benchmarks/sdk_tasks_server.py`).
 
 Every server has a synchronous `greet` and a task `slow_compute`. One load generator
 (`loadgen.py`) speaks the 2026-07-28 wire with every header to all of them: 16 keep-alive
@@ -227,11 +230,28 @@ def wait_until_completed(server: Running, task_id: str, timeout: float = 30.0) -
         time.sleep(0.05)
 
 
+ASGI_UVICORN, ASGI_UVICORN_H11, ASGI_HYPERCORN = (
+    "ASGI (uvicorn)",
+    "ASGI (uvicorn, h11)",
+    "ASGI (hypercorn)",
+)
+SDK_TASKS = "SDK + TasksExtension"
+EMBEDDED = [ASGI_UVICORN, ASGI_UVICORN_H11, ASGI_HYPERCORN, SDK_TASKS]
+"""The servers that embed ours (run in the project's environment), on the task workloads."""
+
+
 def http_servers(peers_python: str | None) -> list[HttpServer]:
     python, servers_py = sys.executable, str(HERE / "servers.py")
+    sdk_tasks = str(HERE / "sdk_tasks_server.py")
     found = [
         HttpServer("mcp_tasks", lambda _: [python, servers_py, "ours-http"], prints_port=True),
         HttpServer("limit", lambda _: [python, servers_py, "limit-http"], prints_port=True),
+        HttpServer(ASGI_UVICORN, lambda port: [python, servers_py, "asgi-uvicorn", str(port)]),
+        HttpServer(
+            ASGI_UVICORN_H11, lambda port: [python, servers_py, "asgi-uvicorn-plain", str(port)]
+        ),
+        HttpServer(ASGI_HYPERCORN, lambda port: [python, servers_py, "asgi-hypercorn", str(port)]),
+        HttpServer(SDK_TASKS, lambda port: [python, sdk_tasks, str(port)]),
     ]
     if peers_python:
         fastmcp = str(HERE / "peers" / "fastmcp_tasks_server.py")
@@ -270,24 +290,25 @@ def throughput(servers: dict[str, Running], plan: Plan, log: Callable[[str], Non
     task_ids = {
         name: completed_task(server)
         for name, server in servers.items()
-        if name in ("mcp_tasks", "fastmcp-tasks")
+        if name not in ("limit", "official SDK")
     }
     task_ids["limit"] = "tsk_limitlimitlimitlimitlimitlimit"
+    with_tasks = ["mcp_tasks", "fastmcp-tasks", "limit", *EMBEDDED]
     workloads: dict[str, tuple[list[str], Callable[[Running], dict[str, Any]]]] = {
         "tasks/get": (
-            ["mcp_tasks", "fastmcp-tasks", "limit"],
+            with_tasks,
             lambda s: loadgen.fixed_requests(
                 s.port, loadgen.task_poll(s.port, task_ids[s.name]), plan.warmup, plan.seconds
             ),
         ),
         "task creations": (
-            ["mcp_tasks", "fastmcp-tasks", "limit"],
+            with_tasks,
             lambda s: loadgen.fixed_requests(
                 s.port, loadgen.task_creation(s.port), plan.warmup, plan.seconds
             ),
         ),
         "task lives": (
-            ["mcp_tasks", "fastmcp-tasks", "limit"],
+            with_tasks,
             lambda s: loadgen.task_lives(s.port, plan.warmup, plan.seconds),
         ),
         "sync tool calls (HTTP)": (
@@ -539,6 +560,26 @@ def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
             20,
         ),
     ]
+    task_workloads = {"tasks/get": "tasks/get req/s", "task creations": "task creations/s",
+                      "task lives": "task lives/s"}  # fmt: skip
+    for workload, label in task_workloads.items():
+        entry = http[workload]
+        found.append(
+            Aim(
+                f"{label}, ASGI under uvicorn",
+                _ratio(entry, ASGI_UVICORN, "mcp_tasks"),
+                "built-in server",
+                0.5,
+            )
+        )
+        found.append(
+            Aim(
+                f"{label}, SDK + TasksExtension",
+                _ratio(entry, SDK_TASKS, "fastmcp-tasks"),
+                "fastmcp-tasks",
+                3,
+            )
+        )
     peer = stored.get("fastmcp-tasks", {}).get("points")
     for index, point in enumerate(ours[1:], start=1):
         ratio = point["bytes_per_task"] / peer[index]["bytes_per_task"] if peer else None
@@ -592,6 +633,14 @@ def tables(figures: dict[str, Any]) -> str:
                 for c in columns
             ]
             out.append(f"| {name}: p50 / p99 (ms) | " + " | ".join(cells) + " | |")
+    out.append("")
+    embedding = ["mcp_tasks", *EMBEDDED, "fastmcp-tasks"]
+    out.append("| embedded (per second) | " + " | ".join(embedding) + " |")
+    out.append("| --- |" + " ---: |" * len(embedding))
+    for name in ("tasks/get", "task creations", "task lives"):
+        entry = figures["http"][name]
+        cells = [_number(entry[c]["per_second"]) if c in entry else "-" for c in embedding]
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
     out.append("")
     out.append(
         "| stored finished tasks | server | RSS (MiB) | bytes per task | "
@@ -699,6 +748,12 @@ minimal trio echo), the most Python on trio can do here.
   then the next; a life is two or more round trips.
 * **sync tool calls**: `tools/call` of `greet`, over HTTP and over stdio (16 lines in flight
   on one pipe, a fresh process per run).
+* **embedded**: the task workloads again, served by ours as an ASGI app (`mcp_tasks.asgi`,
+  the same `Server`) under uvicorn (with uvloop and httptools, as `uvicorn[standard]`
+  installs; and with asyncio's loop and h11) and under hypercorn's trio worker, against the
+  built-in server; and by the official SDK's `MCPServer` with our `TasksExtension`
+  (served by `TasksExtension.streamable_http_app`, under uvicorn with h11 like the peers),
+  against fastmcp-tasks.
 * **stored finished tasks**: a fresh server is filled with finished tasks up to each count;
   resident memory (RSS) per task against the first count, once the server is idle, and
   `tasks/get` latency (median p99 of {rounds} runs) at each count.

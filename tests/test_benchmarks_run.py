@@ -113,8 +113,10 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
         capture_output=True, text=True, check=True, timeout=600,
     )  # fmt: skip
     figures = json.loads(out.stdout)
+    embedded = {"ASGI (uvicorn)", "ASGI (uvicorn, h11)", "ASGI (hypercorn)", "SDK + TasksExtension"}
     for workload, entry in figures["http"].items():
-        assert set(entry) == {"mcp_tasks", "limit"}, workload
+        with_tasks = workload != "sync tool calls (HTTP)"
+        assert set(entry) == {"mcp_tasks", "limit"} | (embedded if with_tasks else set()), workload
         for server, run in entry.items():
             assert run["count"] > 0 and run["failures"] == 0, (workload, server, run)
     assert figures["http"]["task lives"]["mcp_tasks"]["polls_per_life"] > 0.9  # window edges
@@ -125,7 +127,9 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     assert all(point["bytes_per_task"] > 0 for point in points[1:])
     met = {aim["figure"]: aim["met"] for aim in figures["aims"]}
     assert met["task creations/s"] is None  # no fastmcp-tasks to compare with
+    assert met["task lives/s, SDK + TasksExtension"] is None
     assert met["tasks/get req/s"] in (True, False)
+    assert met["tasks/get req/s, ASGI under uvicorn"] in (True, False)
     page = (tmp_path / "benchmarks.md").read_text()
     assert "| tasks/get (req/s) |" in page and "benchmarks.png" in page
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
@@ -144,7 +148,8 @@ def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> 
     peers = {"fastmcp-tasks", "official SDK"}
     assert figures["versions"]["fastmcp-tasks"] == "4.1.4" and figures["versions"]["mcp"] == "2.3.0"
     assert set(figures["http"]["sync tool calls (HTTP)"]) == {"mcp_tasks", "limit", *peers}
-    assert set(figures["http"]["tasks/get"]) == {"mcp_tasks", "limit", "fastmcp-tasks"}
+    embedded = {"ASGI (uvicorn)", "ASGI (uvicorn, h11)", "ASGI (hypercorn)", "SDK + TasksExtension"}
+    assert set(figures["http"]["tasks/get"]) == {"mcp_tasks", "limit", "fastmcp-tasks", *embedded}
     assert set(figures["stdio"]) == {"mcp_tasks", "limit", "official SDK"}
     for workload, entry in [*figures["http"].items(), ("stdio", figures["stdio"])]:
         for server, run in entry.items():
@@ -164,7 +169,7 @@ def test_the_benchmarks_page_shows_the_figures_of_its_json() -> None:
     )  # fmt: skip
     assert out.stdout.strip() in (docs / "benchmarks.md").read_text()
     figures = json.loads((docs / "benchmarks.json").read_text())
-    assert len(figures["aims"]) == 8 and all(aim["ratio"] for aim in figures["aims"])
+    assert len(figures["aims"]) == 14 and all(aim["ratio"] for aim in figures["aims"])
     assert (docs / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
 
 
