@@ -26,14 +26,19 @@ class ByteBudget:
         self.limit = limit
         self.held = 0
         self._freed = event()
+        self._waiting = 0  # requests waiting for room
 
     async def take(self, size: int, deadline: float) -> bool:
         """Hold `size` more bytes, waiting until `deadline` (the loop's clock) for room;
         False if there was none by then."""
         while self.held and self.held + size > self.limit:
             freed = self._freed
-            with cancel_scope(deadline=deadline):
-                await freed.wait()
+            self._waiting += 1
+            try:
+                with cancel_scope(deadline=deadline):
+                    await freed.wait()
+            finally:
+                self._waiting -= 1
             if not freed.is_set():
                 return False
         self.held += size
@@ -42,8 +47,9 @@ class ByteBudget:
     def give_back(self, size: int) -> None:
         if size:
             self.held -= size
-            self._freed.set()
-            self._freed = event()
+            if self._waiting:  # a new event only when someone waited on this one
+                self._freed.set()
+                self._freed = event()
 
 
 class HeldBytes:
