@@ -23,6 +23,10 @@ _MEMBER = re.compile(r"^    - (?P<scenario>\S+) \[server\]$")
 BAD = ("FAILURE", "WARNING")
 
 
+_TARGET_TITLES = {"sdk": "against an official-SDK server with TasksExtension"}
+"""Result folders that name a server, not a store of conformance/server.py."""
+
+
 def _baseline(path: Path) -> set[str]:
     entries = set()
     for line in path.read_text().splitlines():
@@ -107,9 +111,10 @@ def main(argv: list[str]) -> int:
         out += ["### Each scenario alone", "", *lines, ""]
         unexpected += bad
     for folder in sorted(root.glob("alone-*")):
-        store = folder.name.removeprefix("alone-")
+        target = folder.name.removeprefix("alone-")
         lines, bad = _table(_runs(folder), baseline, notes)
-        out += [f"### The tasks scenarios alone, tasks in the {store} store", "", *lines, ""]
+        title = _TARGET_TITLES.get(target, f"tasks in the {target} store")
+        out += [f"### The tasks scenarios alone, {title}", "", *lines, ""]
         unexpected += bad
     suite_exits = [item.rsplit("=", 1) for item in exits]
     failed_exits = [f"{name} (exit {code})" for name, code in suite_exits if code != "0"]
