@@ -6,7 +6,6 @@ would never send (no extension declared, a wrong header)."""
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -14,7 +13,6 @@ from typing import Any
 
 import anyio
 import httpx2
-import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
@@ -25,7 +23,7 @@ from mcp_types import (
     SamplingMessage,
     TextContent,
 )
-from on_asyncio import wait_until
+from on_asyncio import serving_asgi
 from pydantic import BaseModel
 
 from mcp_tasks import TaskOptions
@@ -219,29 +217,12 @@ async def serving(
     """`mcp`'s Streamable HTTP app under uvicorn on a free 127.0.0.1 port: its URL. Shut
     down (the app's lifespan ends) on the way out. With `tasks_first`, the app is that
     extension's `streamable_http_app(mcp)`: tasks/* answered before the SDK's stack."""
-    # IPPROTO_TCP named, or asyncio leaves Nagle on (a ~40 ms stall per kept-alive answer).
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
     if tasks_first is None:
         app = mcp.streamable_http_app(**app_options)
     else:
         app = tasks_first.streamable_http_app(mcp, **app_options)
-    config = uvicorn.Config(
-        app,
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-    )
-    server = uvicorn.Server(config)
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve, [listener])
-        await wait_until(lambda: server.started or server.should_exit)
-        assert server.started, "uvicorn did not start"
-        try:
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            server.should_exit = True
+    async with serving_asgi(app) as port:
+        yield f"http://127.0.0.1:{port}/mcp"
 
 
 @dataclass

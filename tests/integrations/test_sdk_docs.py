@@ -3,11 +3,11 @@ as written, and the server it builds is served (uvicorn on a loopback port) and 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from doc_snippets import Page
 from on_asyncio import run_asyncio
 
 from mcp_tasks import ElicitParams, ElicitResult, TextContent
@@ -18,16 +18,8 @@ from .sdk_app import post, serving
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
-PAGE = Path(__file__).parent.parent.parent / "docs" / "sdk.md"
-SNIPPETS = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.DOTALL)
-
-
-def snippet(marker: str) -> dict[str, Any]:
-    """Run the one snippet that contains `marker`; its names."""
-    [code] = [text for text in SNIPPETS if marker in text]
-    namespace: dict[str, Any] = {"__name__": "sdk_docs_snippet"}
-    exec(compile(code, str(PAGE), "exec"), namespace)
-    return namespace
+PAGE = Page("sdk.md")
+snippet = PAGE.run
 
 
 def text_of(result: Any) -> str:
@@ -37,7 +29,7 @@ def text_of(result: Any) -> str:
 
 
 def test_the_page_has_the_snippets_these_tests_run() -> None:
-    assert len(SNIPPETS) == 7
+    assert len(PAGE.snippets) == 7
 
 
 def test_the_few_lines_give_tasks_to_the_named_tools_only() -> None:
