@@ -139,8 +139,7 @@ class ServerCore(CompatibleNames):
         return self._new_task_id()
 
     def use_state_key(self, state_key: bytes) -> None:
-        """Seal and open `requestState` with `state_key` from now on (servers that share
-        tasks share it, so a round sealed by one is opened by another)."""
+        """Seal and open `requestState` with `state_key` (servers sharing tasks share it)."""
         if len(state_key) < 16:
             raise ValueError("state_key must hold at least 16 random bytes")
         self._rounds.state_key = state_key
