@@ -54,6 +54,8 @@ from .transports._http_rules import (
     HttpConfig,
     Refusal,
     RequestRules,
+    body_too_large,
+    declared_body_size,
     is_loopback,
     mcp_headers,
     principal_of,
@@ -169,7 +171,9 @@ class AsgiApp:
         except BaseException as error:
             kind = "shutdown" if started else "startup"
             logger.exception("the MCP server failed at %s", kind)
-            await send({"type": f"lifespan.{kind}.failed", "message": str(error)})
+            # The exception's type only: its text may name a store URL; the log has it all.
+            message = f"the MCP server failed at {kind}: {type(error).__name__} (see its log)"
+            await send({"type": f"lifespan.{kind}.failed", "message": message})
             if not isinstance(error, Exception):
                 raise
             return
@@ -236,9 +240,7 @@ class AsgiApp:
     ) -> bytes | None:
         """The whole body, counted against the limits; None if the client left."""
         limit = self.config.max_body_bytes
-        declared = int(content_length) if content_length and content_length.isdigit() else None
-        if declared is not None and declared > limit:
-            raise Refusal(413, f"Request body too large: {declared} bytes, at most {limit}")
+        declared = declared_body_size(content_length, limit)
         now = anyio.current_time()
         if declared:
             await held.take(declared, now + self.config.body_wait_seconds)
@@ -252,7 +254,7 @@ class AsgiApp:
                 chunk: bytes = message.get("body", b"")
                 size += len(chunk)
                 if size > limit:
-                    raise Refusal(413, f"Request body too large: more than {limit} bytes")
+                    raise body_too_large(limit)
                 if size > held.size:  # chunked: taken as it comes
                     await held.take(size - held.size, now + self.config.body_wait_seconds)
                 if not message.get("more_body", False):

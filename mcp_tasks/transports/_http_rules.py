@@ -45,6 +45,8 @@ __all__ = [
     "Refusal",
     "RequestRules",
     "Unauthorized",
+    "body_too_large",
+    "declared_body_size",
     "is_loopback",
     "mcp_headers",
     "principal_of",
@@ -255,6 +257,20 @@ class RequestRules:
         except ValueError:
             return False
         return parts.scheme in ("http", "https") and name is not None and is_loopback(name)
+
+
+def declared_body_size(content_length: bytes | None, limit: int) -> int | None:
+    """The body size a `Content-Length` declares (None: none, or not a number); a
+    `Refusal` 413 when it is over `limit`, before a byte of the body is read."""
+    declared = int(content_length) if content_length and content_length.isdigit() else None
+    if declared is not None and declared > limit:
+        raise Refusal(413, f"Request body too large: {declared} bytes, at most {limit}")
+    return declared
+
+
+def body_too_large(limit: int) -> Refusal:
+    """The refusal of a body found, as it is counted, to be over `limit`."""
+    return Refusal(413, f"Request body too large: more than {limit} bytes")
 
 
 def read_head(request: h11.Request) -> tuple[dict[bytes, bytes], dict[str, str]]:

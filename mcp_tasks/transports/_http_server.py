@@ -57,6 +57,8 @@ from ._http_rules import (
     Refusal,
     RequestRules,
     Unauthorized,
+    body_too_large,
+    declared_body_size,
     is_loopback,
     mcp_headers,
     principal_of,
@@ -423,9 +425,7 @@ class _Connection:
 
     async def _read_body(self, content_length: bytes | None, held: HeldBytes) -> bytes:
         limit = self.config.max_body_bytes
-        declared = int(content_length) if content_length and content_length.isdigit() else None
-        if declared is not None and declared > limit:
-            raise Refusal(413, f"Request body too large: {declared} bytes, at most {limit}")
+        declared = declared_body_size(content_length, limit)
         wait_until = trio.current_time() + self.config.body_wait_seconds
         if declared:
             await held.take(declared, wait_until)  # before a byte of it is read
@@ -439,7 +439,7 @@ class _Connection:
             assert isinstance(event, h11.Data), event
             size += len(event.data)
             if size > limit:
-                raise Refusal(413, f"Request body too large: more than {limit} bytes")
+                raise body_too_large(limit)
             if size > held.size:  # chunked: taken as it comes
                 await held.take(size - held.size, wait_until)
             chunks.append(event.data)
