@@ -32,6 +32,7 @@ from contextlib import asynccontextmanager
 import anyio
 
 from .._backend import event
+from .._telemetry import NO_TELEMETRY, Telemetry
 from ..core import (
     HttpHeaders,
     Implementation,
@@ -51,6 +52,9 @@ from ._registry import Registry
 from ._tasks import TaskRunner
 
 logger = logging.getLogger("mcp_tasks.server")
+
+READINESS_PROBE_ID = "tsk_readiness_probe"
+"""The id `readiness` reads: no task has it, so the store answers with nothing, cheaply."""
 
 
 class Server(Registry):
@@ -97,6 +101,8 @@ class Server(Registry):
         """With a shared store: how long after its process dies a task is failed (or run
         again) by another. Leases are renewed every third of it."""
         self._clock = clock
+        self.telemetry: Telemetry = NO_TELEMETRY
+        """Where spans and metrics go (`use_telemetry`); by default nowhere."""
         self.closing = False
         """Leaving `running()`: new tool calls are refused."""
         self.listeners = Listeners(self.core)
@@ -164,7 +170,31 @@ class Server(Registry):
         before `running()`: tasks already stored elsewhere are not moved."""
         if self.runner.nursery is not None:
             raise RuntimeError("use_store() while the server is running: stop it first")
-        self.store = store
+        self.store = self.telemetry.wrap_store(store)
+
+    def use_telemetry(self, telemetry: Telemetry) -> None:
+        """Report spans and metrics to `telemetry` (e.g. `mcp_tasks.otel.OpenTelemetry()`)
+        from now on. Only before `running()`."""
+        if self.runner.nursery is not None:
+            raise RuntimeError("use_telemetry() while the server is running: stop it first")
+        self.telemetry = telemetry
+        self.store = telemetry.wrap_store(self.store)
+
+    async def readiness(self, timeout_seconds: float = 1.0) -> str | None:
+        """None if the server may be sent requests now; otherwise why not: "not running",
+        "draining" (leaving `running()`), "store unreachable" (the store did not answer a
+        read within `timeout_seconds`). What `/readyz` answers."""
+        if self.runner.nursery is None:
+            return "not running"
+        if self.closing:
+            return "draining"
+        with anyio.move_on_after(timeout_seconds):
+            try:
+                await self.store.get(READINESS_PROBE_ID)
+            except Exception:  # unavailable, or failing in a way of its own: not ready
+                return "store unreachable"
+            return None
+        return "store unreachable"
 
     def use_options(self, options: ServerOptions) -> None:
         """Answer under `options` from now on (e.g. `accept_missing_task_name_header` given
