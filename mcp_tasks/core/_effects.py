@@ -25,6 +25,7 @@ from msgspec import Struct
 
 from ._needs import ToolCall
 from ._records import TaskRecord
+from ._state import TaskEvent
 from ._wire import RequestId
 
 
@@ -57,18 +58,30 @@ class SaveTask(Struct, frozen=True, kw_only=True):
 
     `active` says whether the task is unfinished (it counts toward its principal's limit,
     and keeps its lease); a save with `active=False` drops the lease. A new record carries
-    the `limits` it is created under, and `take_lease` when its handler starts here."""
+    the `limits` it is created under, and `take_lease` when its handler starts here.
+    `event` is the status change the save records (None: a new record, or no change of
+    status: a status message, some of the answers), for logs and metrics."""
 
     record: TaskRecord
     expected_version: int | None
     active: bool = True
     limits: TaskLimits | None = None
     take_lease: bool = False
+    event: TaskEvent | None = None
+
+    @property
+    def created(self) -> bool:
+        return self.expected_version is None
 
 
 class DeleteTask(Struct, frozen=True, kw_only=True):
+    """Remove the record: its TTL ran out. `record` is what is removed (for logs), and
+    `expired` says it was still active (its handler is cancelled)."""
+
     task_id: str
     expected_version: int
+    record: TaskRecord | None = None
+    expired: bool = False
 
 
 class StartTask(Struct, frozen=True, kw_only=True):

@@ -57,10 +57,16 @@ INPUT_KEY_PREFIX: Final = "input-"
 """Keys of the questions a handler asks in place (`ctx.elicit`): input-1, input-2, ..."""
 
 
-def save(record: TaskRecord, expected_version: int | None) -> SaveTask:
-    """Write `record`, telling the store whether the task is still active."""
+def save(
+    record: TaskRecord, expected_version: int | None, event: TaskEvent | None = None
+) -> SaveTask:
+    """Write `record`, telling the store whether the task is still active, and which
+    `event` of the status table (if any) brought it there."""
     return SaveTask(
-        record=record, expected_version=expected_version, active=not record.status.is_terminal
+        record=record,
+        expected_version=expected_version,
+        active=not record.status.is_terminal,
+        event=event,
     )
 
 
@@ -228,7 +234,7 @@ class Tasks:
                 return Step(reply=self._encode.result(request_id, ack))  # over: still an ack
             cancelled = _finish(record, TaskEvent.CANCEL, now)
             effects: tuple[Effect, ...] = (
-                save(cancelled, record.version),
+                save(cancelled, record.version, TaskEvent.CANCEL),
                 CancelTask(task_id=record.task_id),
             )
             return Step(reply=self._encode.result(request_id, ack), effects=effects)
@@ -278,7 +284,7 @@ class Tasks:
             status_message=None,
             last_updated_at=now,
         )
-        return (save(resumed, record.version), self._resume(resumed))
+        return (save(resumed, record.version, TaskEvent.INPUT_ANSWERED), self._resume(resumed))
 
     # --- the handler's outcome, inside a task --------------------------------------------
 
@@ -289,13 +295,14 @@ class Tasks:
         if record.is_expired(now):
             return self.expire(record, now)
         try:
-            updated = self._apply_outcome(record, outcome, now)
+            updated, event = self._apply_outcome(record, outcome, now)
         except ProtocolError as error:
-            updated = self._failed(record, error, now)
+            updated, event = self._failed(record, error, now), TaskEvent.FAIL
+        saved = save(updated, record.version, event)
         if updated.status.is_terminal:
-            return Step(effects=(save(updated, record.version),))
+            return Step(effects=(saved,))
         # It returned its questions: nothing runs until they are answered.
-        return Step(effects=(save(updated, record.version), ReleaseLease(task_id=record.task_id)))
+        return Step(effects=(saved, ReleaseLease(task_id=record.task_id)))
 
     def asked(self, record: TaskRecord | None, request: w.InputRequest, now: float) -> Step:
         """The handler running task `record` asks `request` and waits in place for the
@@ -311,24 +318,28 @@ class Tasks:
         try:
             updated = self._ask(record, InputRequired(requests={key: request}), now)
         except ProtocolError as error:
-            return Step(effects=(save(self._failed(record, error, now), record.version),))
+            failed = self._failed(record, error, now)
+            return Step(effects=(save(failed, record.version, TaskEvent.FAIL),))
         # Waiting before the question is saved: the answer may come as soon as it is.
         waiting = AwaitAnswer(task_id=record.task_id, key=key)
-        return Step(effects=(waiting, save(updated, record.version)))
+        return Step(effects=(waiting, save(updated, record.version, TaskEvent.NEED_INPUT)))
 
-    def _apply_outcome(self, record: TaskRecord, outcome: ToolOutcome, now: float) -> TaskRecord:
+    def _apply_outcome(
+        self, record: TaskRecord, outcome: ToolOutcome, now: float
+    ) -> tuple[TaskRecord, TaskEvent]:
         if isinstance(outcome, w.CallToolResult):
             encoded = msgspec.json.encode(_without_related_task_meta(outcome))
             # The encoder's buffer keeps up to half again its length in spare room; a stored
             # result lives for the task's whole TTL, so keep an exact-size copy.
             result = Raw(bytes(memoryview(encoded)))
-            return _finish(record, TaskEvent.COMPLETE, now, result=result)
+            return _finish(record, TaskEvent.COMPLETE, now, result=result), TaskEvent.COMPLETE
         if isinstance(outcome, w.ErrorObject):
-            return _finish(
+            failed = _finish(
                 record, TaskEvent.FAIL, now, error=outcome, status_message=outcome.message
             )
+            return failed, TaskEvent.FAIL
         if isinstance(outcome, InputRequired):
-            return self._ask(record, outcome, now)
+            return self._ask(record, outcome, now), TaskEvent.NEED_INPUT
         if isinstance(outcome, StartTaskOutcome):
             raise LocalProtocolError(
                 f"Tool {record.tool_name!r} asked to start a task while already inside one"
@@ -390,10 +401,10 @@ class Tasks:
                 call=task_call(restarted),
                 handler=self._catalog.handler("tool", record.tool_name),
             )
-            return Step(effects=(save(restarted, record.version), start))
+            return Step(effects=(save(restarted, record.version, TaskEvent.RESTART), start))
         error = w.ErrorObject(code=INTERNAL_ERROR, message=ORPHANED_MESSAGE)
         failed = _finish(record, TaskEvent.ORPHAN, now, error=error, status_message=error.message)
-        return Step(effects=(save(failed, record.version),))
+        return Step(effects=(save(failed, record.version, TaskEvent.ORPHAN),))
 
     def outcome_lost(self, record: TaskRecord | None, waited: float, now: float) -> Step:
         """The handler running `record` finished, but its outcome could not be saved for
@@ -405,7 +416,7 @@ class Tasks:
         message = OUTCOME_LOST_MESSAGE.format(seconds=waited)
         error = w.ErrorObject(code=INTERNAL_ERROR, message=message)
         failed = _finish(record, TaskEvent.ORPHAN, now, error=error, status_message=message)
-        return Step(effects=(save(failed, record.version),))
+        return Step(effects=(save(failed, record.version, TaskEvent.ORPHAN),))
 
     def resumed(self, record: TaskRecord | None) -> ResumeTask | None:
         """Run `record`'s handler again, or wake it, with every answer it has so far; None
@@ -429,8 +440,11 @@ class Tasks:
             return Step()
         if now < record.expires_at:
             return Step(effects=(WakeAt(task_id=record.task_id, deadline=record.expires_at),))
-        delete = DeleteTask(task_id=record.task_id, expected_version=record.version)
-        if can_happen(record.status, TaskEvent.EXPIRE):
+        active = can_happen(record.status, TaskEvent.EXPIRE)
+        delete = DeleteTask(
+            task_id=record.task_id, expected_version=record.version, record=record, expired=active
+        )
+        if active:
             return Step(effects=(CancelTask(task_id=record.task_id), delete))
         return Step(effects=(delete,))
 

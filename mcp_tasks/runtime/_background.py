@@ -151,7 +151,11 @@ class Background:
                     # handler (or its outcome's save) is still here, so keep it.
                     await server.store.claim(task_id, server.lease_until())
                     continue
-                logger.debug("task %r: the process running it stopped; taking it over", task_id)
+                logger.debug(
+                    "task %s: the process running it stopped; taking it over",
+                    task_id,
+                    extra={"task_id": task_id},
+                )
                 decide = functools.partial(self._core.task_orphaned, now=now)
                 await server.interpreter.transition(task_id, decide)
             seen.update(fresh)
@@ -198,7 +202,7 @@ class Background:
         try:
             return await self._server.store.get(task_id)
         except StoreUnavailable as error:
-            logger.warning("task %r: %s: %s", task_id, lost, error)
+            logger.warning("task %s: %s: %s", task_id, lost, error, extra={"task_id": task_id})
             return None
 
 

@@ -95,7 +95,7 @@ async def invoke_tool(
     except ToolError as error:
         return CallToolResult.text(str(error), is_error=True)
     except Exception as error:  # the handler's failure, not ours: it must not end the server
-        return _failed(error, f"Tool {name!r}")
+        return _failed(error, f"Tool {name!r}", task_id=call.task_id)
 
 
 async def invoke_prompt(
@@ -136,9 +136,17 @@ async def invoke_completion(entry: CompletionEntry, call: CompletionCall) -> Com
         return _failed(error, what)
 
 
-def _failed(error: Exception, what: str, uri: str | None = None) -> ErrorObject:
-    if not isinstance(error, ProtocolError | ResourceNotFound):
+def _failed(
+    error: Exception, what: str, uri: str | None = None, *, task_id: str | None = None
+) -> ErrorObject:
+    if isinstance(error, ProtocolError | ResourceNotFound):
+        return failure_outcome(error, what, uri)
+    if task_id is None:
         logger.error("%s raised", what, exc_info=error)  # the details stay here
+    else:
+        logger.error(
+            "task %s: %s raised", task_id, what, exc_info=error, extra={"task_id": task_id}
+        )
     return failure_outcome(error, what, uri)
 
 

@@ -48,6 +48,7 @@ from ..core import (
     WakeAt,
 )
 from ..store import StoreFull
+from . import _observe
 from ._handlers import invoke_completion, invoke_prompt, invoke_resource, invoke_tool
 from ._listeners import Connection
 from ._listeners import Notify as SendNotification
@@ -202,10 +203,12 @@ class Interpreter:
                 )
                 saved[record.task_id] = record
                 runner.saved(record)
+                _observe.saved(server.telemetry, effect, record.last_updated_at)
                 if len(server.listeners):
                     server.listeners.task_changed(record)
             elif isinstance(effect, DeleteTask):
-                await store.delete(effect.task_id, effect.expected_version)
+                if await store.delete(effect.task_id, effect.expected_version):
+                    _observe.removed(server.telemetry, effect, server.now())
             elif isinstance(effect, StartTask):
                 runner.start(effect, saved.get(effect.task_id))
             elif isinstance(effect, ResumeTask):

@@ -174,7 +174,11 @@ class Listeners:
             try:
                 message = self._core.task_changed(listener.subscription, record)
             except Exception:  # a notification must never cost the task its own work
-                logger.exception("notifications/tasks for %r failed", record.task_id)
+                logger.exception(
+                    "task %s: notifications/tasks failed",
+                    record.task_id,
+                    extra={"task_id": record.task_id},
+                )
                 continue
             listener.push(message)
 

@@ -45,6 +45,7 @@ from ..core import (
     TaskOptions,
 )
 from ..store import MemoryTaskStore, StoreUnavailable, TaskStore
+from . import _observe
 from ._background import Background
 from ._interpreter import Interpreter
 from ._listeners import Connection, Listeners, Notify
@@ -248,6 +249,25 @@ class Server(Registry):
         """
         if self.runner.nursery is None:
             raise RuntimeError("use `async with server.running():` around the transport")
+        telemetry = self.telemetry
+        if not telemetry.enabled:
+            reply = await self._answer(data, headers, notify, connection, principal)
+        else:
+            with telemetry.request(data, principal) as observation:
+                reply = await self._answer(data, headers, notify, connection, principal)
+                observation.finish(reply)
+        if reply is not None and reply.error_code is not None:
+            _observe.refused(telemetry, reply)
+        return reply
+
+    async def _answer(
+        self,
+        data: bytes,
+        headers: HttpHeaders | None,
+        notify: Notify | None,
+        connection: Connection | None,
+        principal: str | None,
+    ) -> Reply | None:
         answer = self.core.receive(data, self._clock(), headers, principal)
         try:
             return await self.interpreter.drive(answer, notify, connection)

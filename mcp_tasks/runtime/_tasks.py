@@ -218,10 +218,11 @@ class TaskRunner:
             return
         waited = self.outcome_retry_seconds
         logger.error(
-            "task %r: the store stayed unavailable for %g s; its outcome is dropped and the "
+            "task %s: the store stayed unavailable for %g s; its outcome is dropped and the "
             "task fails saying so once the store is back",
             task_id,
             waited,
+            extra={"task_id": task_id},
         )
         running.outcome = None  # what may be large goes; the failure to save is small
         await self._keep_trying(
@@ -273,7 +274,9 @@ class TaskRunner:
                 task_id, decide, None if running is None else running.record
             )
         except StoreUnavailable as error:  # progress is worth no more than a warning
-            logger.warning("task %r: status message not saved: %s", task_id, error)
+            logger.warning(
+                "task %s: status message not saved: %s", task_id, error, extra={"task_id": task_id}
+            )
 
     async def _ask(self, task_id: str, running: RunningTask, request: InputRequest) -> Raw:
         answered = running.asking = event()

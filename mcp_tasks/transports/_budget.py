@@ -65,6 +65,7 @@ class HeldBytes:
             raise Refusal(
                 503,
                 "The server is busy: too many request bodies in flight; try again shortly",
+                reason="busy",
                 retry_after_seconds=BUSY_RETRY_SECONDS,
             )
         self.size += size

@@ -52,6 +52,7 @@ __all__ = [
     "principal_of",
     "read_head",
     "read_headers",
+    "target_path",
 ]
 
 logger = logging.getLogger("mcp_tasks.transports.http")
@@ -71,6 +72,7 @@ _READ_HEADERS: Final = frozenset(
 )
 _PARAM_PREFIX: Final = b"mcp-param-"
 _REMEMBERED_VERDICTS: Final = 64
+_UNCHECKED: Final = "Unauthorized: the credentials could not be checked"
 
 
 class Unauthorized(Exception):
@@ -124,10 +126,30 @@ class HttpConfig:
     caller's principal (a non-empty string), or raises `Unauthorized` (HTTP 401). Every
     task is bound to the principal that created it. None: no authentication, every
     request is nobody's, and any task id opens its task."""
+    health_path: str | None = "/healthz"
+    """Liveness (GET or HEAD): 200 `{"status":"ok"}` while the process serves. Like
+    `ready_path`, it needs no authentication and passes any Host and Origin: load
+    balancers probe by address, and the answer reveals nothing. None: no such path."""
+    ready_path: str | None = "/readyz"
+    """Readiness (GET or HEAD): 200 `{"status":"ready"}`, or 503 `{"status":"not ready",
+    "reason":...}` while draining, not running, or when the store does not answer a read
+    within `ready_timeout_seconds`. None: no such path."""
+    ready_timeout_seconds: float = 1.0
+    """How long `ready_path` waits for the store before it answers "store unreachable"."""
+    access_log: bool = False
+    """One INFO line per request on the logger `mcp_tasks.access`: method, path, the
+    `Mcp-Method` and `Mcp-Name` headers, status, duration, client address."""
 
     def __post_init__(self) -> None:
-        if not self.endpoint.startswith("/"):
-            raise ValueError(f"endpoint must be a path starting with '/', not {self.endpoint!r}")
+        for name in ("endpoint", "health_path", "ready_path"):
+            path = getattr(self, name)
+            if path is not None and not path.startswith("/"):
+                raise ValueError(f"{name} must be a path starting with '/', not {path!r}")
+        probes = [path for path in (self.health_path, self.ready_path) if path is not None]
+        if self.endpoint in probes or len(set(probes)) < len(probes):
+            raise ValueError("endpoint, health_path and ready_path must be different paths")
+        if self.ready_timeout_seconds <= 0:
+            raise ValueError("ready_timeout_seconds must be positive")
         for name in ("max_body_bytes", "max_header_bytes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be a positive number of bytes")
@@ -146,13 +168,18 @@ class HttpConfig:
 
 
 class Refusal(Exception):
-    """An answer HTTP gives by itself, instead of the server's. Raised, it also closes."""
+    """An answer HTTP gives by itself, instead of the server's. Raised, it also closes.
+
+    `reason` is a short fixed word for the kind of refusal ("host", "too_large"...): the
+    key of its rate-limited log line and what telemetry counts. The message may quote the
+    peer's values, and goes to the peer only."""
 
     def __init__(
         self,
         status: int,
         message: str,
         *,
+        reason: str,
         allow: bytes | None = None,
         challenge: str | None = None,
         retry_after_seconds: int | None = None,
@@ -160,6 +187,7 @@ class Refusal(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.reason = reason
         self.extra_headers = [] if allow is None else [(b"allow", allow)]
         if challenge is not None:
             self.extra_headers.append((b"www-authenticate", challenge.encode("latin-1")))
@@ -200,7 +228,7 @@ class RequestRules:
             host is None or not _remembered(self._host_verdicts, host, self._host_allowed)
         ):
             quoted = "is missing" if host is None else f"{_shown(host)} is not allowed"
-            return Refusal(421, f"Host header {quoted} (DNS rebinding protection)")
+            return Refusal(421, f"Host header {quoted} (DNS rebinding protection)", reason="host")
         if self.check_host and not target.startswith(b"/"):
             # Absolute-form (`POST http://name/mcp`): its authority names the host as well
             # (RFC 9112 3.2.2), so it passes the same check.
@@ -210,29 +238,32 @@ class RequestRules:
                 return Refusal(
                     421,
                     f"Request target host {shown} is not allowed (DNS rebinding protection)",
+                    reason="host",
                 )
         origin = found.get(b"origin")
         if origin is not None and not self._origin_allowed(origin):
-            return Refusal(403, f"Origin {_shown(origin)} is not allowed")
-        if target != self.endpoint and _path(target) != self.endpoint:
+            return Refusal(403, f"Origin {_shown(origin)} is not allowed", reason="origin")
+        if target != self.endpoint and target_path(target) != self.endpoint:
             endpoint = self.config.endpoint
-            return Refusal(404, f"Not found: {_shown(target)}; the endpoint is {endpoint}")
+            message = f"Not found: {_shown(target)}; the endpoint is {endpoint}"
+            return Refusal(404, message, reason="path")
         if method != b"POST":
             message = f"Method {_shown(method)} is not allowed: the MCP endpoint takes POST only"
-            return Refusal(405, message, allow=b"POST")
+            return Refusal(405, message, reason="method", allow=b"POST")
         content_type = found.get(b"content-type")
         if content_type is None or not _remembered(self._json_verdicts, content_type, _is_json):
             quoted = "none" if content_type is None else _shown(content_type)
-            return Refusal(415, f"Unsupported Content-Type {quoted}: send application/json")
+            message = f"Unsupported Content-Type {quoted}: send application/json"
+            return Refusal(415, message, reason="content_type")
         accept = found.get(b"accept")
         if accept is None or not _remembered(self._accept_verdicts, accept, _accepts_json):
             quoted = "none" if accept is None else _shown(accept)
-            return Refusal(
-                406, f"Not acceptable: Accept {quoted}; send application/json, text/event-stream"
-            )
+            message = f"Not acceptable: Accept {quoted}; send application/json, text/event-stream"
+            return Refusal(406, message, reason="accept")
         if b"transfer-encoding" in found and b"content-length" in found:
             # Framed two ways (a request-smuggling pattern): answered, then closed.
-            raise Refusal(400, "Content-Length and Transfer-Encoding together: refused")
+            message = "Content-Length and Transfer-Encoding together: refused"
+            raise Refusal(400, message, reason="framing")
         return None
 
     def allows_event_stream(self, accept: bytes | None) -> bool:
@@ -264,13 +295,14 @@ def declared_body_size(content_length: bytes | None, limit: int) -> int | None:
     `Refusal` 413 when it is over `limit`, before a byte of the body is read."""
     declared = int(content_length) if content_length and content_length.isdigit() else None
     if declared is not None and declared > limit:
-        raise Refusal(413, f"Request body too large: {declared} bytes, at most {limit}")
+        message = f"Request body too large: {declared} bytes, at most {limit}"
+        raise Refusal(413, message, reason="too_large")
     return declared
 
 
 def body_too_large(limit: int) -> Refusal:
     """The refusal of a body found, as it is counted, to be over `limit`."""
-    return Refusal(413, f"Request body too large: more than {limit} bytes")
+    return Refusal(413, f"Request body too large: more than {limit} bytes", reason="too_large")
 
 
 def read_head(request: h11.Request) -> tuple[dict[bytes, bytes], dict[str, str]]:
@@ -320,13 +352,13 @@ async def principal_of(
         principal = await found if inspect.isawaitable(found) else found
     except Unauthorized as refused:
         message = f"Unauthorized: {refused.message}"
-        raise Refusal(401, message, challenge=refused.challenge) from None
+        raise Refusal(401, message, reason="unauthorized", challenge=refused.challenge) from None
     except Exception:
         logger.exception("the authenticator failed")
-        raise Refusal(401, "Unauthorized: the credentials could not be checked") from None
+        raise Refusal(401, _UNCHECKED, reason="unauthorized") from None
     if not isinstance(principal, str) or not principal:
         logger.error("the authenticator returned %r, not a principal (a non-empty str)", principal)
-        raise Refusal(401, "Unauthorized: the credentials could not be checked")
+        raise Refusal(401, _UNCHECKED, reason="unauthorized")
     return principal
 
 
@@ -354,7 +386,8 @@ def _host_name(host: str) -> str:
     return name if colon and port.isdigit() else host
 
 
-def _path(target: bytes) -> bytes:
+def target_path(target: bytes) -> bytes:
+    """The path of a request target, without its query (origin- or absolute-form)."""
     if not target.startswith(b"/"):  # absolute-form, as sent to proxies
         return urlsplit(target).path or b"/"
     return target.split(b"?", 1)[0]

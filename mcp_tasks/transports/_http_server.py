@@ -6,6 +6,7 @@ Theory of operation
 pump loop over an `h11.Connection`, one request at a time:
 
     wait for a request head    idle timeout before its first byte, then the header timeout
+    a probe?                   `/healthz`, `/readyz` answered at once (`_http_health`)
     check the head             Host, Origin, path, method, Content-Type... (`_http_rules`)
     read the body              counting bytes (413), under the body timeout (408)
     server.handle(body)        the core checks the MCP headers against the body
@@ -23,7 +24,7 @@ reader task per connection were simpler, and cost more than all the rest of the 
 (`benchmarks/http.py`).
 
 What HTTP refuses on its own gets a JSON-RPC error object without an id (-32600, a
-message naming the problem). Anything JSON-RPC, with the HTTP status of its errors
+message naming the problem), and a rate-limited log line (`_http_access`). Anything JSON-RPC, with the HTTP status of its errors
 (`Reply.http_status`), is the core's. A refusal whose body was read keeps the connection;
 one that leaves the body unread (413, 408, 100-continue) closes it, lingering briefly so
 that the client reads the answer before the socket goes.
@@ -37,11 +38,9 @@ cancellation, so only the drain deadline reaches them.
 from __future__ import annotations
 
 import contextlib
-import errno
 import http
 import logging
 import math
-from collections.abc import Awaitable, Callable
 from typing import Final
 
 import h11
@@ -51,6 +50,9 @@ from .._backend import require_trio
 from ..core import INTERNAL_ERROR, Reply, error_body
 from ..runtime import MessageHandler
 from ._budget import ByteBudget, HeldBytes
+from ._http_accept import accept
+from ._http_access import log_access, report_refusal
+from ._http_health import Probes
 from ._http_rules import (
     Authenticator,
     HttpConfig,
@@ -63,6 +65,7 @@ from ._http_rules import (
     mcp_headers,
     principal_of,
     read_head,
+    target_path,
 )
 
 __all__ = ["Authenticator", "HttpConfig", "Unauthorized", "serve_http"]
@@ -74,10 +77,6 @@ _TICK_SECONDS: Final = 0.1  # how often deadlines are checked, at the most
 _FIRST_BYTE: Final = "the first byte of a request"
 _HEAD: Final = "the request head"
 _BODY: Final = "the request body"
-_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-_ACCEPT_BACKOFF_SECONDS: Final = 0.01
-_ACCEPT_BACKOFF_MAX_SECONDS: Final = 1.0
-_ACCEPT_LOG_SECONDS: Final = 10.0
 _MAX_CHUNK_SIZE: Final = 2**63 - 1
 """A chunk declared larger than any length HTTP implementations hold is malformed (400)."""
 _LINGER_SECONDS: Final = 2.0
@@ -118,7 +117,7 @@ async def serve_http(
     async with trio.open_nursery() as nursery:
         connections = await nursery.start(serving.hold_connections)
         for listener in listeners:
-            nursery.start_soon(_accept, listener, serving.serve_connection, connections)
+            nursery.start_soon(accept, listener, serving.serve_connection, connections)
         bound: int = addresses[0][1]
         logger.info("Streamable HTTP on %s port %d, endpoint %s", host, bound, config.endpoint)
         task_status.started(bound)
@@ -128,47 +127,6 @@ async def serve_http(
             serving.start_drain()
 
 
-async def _accept(
-    listener: trio.SocketListener,
-    serve: Callable[[trio.SocketStream], Awaitable[None]],
-    connections: trio.Nursery,
-) -> None:
-    """Accept connections for as long as `serve_http` runs. Out of file descriptors (or
-    memory), it waits and tries again, longer each time up to a second, and says so once
-    per `_ACCEPT_LOG_SECONDS`: not a traceback ten times a second."""
-    async with listener:  # closed when serving stops: no new connection is taken
-        await _accept_until_cancelled(listener, serve, connections)
-
-
-async def _accept_until_cancelled(
-    listener: trio.SocketListener,
-    serve: Callable[[trio.SocketStream], Awaitable[None]],
-    connections: trio.Nursery,
-) -> None:
-    backoff = _ACCEPT_BACKOFF_SECONDS
-    logged_at = -math.inf
-    while True:
-        try:
-            stream = await listener.accept()
-        except OSError as error:
-            if error.errno not in _OUT_OF_RESOURCES:
-                raise
-            now = trio.current_time()
-            if now - logged_at >= _ACCEPT_LOG_SECONDS:
-                logged_at = now
-                logger.warning(
-                    "cannot accept connections: %s; new ones wait (trying again every %g s "
-                    "at most; raise the open-file limit, or serve fewer connections)",
-                    error.strerror or error,
-                    _ACCEPT_BACKOFF_MAX_SECONDS,
-                )
-            await trio.sleep(backoff)
-            backoff = min(2 * backoff, _ACCEPT_BACKOFF_MAX_SECONDS)
-            continue
-        backoff = _ACCEPT_BACKOFF_SECONDS
-        connections.start_soon(serve, stream)
-
-
 class _Serving:
     """What the connections of one `serve_http` share: the server, the rules, the drain."""
 
@@ -176,6 +134,7 @@ class _Serving:
         self.server = server
         self.config = config
         self.rules = RequestRules(config, loopback=loopback)
+        self.probes = Probes(config)
         self.bodies = ByteBudget(config.max_body_bytes_in_flight)
         self.draining = False
         self.connections: set[_Connection] = set()
@@ -263,6 +222,10 @@ class _Connection:
         self._streaming = False  # the answer in flight is an SSE stream
         self._sse_allowed = True
         self._send_lock = trio.StrictFIFOLock()
+        self._status = 0  # of the answer sent last
+        self._logged: h11.Request | None = None  # the request to log, with access_log on
+        self._logged_at = 0.0
+        self._peer: str | None = None
 
     async def serve(self) -> None:
         try:
@@ -272,9 +235,11 @@ class _Connection:
                 self._nursery.cancel_scope.cancel()
             if self._scope.cancelled_caught and self._waiting_for in (_HEAD, _BODY):
                 message = f"Request timeout: {self._waiting_for} did not arrive in time"
-                await self._refuse(Refusal(408, message), close=True)
+                await self._refuse(Refusal(408, message, reason="timeout"), close=True)
             if self._linger and not self._peer_closed:
                 await self._linger_then_close()
+            if self._logged is not None:  # answered by a refusal that closes, or never
+                self._log_access()
         finally:
             await trio.aclose_forcefully(self.stream)
 
@@ -306,7 +271,8 @@ class _Connection:
         except h11.RemoteProtocolError as error:
             if not self._peer_closed:
                 message = f"Invalid HTTP request: {error}"
-                await self._refuse(Refusal(error.error_status_hint, message), close=True)
+                invalid = Refusal(error.error_status_hint, message, reason="bad_request")
+                await self._refuse(invalid, close=True)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client went away while we wrote
 
@@ -317,6 +283,8 @@ class _Connection:
                 return
             await self._answer(request)
             self.answered += 1
+            if self._logged is not None:
+                self._log_access()
             if self.h11.our_state is not h11.DONE or self.h11.their_state is not h11.DONE:
                 return  # a side asked to close
             self.h11.start_next_cycle()
@@ -348,7 +316,8 @@ class _Connection:
         size += sum(len(name) + len(value) + 4 for name, value in event.headers.raw_items())
         if size > self.config.max_header_bytes:
             limit = self.config.max_header_bytes
-            raise Refusal(431, f"Request head too large: {size} bytes, at most {limit}")
+            message = f"Request head too large: {size} bytes, at most {limit}"
+            raise Refusal(431, message, reason="head_too_large")
         return event
 
     async def _next_event(
@@ -373,12 +342,12 @@ class _Connection:
         if not isinstance(pending, int) or not pending:
             return
         if pending > _MAX_CHUNK_SIZE:
-            raise Refusal(400, f"Invalid chunk size: {pending} bytes overflows what HTTP carries")
+            message = f"Invalid chunk size: {pending} bytes overflows what HTTP carries"
+            raise Refusal(400, message, reason="bad_request")
         limit = self.config.max_body_bytes
         if body_so_far + pending > limit:
-            raise Refusal(
-                413, f"Request body too large: a chunk of {pending} bytes, at most {limit} in all"
-            )
+            message = f"Request body too large: a chunk of {pending} bytes, at most {limit} in all"
+            raise Refusal(413, message, reason="too_large")
 
     async def _receive(self, what: str, deadline: float) -> None:
         """Feed h11 the next bytes; waiting past `deadline` cancels `_scope` (a timeout)."""
@@ -395,6 +364,13 @@ class _Connection:
 
     async def _answer(self, request: h11.Request) -> None:
         self._method = request.method
+        if self.config.access_log:
+            self._start_access(request)
+        if request.target != self.serving.rules.endpoint:
+            kind = self.serving.probes.kind_of(target_path(request.target))
+            if kind is not None:
+                await self._answer_probe(kind)
+                return
         found, params = read_head(request)
         refusal = self.serving.rules.refusal_for(request.method, request.target, found)
         principal = None
@@ -444,6 +420,18 @@ class _Connection:
                 await held.take(size - held.size, wait_until)
             chunks.append(event.data)
 
+    async def _answer_probe(self, kind: str) -> None:
+        """A health probe: answered before any rule, its body (if any) left unread."""
+        serving = self.serving
+        answer = await serving.probes.answer(
+            kind, self._method, serving.server, draining=serving.draining
+        )
+        headers = list(answer.headers)
+        if not isinstance(self.h11.next_event(), h11.EndOfMessage):  # it has a body
+            headers.append(_CLOSE)
+            self._linger = True
+        await self._send_response(answer.status, headers, answer.body)
+
     # --- the server's answer -------------------------------------------------------------
 
     async def _call_server(
@@ -492,7 +480,7 @@ class _Connection:
                 if self._streaming:
                     await self._send(_sse_event(message))
                 else:
-                    self._streaming = True
+                    self._streaming, self._status = True, 200
                     headers = _SSE_HEADERS + ([_CLOSE] if self.serving.draining else [])
                     await self._send(h11.Response(status_code=200, headers=headers, reason=b"OK"))
                     await self._send(_sse_event(message))
@@ -539,12 +527,28 @@ class _Connection:
         except OSError:
             return True
 
+    # --- the access log (`HttpConfig.access_log`) ---------------------------------------
+
+    def _start_access(self, request: h11.Request) -> None:
+        self._logged, self._logged_at, self._status = request, trio.current_time(), 0
+        if self._peer is None:
+            with contextlib.suppress(OSError):
+                host, port, *_ = self.stream.socket.getpeername()
+                self._peer = f"{host}:{port}"
+
+    def _log_access(self) -> None:
+        request, self._logged = self._logged, None
+        assert request is not None
+        took = trio.current_time() - self._logged_at
+        headers = request.headers.raw_items()
+        log_access(request.method, request.target, headers, self._status, took, client=self._peer)
+
     # --- writing -------------------------------------------------------------------------
 
     async def _refuse(self, refusal: Refusal, *, close: bool) -> None:
         if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return  # an answer has begun already: nothing more can be said
-        logger.debug("HTTP %d: %s", refusal.status, refusal.message)
+        report_refusal(refusal, self.serving.server)
         headers = [_JSON, *refusal.extra_headers]
         if close:
             headers.append(_CLOSE)
@@ -555,6 +559,7 @@ class _Connection:
     async def _send_response(
         self, status: int, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> None:
+        self._status = status
         headers.append((b"content-length", str(len(body)).encode()))
         if self.serving.draining:
             headers.append(_CLOSE)

@@ -1,0 +1,143 @@
+"""A task's life as an operator sees it: one log line per status change, and telemetry.
+
+The interpreter calls `saved` after the store took a write, and `removed` after it deleted
+a record, so a line never tells of a change that lost its compare-and-set. Lines go to the
+logger `mcp_tasks.tasks` at INFO, each with the task's fields as `extra` (`task_id`,
+`tool`, `principal`, `status`, `event`, `age_seconds`, `error_code`):
+
+    task tsk_... created: tool 'render', principal alice, working, age 0.000 s
+    task tsk_... input requested (input-1): tool 'render', principal alice, ...
+    task tsk_... failed with -32603: tool 'render', principal alice, failed, age 2.310 s
+
+Refusals a peer causes (JSON-RPC errors in a reply) are logged through `RateLimitedLog`,
+at INFO, or WARNING when the server turned the peer away for want of room (HTTP 5xx).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+import msgspec
+
+from .._logging import RateLimitedLog
+from .._telemetry import Telemetry
+from ..core import INTERNAL_ERROR, DeleteTask, Reply, SaveTask, TaskEvent, TaskRecord
+
+task_logger = logging.getLogger("mcp_tasks.tasks")
+refusal_log = RateLimitedLog(logging.getLogger("mcp_tasks.server"))
+
+_WORDS: Final = {
+    TaskEvent.NEED_INPUT: "input requested",
+    TaskEvent.INPUT_ANSWERED: "input answered",
+    TaskEvent.COMPLETE: "completed",
+    TaskEvent.FAIL: "failed",
+    TaskEvent.CANCEL: "cancelled",
+    TaskEvent.EXPIRE: "expired",
+    TaskEvent.ORPHAN: "orphaned",
+    TaskEvent.RESTART: "restarted",
+}
+
+
+def task_fields(record: TaskRecord, age_seconds: float) -> dict[str, Any]:
+    """The `extra` of a log line about `record`."""
+    return {
+        "task_id": record.task_id,
+        "tool": record.tool_name,
+        "principal": record.principal,
+        "status": record.status.value,
+        "age_seconds": round(age_seconds, 3),
+    }
+
+
+def saved(telemetry: Telemetry, effect: SaveTask, now: float) -> None:
+    """The store took `effect`: log the status change it records, report it."""
+    event = effect.event
+    created = effect.created
+    if event is None and not created:
+        return  # a status message, some of the answers: no change of status
+    record = effect.record
+    if telemetry.enabled:
+        telemetry.task_saved(record, event, created=created, now=now)
+    if not task_logger.isEnabledFor(logging.INFO):
+        return
+    word = "created" if event is None else _WORDS[event]
+    extra = task_fields(record, record.last_updated_at - record.created_at)
+    extra["event"] = "create" if event is None else event.value
+    if event is TaskEvent.NEED_INPUT and record.input_requests:
+        word += f" ({', '.join(sorted(record.input_requests))})"
+    error = record.error
+    if error is not None and record.status.is_terminal:
+        word += f" with {error.code}"
+        extra["error_code"] = error.code
+    task_logger.info(
+        "task %s %s: tool %r, principal %s, %s, age %.3f s",
+        record.task_id,
+        word,
+        record.tool_name,
+        record.principal,
+        record.status.value,
+        extra["age_seconds"],
+        extra=extra,
+    )
+
+
+def removed(telemetry: Telemetry, effect: DeleteTask, now: float) -> None:
+    """The store deleted a record whose TTL ran out."""
+    record = effect.record
+    if telemetry.enabled:
+        telemetry.task_removed(record, expired=effect.expired, now=now)
+    if record is None:
+        return
+    level = logging.INFO if effect.expired else logging.DEBUG
+    if not task_logger.isEnabledFor(level):
+        return
+    extra = task_fields(record, now - record.created_at)
+    if effect.expired:  # still active: it ends here, failed, and is gone at once
+        extra["event"] = TaskEvent.EXPIRE.value
+        message = "task %s expired: tool %r, principal %s, %s until now, age %.3f s"
+    else:
+        extra["event"] = "remove"
+        message = "task %s removed (its TTL ran out): tool %r, principal %s, %s, age %.3f s"
+    args = (record.task_id, record.tool_name, record.principal, record.status.value)
+    task_logger.log(level, message, *args, extra["age_seconds"], extra=extra)
+
+
+class _ErrorReply(msgspec.Struct):
+    error: _Error
+
+
+class _Error(msgspec.Struct):
+    code: int
+    message: str = ""
+
+
+_error_reply = msgspec.json.Decoder(_ErrorReply)
+
+
+def refused(telemetry: Telemetry, reply: Reply) -> None:
+    """`reply` is a JSON-RPC error: if the peer caused it, log it (rate-limited) and
+    report it. Our own failures (-32603) are logged where they happen, with a traceback."""
+    code = reply.error_code
+    if code is None or (code == INTERNAL_ERROR and reply.http_status == 500):
+        return
+    reason = "poll_rate" if reply.http_status == 429 else str(code)
+    if telemetry.enabled:
+        telemetry.refused(reason)
+    level = logging.WARNING if reply.http_status >= 500 else logging.INFO
+    if not refusal_log.logger.isEnabledFor(level):
+        return
+    try:
+        message = _error_reply.decode(reply.body).error.message
+    except msgspec.DecodeError:
+        message = ""
+    refusal_log.log(
+        level,
+        reason,
+        "refused with %d (HTTP %d): %s",
+        code,
+        reply.http_status,
+        message,
+        error_code=code,
+        http_status=reply.http_status,
+    )
