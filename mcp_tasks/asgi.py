@@ -50,6 +50,8 @@ from ._backend import CancelScope, Event, cancel_scope, event
 from .core import INTERNAL_ERROR, HttpHeaders, Reply, error_body
 from .runtime import Server
 from .transports._budget import ByteBudget, HeldBytes
+from .transports._http_access import log_access, report_refusal
+from .transports._http_health import Probes
 from .transports._http_rules import (
     HttpConfig,
     Refusal,
@@ -117,6 +119,8 @@ class AsgiApp:
             True: RequestRules(config, loopback=True),
             False: RequestRules(config, loopback=False),
         }
+        self._endpoint = config.endpoint.encode()
+        self._probes = Probes(config)
         self._loopback_names: dict[str, bool] = {}
         self._bodies: ByteBudget | None = None  # made in the event loop that serves
         self.in_flight: set[_Answer] = set()
@@ -129,7 +133,10 @@ class AsgiApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            await self._serve_request(scope, receive, send)
+            if self.config.access_log:
+                await self._serve_logged(scope, receive, send)
+            else:
+                await self._serve_request(scope, receive, send)
         elif kind == "lifespan":
             await self._serve_lifespan(receive, send)
         else:  # a websocket: the endpoint has none
@@ -182,18 +189,23 @@ class AsgiApp:
     # --- a request -----------------------------------------------------------------------
 
     async def _serve_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = _route_path(scope)
+        method = scope["method"].encode("ascii")
+        if path != self._endpoint and (probe := self._probes.kind_of(path)) is not None:
+            await self._answer_probe(probe, method, send)
+            return
         if not self.server.is_running:
             if not self._warned_not_running:
                 self._warned_not_running = True
                 logger.error(_NOT_RUNNING)
-            await _send_refusal(send, Refusal(503, _NOT_RUNNING, retry_after_seconds=1))
+            not_running = Refusal(503, _NOT_RUNNING, reason="not_running", retry_after_seconds=1)
+            await self._send_refusal(send, not_running)
             return
         headers = scope["headers"]
         found, params = read_headers(headers)
         rules = self._rules[self._bound_to_loopback(scope)]
-        method = scope["method"].encode("ascii")
         try:
-            refusal = rules.refusal_for(method, _route_path(scope), found)
+            refusal = rules.refusal_for(method, path, found)
             principal = None
             authenticate = self.config.authenticate
             if refusal is None and authenticate is not None:
@@ -201,7 +213,7 @@ class AsgiApp:
         except Refusal as refused:
             refusal = refused
         if refusal is not None:
-            await _send_refusal(send, refusal)
+            await self._send_refusal(send, refusal)
             return
         if self._bodies is None:  # running, but not through `lifespan`
             self._bodies = ByteBudget(self.config.max_body_bytes_in_flight)
@@ -210,7 +222,7 @@ class AsgiApp:
             try:
                 body = await self._read_body(receive, found.get(b"content-length"), held)
             except Refusal as refused:
-                await _send_refusal(send, refused, close=True)
+                await self._send_refusal(send, refused, close=True)
                 return
             if body is not None:
                 accept = found.get(b"accept")
@@ -261,7 +273,46 @@ class AsgiApp:
                     return chunk if not chunks else b"".join([*chunks, chunk])
                 chunks.append(chunk)
         assert scope.cancelled_caught
-        raise Refusal(408, "Request timeout: the request body did not arrive in time")
+        timeout = "Request timeout: the request body did not arrive in time"
+        raise Refusal(408, timeout, reason="timeout")
+
+    async def _send_refusal(self, send: Send, refusal: Refusal, *, close: bool = False) -> None:
+        report_refusal(refusal, self.server)
+        headers = [_JSON, *refusal.extra_headers]
+        if close:  # its body was left unread
+            headers.append(_CLOSE)
+        with suppress(*_CLIENT_GONE):
+            await _send_response(send, refusal.status, headers, refusal.body(), draining=False)
+
+    async def _answer_probe(self, probe: str, method: bytes, send: Send) -> None:
+        """A health probe (`transports._http_health`): before any rule; its body unread."""
+        answer = await self._probes.answer(probe, method, self.server, draining=self.draining)
+        headers = [*answer.headers, (b"content-length", str(len(answer.body)).encode())]
+        with suppress(*_CLIENT_GONE):
+            await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+            body = b"" if method == b"HEAD" else answer.body
+            await send({"type": "http.response.body", "body": body})
+
+    async def _serve_logged(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """`_serve_request`, and its line in the access log (`HttpConfig.access_log`)."""
+        status = 0
+
+        async def send_noting_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        started_at = anyio.current_time()
+        try:
+            await self._serve_request(scope, receive, send_noting_status)
+        finally:
+            took = anyio.current_time() - started_at
+            client = scope.get("client")
+            peer = f"{client[0]}:{client[1]}" if client else None
+            path = scope.get("raw_path") or scope["path"].encode("utf-8", "surrogateescape")
+            method = scope["method"].encode("ascii")
+            log_access(method, path, scope["headers"], status, took, client=peer)
 
     # --- the keeper ----------------------------------------------------------------------
 
@@ -433,15 +484,6 @@ def _route_path(scope: Scope) -> bytes:
     if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
         path = path[len(root) :] or "/"
     return path.encode("utf-8", "surrogateescape")
-
-
-async def _send_refusal(send: Send, refusal: Refusal, *, close: bool = False) -> None:
-    logger.debug("HTTP %d: %s", refusal.status, refusal.message)
-    headers = [_JSON, *refusal.extra_headers]
-    if close:  # its body was left unread
-        headers.append(_CLOSE)
-    with suppress(*_CLIENT_GONE):
-        await _send_response(send, refusal.status, headers, refusal.body(), draining=False)
 
 
 async def _send_response(

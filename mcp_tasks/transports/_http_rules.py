@@ -16,8 +16,10 @@ first that fails is the answer:
     Accept          admits application/json (406)
     framing         not both Content-Length and Transfer-Encoding (400, raised: it closes)
 
-`principal_of` asks the configured `Authenticator` who sends the request (401 if nobody).
-A refusal is a `Refusal`: an HTTP status and a message; the connection sends it as a
+The probe paths (`health_path`, `ready_path`) never come here: they are answered first,
+without a check (`_http_health`). `principal_of` asks the configured `Authenticator` who
+sends the request (401 if nobody). A refusal is a `Refusal`: an HTTP status, a message and
+a reason word (what its log line and telemetry count); the connection sends it as a
 JSON-RPC error without an id (-32600), with the peer's values quoted and cut short.
 
 A server sees few distinct values of each header, so the verdicts on them are remembered

@@ -24,15 +24,16 @@ reader task per connection were simpler, and cost more than all the rest of the 
 (`benchmarks/http.py`).
 
 What HTTP refuses on its own gets a JSON-RPC error object without an id (-32600, a
-message naming the problem), and a rate-limited log line (`_http_access`). Anything JSON-RPC, with the HTTP status of its errors
-(`Reply.http_status`), is the core's. A refusal whose body was read keeps the connection;
-one that leaves the body unread (413, 408, 100-continue) closes it, lingering briefly so
-that the client reads the answer before the socket goes.
+message naming the problem), and a rate-limited log line (`_http_access`). Anything
+JSON-RPC, with the HTTP status of its errors (`Reply.http_status`), is the core's. A
+refusal whose body was read keeps the connection; one that leaves the body unread (413,
+408, 100-continue) closes it, lingering briefly so that the client reads the answer first.
 
 Cancelling `serve_http` drains: the listeners close, idle connections close, requests in
-flight run to their end and are answered with `Connection: close`; whatever is left after
-`drain_timeout_seconds` is cancelled. Connections run in a nursery shielded from that
-cancellation, so only the drain deadline reaches them.
+flight run to their end and are answered with `Connection: close` (a probe on a connection
+that had begun it: 503 "draining"); what is left after `drain_timeout_seconds` is
+cancelled. Connections run in a nursery shielded from that cancellation, so only the drain
+deadline reaches them.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from mcp_tasks import (
     ToolContext,
     ToolOutcome,
 )
+from mcp_tasks._logging import RateLimitedLog
 from mcp_tasks.runtime import _observe
 from mcp_tasks.store import SQLiteTaskStore
 
@@ -171,7 +172,7 @@ async def test_peer_refusals_are_logged_a_few_a_window_then_counted(
 ) -> None:
     caplog.set_level(logging.INFO, logger="mcp_tasks.server")
     clock = [0.0]
-    log = _observe.RateLimitedLog(
+    log = RateLimitedLog(
         logging.getLogger("mcp_tasks.server"), lines_per_window=3, clock=lambda: clock[0]
     )
     monkeypatch.setattr(_observe, "refusal_log", log)
