@@ -16,6 +16,11 @@ then `Server.handle`. A reply is one JSON answer; the first notification of a re
 (progress, a `subscriptions/listen` stream) turns it into an SSE stream instead, which a
 comment line keeps alive when quiet. A client that disconnects cancels its request.
 
+Before any rule, the probe paths (`/healthz`, `/readyz`: `transports._http_health`) are
+answered, whether the server runs or not; the readiness one says "draining" from the
+lifespan's shutdown on. Refusals get a rate-limited log line, and with `access_log` on
+every request gets one on `mcp_tasks.access` (`transports._http_access`).
+
 A request pays for no task of its own: most are answered within microseconds, and a task
 group with a watcher per request cost ten times what the server spends on a `tasks/get`.
 One keeper task (in the server's task group) looks at the requests in flight every tick
