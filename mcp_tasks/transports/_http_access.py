@@ -4,7 +4,7 @@ The built-in server (`_http_server`) and the ASGI app (`mcp_tasks.asgi`) both ca
 
 * `log_access`: one INFO line per request on the logger `mcp_tasks.access`, when
   `HttpConfig.access_log` is on (the caller checks it: off, a request pays one boolean).
-  Its fields go on the line as `extra` (`method` and `name` are the `Mcp-Method` and
+  Its fields go on the line as `extra` (`method` and `mcp_name` are the `Mcp-Method` and
   `Mcp-Name` headers, `http_status`, `duration_ms`, `client`), for `JsonFormatter`. The
   HTTP method and the path (without its query) are in the message; no other header is.
 * `report_refusal`: a request HTTP refused by itself (a `Refusal`), at INFO (4xx) or
@@ -94,7 +94,7 @@ def log_access(
         client or "-",
         extra={
             "method": mcp_method,
-            "name": mcp_name,
+            "mcp_name": mcp_name,  # not "name": a LogRecord has its own (the logger's)
             "http_status": status,
             "duration_ms": duration_ms,
             "client": client,
