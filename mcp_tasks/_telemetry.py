@@ -9,7 +9,7 @@ Who calls what:
 
     Server.handle           request(data, principal) around each message
     the interpreter         task_saved / task_removed after the store took the write
-    the task runner         task_context(record) around each run of a handler
+    the task runner         task_context(...) around each run of a handler
     the HTTP transports     refused(reason) for a request HTTP refuses by itself
     listen streams          listen_changed(+1 / -1)
     Server.running          wrap_store(store): a store that times its operations
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from .core import Reply, TaskEvent, TaskRecord
+    from .core import Reply, RequestMeta, TaskEvent, TaskRecord
     from .store import TaskStore
 
 __all__ = ["NO_TELEMETRY", "ClientRequest", "RequestObservation", "Telemetry"]
@@ -69,8 +69,9 @@ class Telemetry:
         """A record is deleted: its TTL ran out (`expired`: while still active)."""
 
     @contextlib.contextmanager
-    def task_context(self, record: TaskRecord | None, task_id: str) -> Iterator[None]:
-        """Around one run of the handler of task `task_id` (`record`: as last saved here)."""
+    def task_context(self, task_id: str, tool_name: str, meta: RequestMeta) -> Iterator[None]:
+        """Around one run of the handler of task `task_id`; `meta` is the `_meta` of the
+        `tools/call` that created it (its W3C trace context, if the client sent one)."""
         yield
 
     def refused(self, reason: str) -> None:

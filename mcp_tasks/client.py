@@ -39,6 +39,7 @@ import anyio
 import msgspec
 from msgspec import UNSET
 
+from ._telemetry import NO_TELEMETRY, ClientRequest, Telemetry
 from .core import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -132,8 +133,12 @@ class Client:
         max_input_rounds: int = 16,
         journal: TaskJournal | None = None,
         clock: Callable[[], float] = time.time,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.transport = transport
+        self.telemetry = telemetry
+        """Where client spans go (e.g. `mcp_tasks.otel.OpenTelemetry()`): each request
+        carries its trace context to the server in `_meta`."""
         self.journal = journal
         self.on_elicit = on_elicit
         self.on_sample = on_sample
@@ -175,11 +180,24 @@ class Client:
         server refuses as busy (`data.retryAfterMs`: HTTP 503 or 429) is sent again after
         the wait it asks for, as `self.retry` allows. Notifications that come with the
         answer go to `on_notification`."""
+        if not self.telemetry.enabled:
+            return await self._request(method, params, on_notification, None)
+        with self.telemetry.client_request(method, params) as observed:
+            return await self._request(method, params, on_notification, observed)
+
+    async def _request(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        on_notification: NotificationCallback | None,
+        observed: ClientRequest | None,
+    ) -> dict[str, Any]:
         retries = 0
         notified = partial(self._notified, on_notification)
+        trace_meta = None if observed is None else observed.meta
         while True:
             request_id = next(self._ids)
-            body, headers = self.core.request(request_id, method, params)
+            body, headers = self.core.request(request_id, method, params, trace_meta)
             response = await self.transport.request(
                 body, request_id=request_id, headers=headers, on_notification=notified
             )
@@ -188,6 +206,8 @@ class Client:
             except RpcError as error:
                 wait = self.retry.delay(error, retries, self._random.random())
                 if wait is None:
+                    if observed is not None:
+                        observed.failed(error.code, error.message)
                     raise
                 retries += 1
                 if self.on_retry is not None:

@@ -245,11 +245,16 @@ class ClientCore:
         self.tool_headers = ToolHeaders()
 
     def request(
-        self, request_id: RequestId, method: str, params: dict[str, Any] | None = None
+        self,
+        request_id: RequestId,
+        method: str,
+        params: dict[str, Any] | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> tuple[bytes, dict[str, str]]:
         """The encoded request, and the HTTP headers that mirror it (on `tools/call`, the
-        `Mcp-Param-*` of the arguments `tool_headers` knows to be marked)."""
-        full = {**(params or {}), "_meta": self._meta}
+        `Mcp-Param-*` of the arguments `tool_headers` knows to be marked). `meta` adds
+        keys to `_meta` (W3C `traceparent` and `tracestate`)."""
+        full = {**(params or {}), "_meta": {**self._meta, **meta} if meta else self._meta}
         body = msgspec.json.encode(
             {"jsonrpc": "2.0", "id": request_id, "method": method, "params": full}
         )

@@ -96,6 +96,8 @@ class RequestMeta(_Wire):
     client_info: Implementation | UnsetType = field(default=UNSET, name=META_CLIENT_INFO)
     log_level: LoggingLevel | UnsetType = field(default=UNSET, name=META_LOG_LEVEL)
     progress_token: str | int | UnsetType = field(default=UNSET, name="progressToken")
+    traceparent: str | UnsetType = UNSET  # W3C trace context: kept with a task, run in it
+    tracestate: str | UnsetType = UNSET
 
 
 # --- JSON-RPC envelopes ---------------------------------------------------------------
@@ -565,8 +567,7 @@ class _DetailedTaskBase(_Wire, tag_field="status"):
         return TaskStatus(str(type(self).__struct_config__.tag))
 
 
-class WorkingTask(_DetailedTaskBase, tag="working", kw_only=True):
-    pass
+class WorkingTask(_DetailedTaskBase, tag="working", kw_only=True): ...
 
 
 class InputRequiredTask(_DetailedTaskBase, tag="input_required", kw_only=True):
@@ -581,8 +582,7 @@ class FailedTask(_DetailedTaskBase, tag="failed", kw_only=True):
     error: ErrorObject
 
 
-class CancelledTask(_DetailedTaskBase, tag="cancelled", kw_only=True):
-    pass
+class CancelledTask(_DetailedTaskBase, tag="cancelled", kw_only=True): ...
 
 
 if TYPE_CHECKING:  # at run time a union of plain classes, which isinstance() accepts

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from .._backend import CancelScope, Event, cancel_scope, event
+from .._telemetry import NO_TELEMETRY, Telemetry
 from ..core import Listen, Reply, RequestId, ServerCore, Subscription, TaskRecord
 
 logger = logging.getLogger("mcp_tasks.server")
@@ -75,6 +76,7 @@ class Listener:
 class Listeners:
     def __init__(self, core: ServerCore) -> None:
         self._core = core
+        self.telemetry: Telemetry = NO_TELEMETRY
         self._open: set[Listener] = set()
         self._per_principal: collections.Counter[str | None] = collections.Counter()
         self._by_task = _Index()
@@ -146,6 +148,8 @@ class Listeners:
 
     def _add(self, listener: Listener) -> None:
         self._open.add(listener)
+        if self.telemetry.enabled:
+            self.telemetry.listen_changed(1)
         self._per_principal[listener.subscription.principal] += 1
         wanted = listener.subscription.notifications
         self._by_task.add(wanted.task_ids or (), listener)
@@ -153,6 +157,8 @@ class Listeners:
 
     def _remove(self, listener: Listener) -> None:
         self._open.discard(listener)
+        if self.telemetry.enabled:
+            self.telemetry.listen_changed(-1)
         principal = listener.subscription.principal
         self._per_principal[principal] -= 1
         if not self._per_principal[principal]:

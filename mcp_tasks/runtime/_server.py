@@ -179,6 +179,7 @@ class Server(Registry):
         if self.runner.nursery is not None:
             raise RuntimeError("use_telemetry() while the server is running: stop it first")
         self.telemetry = telemetry
+        self.listeners.telemetry = telemetry
         self.store = telemetry.wrap_store(self.store)
 
     async def readiness(self, timeout_seconds: float = 1.0) -> str | None:

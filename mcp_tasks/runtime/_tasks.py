@@ -175,8 +175,11 @@ class TaskRunner:
                 if entry is None:  # removed while the task waited
                     gone = LocalProtocolError(f"Tool {call.tool_name!r} is no longer registered")
                     running.outcome = failure_outcome(gone, f"Tool {call.tool_name!r}")
-                else:
+                elif not self._server.telemetry.enabled:
                     running.outcome = await invoke_tool(entry, call, context)
+                else:
+                    with self._server.telemetry.task_context(task_id, call.tool_name, call.meta):
+                        running.outcome = await invoke_tool(entry, call, context)
             # Cancelled, failed or expired: the record says so already (a terminal save
             # drops the lease), or is gone with its lease. Shut down: the lease stays, so
             # the task is taken over (or failed) as one left unfinished.

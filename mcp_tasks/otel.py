@@ -1,0 +1,430 @@
+"""OpenTelemetry for servers and clients: spans, metrics, W3C trace context in `_meta`.
+
+Install the extra (`pip install 'mcp-tasks[otel]'`) and hand an `OpenTelemetry` to the
+server (`server.use_telemetry(OpenTelemetry())`) or the client (`Client(...,
+telemetry=OpenTelemetry())`). Without one, nothing here is imported and nothing is paid.
+
+Spans
+-----
+* a SERVER span per incoming message, `tools/call greet`, `tasks/get`...: `mcp.method.name`,
+  `gen_ai.tool.name`, `mcp.task.id`, `jsonrpc.request.id`, and on an error
+  `rpc.jsonrpc.error_code` with the status ERROR. Its parent is the W3C trace context the
+  client put in `params._meta` (`traceparent`, `tracestate`), if any;
+* a span per task, `task greet`, from its creation to its end, a child of the request that
+  created it, with an event per input round (`input requested`, `input answered`) and the
+  handler's own spans inside it. The process that created the task holds it; a handler run
+  on another process (answers delivered there, a task taken over) gets a span `task run
+  greet` whose parent is the trace context stored with the task;
+* a CLIENT span per request `Client` sends, whose context travels in `_meta`.
+
+Metrics (names as exported)
+---------------------------
+    mcp_tasks.tasks.created            counter        gen_ai.tool.name
+    mcp_tasks.tasks.finished           counter        gen_ai.tool.name, mcp.task.status
+    mcp_tasks.tasks.active             up-down        gen_ai.tool.name
+    mcp_tasks.task.duration            histogram, s   gen_ai.tool.name, mcp.task.status
+    mcp_tasks.task.input_wait          histogram, s   gen_ai.tool.name
+    mcp_tasks.server.request.duration  histogram, s   mcp.method.name, rpc.jsonrpc.error_code
+    mcp_tasks.store.operation.duration histogram, s   mcp_tasks.store, mcp_tasks.store.operation
+    mcp_tasks.listen.streams           up-down
+    mcp_tasks.refusals                 counter        mcp_tasks.refusal.reason
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType, field
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    ConsoleMetricExporter,
+    MetricExporter,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from . import __version__
+from ._telemetry import Telemetry
+from .core import TaskEvent, TaskStatus
+
+if TYPE_CHECKING:
+    from .core import Reply, RequestMeta, TaskRecord
+    from .store import TaskStore
+
+__all__ = ["MAX_OPEN_TASK_SPANS", "OpenTelemetry", "configure_from_environment"]
+
+INSTRUMENTATION_NAME: Final = "mcp_tasks"
+MAX_OPEN_TASK_SPANS: Final = 10_000
+"""Task spans held open at once; past it the oldest ends early, marked truncated."""
+
+_propagator: Final = TraceContextTextMapPropagator()
+
+
+class _Params(Struct):
+    name: str | UnsetType = UNSET
+    taskId: str | UnsetType = UNSET  # noqa: N815 (the wire's own name)
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+class _Envelope(Struct):
+    method: str | UnsetType = UNSET
+    id: str | int | UnsetType | None = UNSET
+    params: _Params | UnsetType = UNSET
+
+
+_envelope: Final = msgspec.json.Decoder(_Envelope)
+
+
+@dataclass
+class _OpenTask:
+    span: Span
+    tool: str
+    input_since: float | None = None
+
+
+class OpenTelemetry(Telemetry):
+    """Spans and metrics through OpenTelemetry's API: the global providers, or the ones
+    given (a test's in-memory exporters)."""
+
+    enabled = True
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        max_open_task_spans: int = MAX_OPEN_TASK_SPANS,
+    ) -> None:
+        self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
+        meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
+        self.max_open_task_spans = max_open_task_spans
+        self._tasks: OrderedDict[str, _OpenTask] = OrderedDict()
+        self._created = meter.create_counter(
+            "mcp_tasks.tasks.created", unit="{task}", description="Tasks created"
+        )
+        self._finished = meter.create_counter(
+            "mcp_tasks.tasks.finished", unit="{task}", description="Tasks that ended, by status"
+        )
+        self._active = meter.create_up_down_counter(
+            "mcp_tasks.tasks.active", unit="{task}", description="Tasks working or waiting"
+        )
+        self._duration = meter.create_histogram(
+            "mcp_tasks.task.duration", unit="s", description="From creation to the end"
+        )
+        self._input_wait = meter.create_histogram(
+            "mcp_tasks.task.input_wait",
+            unit="s",
+            description="From a task's questions to the last answer",
+        )
+        self._request_duration = meter.create_histogram(
+            "mcp_tasks.server.request.duration", unit="s", description="Answering one message"
+        )
+        self._store_duration = meter.create_histogram(
+            "mcp_tasks.store.operation.duration", unit="s", description="One store operation"
+        )
+        self._listen = meter.create_up_down_counter(
+            "mcp_tasks.listen.streams", unit="{stream}", description="Open listen streams"
+        )
+        self._refusals = meter.create_counter(
+            "mcp_tasks.refusals", unit="{request}", description="Requests refused, by reason"
+        )
+
+    # --- server requests ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def request(self, data: bytes, principal: str | None) -> Iterator[_RequestSpan]:
+        try:
+            envelope = _envelope.decode(data)
+        except msgspec.DecodeError:  # the core answers it; the span says what little it can
+            envelope = _Envelope()
+        method = envelope.method if isinstance(envelope.method, str) else "unknown"
+        params = envelope.params if isinstance(envelope.params, _Params) else _Params()
+        attributes: dict[str, Any] = {"mcp.method.name": method}
+        name = method
+        if isinstance(params.name, str) and method == "tools/call":
+            attributes["gen_ai.tool.name"] = params.name
+            name = f"{method} {params.name}"
+        if isinstance(params.taskId, str):
+            attributes["mcp.task.id"] = params.taskId
+        if isinstance(envelope.id, str | int):
+            attributes["jsonrpc.request.id"] = str(envelope.id)
+        parent = _context_of(params.meta if isinstance(params.meta, dict) else None)
+        span = self._tracer.start_span(
+            name, context=parent, kind=SpanKind.SERVER, attributes=attributes
+        )
+        observation = _RequestSpan(span, method, self._request_duration)
+        with trace.use_span(span, end_on_exit=True, record_exception=True):
+            yield observation
+
+    # --- tasks ---------------------------------------------------------------------------
+
+    def task_saved(
+        self, record: TaskRecord, event: TaskEvent | None, *, created: bool, now: float
+    ) -> None:
+        tool = {"gen_ai.tool.name": record.tool_name}
+        if created:
+            self._created.add(1, tool)
+            self._active.add(1, tool)
+            self._open_task_span(record)
+            return
+        held = self._tasks.get(record.task_id)
+        if event is TaskEvent.NEED_INPUT:
+            if held is not None:
+                keys = sorted(record.input_requests or ())
+                held.span.add_event("input requested", {"mcp.task.input_keys": keys}, _ns(now))
+                if held.input_since is None:
+                    held.input_since = now
+        elif event is TaskEvent.INPUT_ANSWERED:
+            if held is not None:
+                waited = None if held.input_since is None else now - held.input_since
+                held.input_since = None
+                attributes = {} if waited is None else {"mcp.task.input_wait_s": waited}
+                held.span.add_event("input answered", attributes, _ns(now))
+                if waited is not None:
+                    self._input_wait.record(waited, tool)
+        elif event is TaskEvent.RESTART:
+            if held is not None:
+                held.span.add_event("restarted", timestamp=_ns(now))
+        elif record.status.is_terminal:
+            self._finish(record, record.status.value, now)
+
+    def task_removed(self, record: TaskRecord | None, *, expired: bool, now: float) -> None:
+        if record is not None and expired:
+            self._finish(record, "expired", now)
+
+    def _open_task_span(self, record: TaskRecord) -> None:
+        span = self._tracer.start_span(
+            f"task {record.tool_name}",
+            attributes={"mcp.task.id": record.task_id, "gen_ai.tool.name": record.tool_name},
+            start_time=_ns(record.created_at),
+        )
+        trace.get_current_span().set_attribute("mcp.task.id", record.task_id)
+        tasks = self._tasks
+        tasks[record.task_id] = _OpenTask(span, record.tool_name)
+        while len(tasks) > self.max_open_task_spans:
+            _, oldest = tasks.popitem(last=False)
+            oldest.span.set_attribute("mcp_tasks.task.span_truncated", True)
+            oldest.span.end()
+
+    def _finish(self, record: TaskRecord, status: str, now: float) -> None:
+        attributes = {"gen_ai.tool.name": record.tool_name, "mcp.task.status": status}
+        self._finished.add(1, attributes)
+        self._active.add(-1, {"gen_ai.tool.name": record.tool_name})
+        self._duration.record(max(0.0, now - record.created_at), attributes)
+        held = self._tasks.pop(record.task_id, None)
+        if held is None:
+            return
+        span = held.span
+        span.set_attribute("mcp.task.status", status)
+        if record.error is not None:
+            span.set_attribute("rpc.jsonrpc.error_code", record.error.code)
+        if status in (TaskStatus.FAILED, "expired"):
+            message = None if record.error is None else record.error.message
+            span.set_status(Status(StatusCode.ERROR, message or status))
+        span.end(_ns(now))
+
+    @contextlib.contextmanager
+    def task_context(self, task_id: str, tool_name: str, meta: RequestMeta) -> Iterator[None]:
+        held = self._tasks.get(task_id)
+        if held is not None:
+            with trace.use_span(held.span, end_on_exit=False):
+                yield
+            return
+        carrier: dict[str, Any] = {"traceparent": meta.traceparent, "tracestate": meta.tracestate}
+        span = self._tracer.start_span(
+            f"task run {tool_name}",
+            context=_context_of(carrier),
+            attributes={"mcp.task.id": task_id, "gen_ai.tool.name": tool_name},
+        )
+        with trace.use_span(span, end_on_exit=True, record_exception=True):
+            yield
+
+    # --- the rest --------------------------------------------------------------------------
+
+    def refused(self, reason: str) -> None:
+        self._refusals.add(1, {"mcp_tasks.refusal.reason": reason})
+
+    def listen_changed(self, delta: int) -> None:
+        self._listen.add(delta)
+
+    def wrap_store(self, store: TaskStore) -> TaskStore:
+        if isinstance(store, _TimedStore):
+            store = store.inner
+        timed: TaskStore = _TimedStore(store, self._store_duration)
+        return timed
+
+    @contextlib.contextmanager
+    def client_request(self, method: str, params: dict[str, Any] | None) -> Iterator[_ClientSpan]:
+        attributes: dict[str, Any] = {"mcp.method.name": method}
+        name = method
+        tool = None if params is None else params.get("name")
+        if method == "tools/call" and isinstance(tool, str):
+            attributes["gen_ai.tool.name"] = tool
+            name = f"{method} {tool}"
+        task_id = None if params is None else params.get("taskId")
+        if isinstance(task_id, str):
+            attributes["mcp.task.id"] = task_id
+        span = self._tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+        with trace.use_span(span, end_on_exit=True, record_exception=True):
+            carrier: dict[str, str] = {}
+            _propagator.inject(carrier)
+            yield _ClientSpan(span, carrier)
+
+
+class _RequestSpan:
+    __slots__ = ("_attributes", "_histogram", "_started", "span")
+
+    def __init__(self, span: Span, method: str, histogram: Any) -> None:
+        self.span = span
+        self._histogram = histogram
+        self._attributes: dict[str, Any] = {"mcp.method.name": method}
+        self._started = time.perf_counter()
+
+    def finish(self, reply: Reply | None) -> None:
+        code = None if reply is None else reply.error_code
+        if code is not None:
+            self.span.set_attribute("rpc.jsonrpc.error_code", code)
+            self.span.set_status(Status(StatusCode.ERROR, f"JSON-RPC error {code}"))
+            self._attributes["rpc.jsonrpc.error_code"] = code
+        self._histogram.record(time.perf_counter() - self._started, self._attributes)
+
+
+class _ClientSpan:
+    __slots__ = ("meta", "span")
+
+    def __init__(self, span: Span, meta: dict[str, str]) -> None:
+        self.span = span
+        self.meta = meta
+
+    def failed(self, code: int, message: str) -> None:
+        self.span.set_attribute("rpc.jsonrpc.error_code", code)
+        self.span.set_status(Status(StatusCode.ERROR, message))
+
+
+_TIMED: Final = frozenset(
+    {
+        "get",
+        "save",
+        "delete",
+        "count",
+        "pop_due",
+        "next_deadline",
+        "claim",
+        "renew",
+        "release",
+        "lease_holder",
+        "lapsed",
+        "shared_key",
+        "use_once",
+    }
+)
+
+
+class _TimedStore:
+    """The store, each of its operations timed into `mcp_tasks.store.operation.duration`."""
+
+    def __init__(self, inner: TaskStore, histogram: Any) -> None:
+        self.inner = inner
+        self._histogram = histogram
+        self._store_name = type(inner).__name__
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.inner, name)
+        if name not in _TIMED:
+            return found
+        attributes = {"mcp_tasks.store": self._store_name, "mcp_tasks.store.operation": name}
+        histogram = self._histogram
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await found(*args, **kwargs)
+            finally:
+                histogram.record(time.perf_counter() - started, attributes)
+
+        return timed
+
+
+def _context_of(meta: dict[str, Any] | None) -> otel_context.Context | None:
+    """The trace context a peer sent in `_meta`; None (the current one) when it sent none."""
+    if not meta:
+        return None
+    carrier = {
+        key: value
+        for key in ("traceparent", "tracestate")
+        if isinstance(value := meta.get(key), str)
+    }
+    if "traceparent" not in carrier:
+        return None
+    return _propagator.extract(carrier)
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1_000_000_000)
+
+
+def configure_from_environment(service_name: str | None = None) -> None:
+    """Set the global tracer and meter providers from the standard `OTEL_*` environment
+    variables, as `mcp-tasks serve --otel` does: `OTEL_TRACES_EXPORTER` and
+    `OTEL_METRICS_EXPORTER` (`otlp`, the default; `console`; `none`),
+    `OTEL_EXPORTER_OTLP_ENDPOINT` and the rest of the OTLP exporter's variables,
+    `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_METRIC_EXPORT_INTERVAL`."""
+    attributes = {} if service_name is None else {"service.name": service_name}
+    if "OTEL_SERVICE_NAME" in os.environ:
+        attributes = {}  # the environment's name wins over the server's
+    resource = Resource.create(attributes)
+    traces = _exporter_choice("OTEL_TRACES_EXPORTER")
+    span_exporter: SpanExporter | None = None
+    if traces == "otlp":
+        # Imported only when chosen: the OTLP exporters bring protobuf and requests.
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+            OTLPSpanExporter,
+        )
+
+        span_exporter = OTLPSpanExporter()
+    elif traces == "console":
+        span_exporter = ConsoleSpanExporter()
+    tracer_provider = TracerProvider(resource=resource)
+    if span_exporter is not None:
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+    trace.set_tracer_provider(tracer_provider)
+    metrics_choice = _exporter_choice("OTEL_METRICS_EXPORTER")
+    metric_exporter: MetricExporter | None = None
+    if metrics_choice == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # noqa: PLC0415
+            OTLPMetricExporter,
+        )
+
+        metric_exporter = OTLPMetricExporter()
+    elif metrics_choice == "console":
+        metric_exporter = ConsoleMetricExporter()
+    readers = [] if metric_exporter is None else [PeriodicExportingMetricReader(metric_exporter)]
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
+
+
+def shutdown_providers() -> None:
+    """Flush and stop the global providers `configure_from_environment` set."""
+    for provider in (trace.get_tracer_provider(), metrics.get_meter_provider()):
+        shutdown = getattr(provider, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+
+
+def _exporter_choice(variable: str) -> str:
+    value = os.environ.get(variable, "otlp").strip().lower() or "otlp"
+    if value not in ("otlp", "console", "none"):
+        raise ValueError(f"{variable}={value!r}: mcp-tasks knows otlp, console and none")
+    return value
