@@ -16,7 +16,12 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import shutil
 import statistics
+import subprocess
+import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -28,6 +33,7 @@ import h11
 import pytest
 import redis
 import trio
+from redis_server import free_port
 from runtime.helpers import check_notification, request
 
 from mcp_tasks import TASKS_EXTENSION
@@ -390,3 +396,75 @@ async def test_cancel_latency_from_b_to_the_handler_on_a(cluster: Cluster, share
     print(show("cancel on B acknowledged", acked))
     print(show("cancel on B -> tasks/get on A reads cancelled", read))
     print(show("cancel on B -> the handler on A has ended", ended))
+
+
+# --- readiness when the store goes away ----------------------------------------------------
+
+
+def _start_redis(port: int) -> subprocess.Popen[bytes]:
+    """redis-server on `port` (free, or freed by a stopped one), once it answers PING."""
+    binary = shutil.which("redis-server")
+    assert binary is not None, "the redis_url fixture has found it"
+    options = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    process = subprocess.Popen([binary, *options], stdout=subprocess.DEVNULL)
+    client = redis.Redis(port=port, socket_timeout=0.5)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            if client.ping():
+                client.close()
+                return process
+        except redis.ConnectionError:
+            assert process.poll() is None and time.monotonic() < deadline, "redis did not start"
+            time.sleep(0.02)
+
+
+async def _probe(url: str, path: str) -> tuple[int, dict[str, Any]]:
+    """GET a probe path of the server at `url`: (status, JSON body)."""
+    probe_url = url.removesuffix("/mcp") + path
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy from env
+
+    def get() -> tuple[int, dict[str, Any]]:
+        try:
+            with direct.open(probe_url, timeout=5) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+    return await trio.to_thread.run_sync(get)
+
+
+async def _until_ready_is(url: str, status: int, seconds: float = 5.0) -> dict[str, Any]:
+    with trio.fail_after(seconds):
+        while True:
+            found, body = await _probe(url, "/readyz")
+            if found == status:
+                return body
+            await trio.sleep(0.05)
+
+
+async def test_a_process_whose_store_is_unreachable_is_not_ready_until_it_is_back(
+    redis_url: str,
+) -> None:
+    """Two processes on a Redis of this test's own: stopped, both answer /readyz with 503
+    "store unreachable" (each within its one-second store read) while /healthz stays 200;
+    started again on the same port, both are ready again."""
+    port = free_port()
+    store = _start_redis(port)
+    try:
+        url = f"redis://127.0.0.1:{port}/0?prefix=ready{secrets.token_hex(4)}"
+        async with serving(url) as a, serving(url) as b:
+            for served in (a, b):
+                assert await _probe(served.url, "/readyz") == (200, {"status": "ready"})
+            store.terminate()
+            await trio.to_thread.run_sync(store.wait)
+            for served in (a, b):
+                body = await _until_ready_is(served.url, 503)
+                assert body == {"status": "not ready", "reason": "store unreachable"}
+                assert await _probe(served.url, "/healthz") == (200, {"status": "ok"})
+            store = await trio.to_thread.run_sync(_start_redis, port)
+            for served in (a, b):
+                assert await _until_ready_is(served.url, 200) == {"status": "ready"}
+    finally:
+        store.terminate()
+        store.wait()
