@@ -28,7 +28,7 @@ FIELDS: Final = (
     "age_seconds",
     "error_code",
     "method",
-    "name",
+    "mcp_name",
     "http_status",
     "duration_ms",
     "reason",

@@ -13,7 +13,6 @@ once. Either way the command exits 0.
 from __future__ import annotations
 
 import json
-import logging
 import shlex
 import signal
 import sys
@@ -27,6 +26,17 @@ import msgspec
 import trio
 
 from . import __version__
+from ._logging import configure_logging
+from ._serving import (
+    Serve,
+    capacity,
+    flush_otel,
+    http_transport,
+    run_server,
+    say,
+    stdio_transport,
+    use_otel,
+)
 from ._target import load_server
 from ._terminal import (
     EXIT_ERROR,
@@ -43,19 +53,19 @@ from .client import (
     connect_http,
     connect_stdio,
 )
-from .core import LocalProtocolError, RemoteProtocolError, TaskOptions
+from .core import LocalProtocolError, RemoteProtocolError
 from .core._wire import (
     CallToolResult,
 )
-from .server import Server
 from .store import STORE_URL_HELP, StoreLocked, TaskStore, open_store
-from .transports._stdio import serve_stdio
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Serve", "capacity", "load_server", "main"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 
-Serve = Callable[[Server], Awaitable[None]]
+_http_transport = http_transport  # the name `serve` calls (tests stand in for it)
 
 
 def _parse_address(
@@ -93,6 +103,27 @@ def main() -> None:
     default="info",
     show_default=True,
     help="Logs go to stderr.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON object a line, with the task's fields (task_id, tool, status...) as "
+    "keys of their own.",
+)
+@click.option(
+    "--access-log",
+    is_flag=True,
+    help="HTTP: log one line per request (method, Mcp-Method, Mcp-Name, status, duration, "
+    "client) on the logger mcp_tasks.access, at INFO.",
+)
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="Send traces and metrics with OpenTelemetry (needs mcp-tasks[otel]), configured by "
+    "the standard OTEL_* variables: OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER and "
+    "OTEL_METRICS_EXPORTER (otlp, console or none), OTEL_SERVICE_NAME...",
 )
 @click.option(
     "--allow-host",
@@ -145,6 +176,9 @@ def serve(  # noqa: PLR0917 - click passes every option
     address: tuple[str, int] | None,
     stdio: bool,
     log_level: str,
+    log_format: str,
+    access_log: bool,
+    otel: bool,
     allowed_hosts: tuple[str, ...],
     store_url: str | None,
     lease_seconds: float | None,
@@ -160,12 +194,10 @@ def serve(  # noqa: PLR0917 - click passes every option
     """
     if stdio and address is not None:
         raise click.UsageError("--http and --stdio cannot be used together: choose one.")
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(log_level, log_format)
     server = load_server(target)
+    if otel:
+        use_otel(server)
     if store_url is not None:
         server.use_store(_open_store(store_url))
     if lease_seconds is not None:
@@ -189,9 +221,13 @@ def serve(  # noqa: PLR0917 - click passes every option
     host, port = address or (DEFAULT_HOST, DEFAULT_PORT)
     if stdio and allowed_hosts:
         raise click.UsageError("--allow-host is for --http: stdio has no Host header.")
-    transport = _stdio_transport() if stdio else _http_transport(host, port, allowed_hosts)
+    if stdio and access_log:
+        raise click.UsageError("--access-log is for --http: stdio has no HTTP requests.")
+    transport = (
+        stdio_transport() if stdio else _http_transport(host, port, allowed_hosts, access_log)
+    )
     try:
-        trio.run(_run, server, transport)
+        trio.run(run_server, server, transport)
     except KeyboardInterrupt:  # before the signal handlers were in place
         pass
     except Exception as error:
@@ -199,6 +235,9 @@ def serve(  # noqa: PLR0917 - click passes every option
         if failure is None:
             raise
         raise click.ClickException(f"cannot serve: {failure}") from None
+    finally:
+        if otel:
+            flush_otel()
 
 
 def _open_store(url: str) -> TaskStore:
@@ -213,103 +252,6 @@ def _os_error(error: BaseException) -> OSError | None:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
     return error if isinstance(error, OSError) else None
-
-
-# --- serving ----------------------------------------------------------------------------------
-
-
-def _stdio_transport() -> Serve:
-    async def serve(server: Server) -> None:
-        _say(f"serving {server.info.name} {server.info.version} on stdio")
-        await serve_stdio(server)
-
-    return serve
-
-
-def _http_transport(host: str, port: int, allowed_hosts: Sequence[str] = ()) -> Serve:
-    try:  # imported here so that stdio never depends on it
-        from .transports._http_server import HttpConfig, serve_http  # noqa: PLC0415
-    except ImportError as error:
-        raise click.ClickException(f"the HTTP transport is not available: {error}") from None
-    config = HttpConfig(allowed_hosts=frozenset(allowed_hosts))
-    endpoint = config.endpoint
-
-    async def serve(server: Server) -> None:
-        async with trio.open_nursery() as nursery:
-            bound = await nursery.start(partial(serve_http, config=config), server, host, port)
-            shown = f"[{host}]" if ":" in host else host
-            name = f"{server.info.name} {server.info.version}"
-            _say(f"serving {name} on http://{shown}:{bound}{endpoint}")
-
-    return serve
-
-
-def capacity(options: TaskOptions) -> str:
-    """What the task limits mean for a user: how many tasks, for how long, and the rate of
-    new tasks the server keeps up with when every one of them lives its whole TTL."""
-    most = options.max_tasks
-    if options.ttl_ms is None:
-        return (
-            f"holds up to {most} tasks, each until the server restarts (no TTL): one more is "
-            "refused; raise with --max-tasks, or set --ttl"
-        )
-    seconds = options.ttl_ms / 1000
-    rate = most / seconds
-    shown = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
-    return (
-        f"holds up to {most} tasks for {_duration(seconds)} each: about {shown} new tasks/s "
-        "sustained; raise with --max-tasks (or shorten --ttl)"
-    )
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{seconds / 3600:g} h"
-    if seconds >= 60 and seconds % 60 == 0:
-        return f"{seconds / 60:g} min"
-    return f"{seconds:g} s"
-
-
-def _say(message: str) -> None:
-    click.echo(f"mcp-tasks: {message}", err=True)
-
-
-async def _run(server: Server, serve: Serve) -> None:
-    try:
-        await server.store.count()  # reachable before anything is served
-    except Exception as error:
-        raise click.ClickException(f"cannot use the task store {server.store!r}: {error}") from None
-    _say(capacity(server.core.task_options))
-    try:
-        await _serve_until_stopped(server, serve)
-    finally:
-        with trio.CancelScope(shield=True):
-            await server.store.aclose()
-
-
-async def _serve_until_stopped(server: Server, serve: Serve) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            transport = trio.CancelScope()
-            nursery.start_soon(_stop_on_signals, signals, transport, nursery.cancel_scope)
-            async with server.running():
-                with transport:
-                    await serve(server)
-                transport.cancel()  # ended by itself (stdin EOF): a signal now stops at once
-            nursery.cancel_scope.cancel()
-
-
-async def _stop_on_signals(
-    signals: AsyncIterator[int],
-    transport: trio.CancelScope,
-    everything: trio.CancelScope,
-) -> None:
-    async for number in signals:
-        if not transport.cancel_called:
-            _say(f"{signal.Signals(number).name}: shutting down (again to stop at once)")
-            transport.cancel()
-        else:
-            everything.cancel()
 
 
 # --- calling tools: `mcp-tasks call`, `mcp-tasks task` ----------------------------------------
@@ -365,7 +307,7 @@ def _open_client(url: str | None, stdio_command: str | None) -> OpenClient:
 
 def _say_retry(method: str, seconds: float, error: RpcError) -> None:
     """A request the server refused as busy waits, and the user sees why."""
-    _say(f"{method}: {error.message}; trying again in {seconds:.1f} s")
+    say(f"{method}: {error.message}; trying again in {seconds:.1f} s")
 
 
 def parse_arguments(words: Sequence[str], json_object: str | None) -> dict[str, Any]:
@@ -482,19 +424,19 @@ def _exit_code_for(error: BaseException) -> int:
         error = error.exceptions[0]
     if isinstance(error, _Interrupted | KeyboardInterrupt):
         task_id = getattr(error, "task_id", None)
-        _say(f"cancelled task {task_id}" if task_id else "interrupted")
+        say(f"cancelled task {task_id}" if task_id else "interrupted")
         return EXIT_INTERRUPTED
     if isinstance(error, TransportError):
-        _say(f"cannot reach the server: {error}")
+        say(f"cannot reach the server: {error}")
         return EXIT_TRANSPORT
     if isinstance(error, TaskFailed):
-        _say(f"task {error.task_id} failed: {error.message} (code {error.code})")
+        say(f"task {error.task_id} failed: {error.message} (code {error.code})")
         return EXIT_ERROR
     if isinstance(error, RpcError):
-        _say(f"error: {error.message} (code {error.code})")
+        say(f"error: {error.message} (code {error.code})")
         return EXIT_ERROR
     if isinstance(error, TaskCancelled | TaskExpired | LocalProtocolError | RemoteProtocolError):
-        _say(f"error: {error}")
+        say(f"error: {error}")
         return EXIT_ERROR
     raise error
 

@@ -146,7 +146,9 @@ def test_a_bad_http_address_is_refused(address: str) -> None:
 def test_the_default_transport_is_http_on_localhost_8000(monkeypatch: pytest.MonkeyPatch) -> None:
     chosen: list[tuple[str, int, tuple[str, ...]]] = []
 
-    def fake_http(host: str, port: int, allowed_hosts: Sequence[str]) -> cli_module.Serve:
+    def fake_http(
+        host: str, port: int, allowed_hosts: Sequence[str], access_log: bool = False
+    ) -> cli_module.Serve:
         chosen.append((host, port, tuple(allowed_hosts)))
 
         async def serve(server: Server) -> None:
