@@ -202,8 +202,15 @@ class OpenTelemetry(Telemetry):
             self._finish(record, record.status.value, now)
 
     def task_removed(self, record: TaskRecord | None, *, expired: bool, now: float) -> None:
-        if record is not None and expired:
+        if record is None:
+            return
+        if expired:
             self._finish(record, "expired", now)
+            return
+        held = self._tasks.pop(record.task_id, None)  # it ended on another process
+        if held is not None:
+            held.span.set_attribute("mcp.task.status", record.status.value)
+            held.span.end(_ns(now))
 
     def _open_task_span(self, record: TaskRecord) -> None:
         span = self._tracer.start_span(

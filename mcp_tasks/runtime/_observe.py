@@ -5,9 +5,9 @@ a record, so a line never tells of a change that lost its compare-and-set. Lines
 logger `mcp_tasks.tasks` at INFO, each with the task's fields as `extra` (`task_id`,
 `tool`, `principal`, `status`, `event`, `age_seconds`, `error_code`):
 
-    task tsk_... created: tool 'render', principal alice, working, age 0.000 s
-    task tsk_... input requested (input-1): tool 'render', principal alice, ...
-    task tsk_... failed with -32603: tool 'render', principal alice, failed, age 2.310 s
+    task tsk_... created: tool 'render', principal 'alice', working, age 0.000 s
+    task tsk_... input requested (input-1): tool 'render', principal 'alice', ...
+    task tsk_... failed with -32603: tool 'render', principal 'alice', failed, age 2.310 s
 
 Refusals a peer causes (JSON-RPC errors in a reply) are logged through `RateLimitedLog`,
 at INFO, or WARNING when the server turned the peer away for want of room (HTTP 5xx).
@@ -75,7 +75,7 @@ def saved(telemetry: Telemetry, effect: SaveTask, now: float) -> None:
         record.task_id,
         word,
         record.tool_name,
-        record.principal,
+        _shown(record.principal),
         record.status.value,
         extra["age_seconds"],
         extra=extra,
@@ -99,8 +99,12 @@ def removed(telemetry: Telemetry, effect: DeleteTask, now: float) -> None:
     else:
         extra["event"] = "remove"
         message = "task %s removed (its TTL ran out): tool %r, principal %s, %s, age %.3f s"
-    args = (record.task_id, record.tool_name, record.principal, record.status.value)
+    args = (record.task_id, record.tool_name, _shown(record.principal), record.status.value)
     task_logger.log(level, message, *args, extra["age_seconds"], extra=extra)
+
+
+def _shown(principal: str | None) -> str:
+    return "(none)" if principal is None else repr(principal)
 
 
 class _ErrorReply(msgspec.Struct):

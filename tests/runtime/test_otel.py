@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+from doc_snippets import Page
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -30,7 +31,13 @@ from mcp_tasks import (
     ToolOutcome,
 )
 from mcp_tasks.client import Client, RpcError, connect_http
-from mcp_tasks.core import PROTOCOL_VERSION, ClientCapabilities, RequestMeta
+from mcp_tasks.core import (
+    PROTOCOL_VERSION,
+    ClientCapabilities,
+    RequestMeta,
+    TaskRecord,
+    TaskStatus,
+)
 from mcp_tasks.core._client import PollPolicy
 from mcp_tasks.otel import OpenTelemetry
 from mcp_tasks.transports import serve_http
@@ -41,7 +48,7 @@ FAST = PollPolicy(min_interval_ms=10, max_interval_ms=50)
 class Telemetry:
     def __init__(self) -> None:
         self.spans = InMemorySpanExporter()
-        tracer_provider = TracerProvider()
+        tracer_provider = self.spans_provider = TracerProvider()
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.reader = InMemoryMetricReader()
         meter_provider = MeterProvider(metric_readers=[self.reader])
@@ -217,3 +224,43 @@ async def test_without_telemetry_nothing_is_recorded() -> None:
             assert (await client.call_tool("greet")).content[0].text == "hi"  # type: ignore[union-attr]
         nursery.cancel_scope.cancel()
     assert telemetry.finished() == []
+
+
+def record(task_id: str, status: TaskStatus) -> TaskRecord:
+    return TaskRecord(
+        task_id=task_id,
+        version=1,
+        tool_name="asks",
+        status=status,
+        created_at=1_000.0,
+        last_updated_at=1_000.0,
+        ttl_ms=60_000,
+        poll_interval_ms=None,
+    )
+
+
+def test_a_task_span_ends_when_its_record_goes_or_too_many_are_open() -> None:
+    telemetry = Telemetry()
+    observer = OpenTelemetry(
+        tracer_provider=telemetry.spans_provider,
+        meter_provider=MeterProvider(),
+        max_open_task_spans=2,
+    )
+    for name in ("tsk_a", "tsk_b", "tsk_c"):  # tsk_a is cut off when tsk_c opens
+        observer.task_saved(record(name, TaskStatus.WORKING), None, created=True, now=1_000.0)
+    # tsk_b ended on another process; this one removes its record at its TTL.
+    observer.task_removed(record("tsk_b", TaskStatus.CANCELLED), expired=False, now=1_060.0)
+    ended = {s.attributes["mcp.task.id"]: s for s in telemetry.finished()}  # type: ignore[index]
+    assert set(ended) == {"tsk_a", "tsk_b"}
+    assert ended["tsk_a"].attributes["mcp_tasks.task.span_truncated"] is True  # type: ignore[index]
+    assert ended["tsk_b"].attributes["mcp.task.status"] == "cancelled"  # type: ignore[index]
+    assert ended["tsk_b"].end_time == 1_060 * 10**9
+
+
+def test_the_operations_page_snippets_set_up_telemetry() -> None:
+    page = Page("operations.md")
+    server = page.run("server.use_telemetry")["server"]
+    assert isinstance(server.telemetry, OpenTelemetry)
+    client_side = page.run("connect_http")
+    assert isinstance(client_side["telemetry"], OpenTelemetry)
+    assert callable(client_side["call"])
