@@ -238,6 +238,9 @@ ASGI_UVICORN, ASGI_UVICORN_H11, ASGI_HYPERCORN = (
 SDK_TASKS = "SDK + TasksExtension"
 EMBEDDED = [ASGI_UVICORN, ASGI_UVICORN_H11, ASGI_HYPERCORN, SDK_TASKS]
 """The servers that embed ours (run in the project's environment), on the task workloads."""
+INFO_LOGS, WITH_OTEL = "mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry"
+OBSERVED = [INFO_LOGS, WITH_OTEL]
+"""Ours logging at INFO, and with OpenTelemetry on as well: on every HTTP workload."""
 
 
 def http_servers(peers_python: str | None) -> list[HttpServer]:
@@ -246,6 +249,8 @@ def http_servers(peers_python: str | None) -> list[HttpServer]:
     found = [
         HttpServer("mcp_tasks", lambda _: [python, servers_py, "ours-http"], prints_port=True),
         HttpServer("limit", lambda _: [python, servers_py, "limit-http"], prints_port=True),
+        HttpServer(INFO_LOGS, lambda _: [python, servers_py, "ours-http-info"], prints_port=True),
+        HttpServer(WITH_OTEL, lambda _: [python, servers_py, "ours-http-otel"], prints_port=True),
         HttpServer(ASGI_UVICORN, lambda port: [python, servers_py, "asgi-uvicorn", str(port)]),
         HttpServer(
             ASGI_UVICORN_H11, lambda port: [python, servers_py, "asgi-uvicorn-plain", str(port)]
@@ -293,7 +298,7 @@ def throughput(servers: dict[str, Running], plan: Plan, log: Callable[[str], Non
         if name not in ("limit", "official SDK")
     }
     task_ids["limit"] = "tsk_limitlimitlimitlimitlimitlimit"
-    with_tasks = ["mcp_tasks", "fastmcp-tasks", "limit", *EMBEDDED]
+    with_tasks = ["mcp_tasks", "fastmcp-tasks", "limit", *EMBEDDED, *OBSERVED]
     workloads: dict[str, tuple[list[str], Callable[[Running], dict[str, Any]]]] = {
         "tasks/get": (
             with_tasks,
@@ -312,7 +317,7 @@ def throughput(servers: dict[str, Running], plan: Plan, log: Callable[[str], Non
             lambda s: loadgen.task_lives(s.port, plan.warmup, plan.seconds),
         ),
         "sync tool calls (HTTP)": (
-            ["mcp_tasks", "official SDK", "fastmcp-tasks", "limit"],
+            ["mcp_tasks", "official SDK", "fastmcp-tasks", "limit", *OBSERVED],
             lambda s: loadgen.fixed_requests(
                 s.port, loadgen.greet_call(s.port), plan.warmup, plan.seconds
             ),
@@ -580,6 +585,15 @@ def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
                 3,
             )
         )
+    logged = [
+        ("tasks/get", "tasks/get req/s", "limit", 0.7),
+        ("task creations", "task creations/s", "fastmcp-tasks", 10),
+        ("task lives", "task lives/s", "fastmcp-tasks", 10),
+        ("sync tool calls (HTTP)", "sync tool calls/s, HTTP", "official SDK", 3),
+    ]
+    for workload, label, other, target in logged:
+        ratio = _ratio(http[workload], INFO_LOGS, other)
+        found.append(Aim(f"{label}, logging at INFO", ratio, other, target))
     peer = stored.get("fastmcp-tasks", {}).get("points")
     for index, point in enumerate(ours[1:], start=1):
         ratio = point["bytes_per_task"] / peer[index]["bytes_per_task"] if peer else None
@@ -641,6 +655,17 @@ def tables(figures: dict[str, Any]) -> str:
         entry = figures["http"][name]
         cells = [_number(entry[c]["per_second"]) if c in entry else "-" for c in embedding]
         out.append(f"| {name} | " + " | ".join(cells) + " |")
+    out.append("")
+    observed = ["mcp_tasks", *OBSERVED]
+    out.append(
+        "| logs and telemetry (per second) | " + " | ".join(observed)
+        + " | INFO logs / none | OpenTelemetry / none |"
+    )  # fmt: skip
+    out.append("| --- |" + " ---: |" * (len(observed) + 2))
+    for name, entry in figures["http"].items():
+        cells = [_number(entry[c]["per_second"]) if c in entry else "-" for c in observed]
+        costs = [_number(_ratio(entry, c, "mcp_tasks")) for c in OBSERVED]
+        out.append(f"| {name} | " + " | ".join(cells + costs) + " |")
     out.append("")
     out.append(
         "| stored finished tasks | server | RSS (MiB) | bytes per task | "
@@ -754,6 +779,11 @@ minimal trio echo), the most Python on trio can do here.
   built-in server; and by the official SDK's `MCPServer` with our `TasksExtension`
   (served by `TasksExtension.streamable_http_app`, under uvicorn with h11 like the peers),
   against fastmcp-tasks.
+* **logs and telemetry**: every HTTP workload again, served by ours logging at INFO (one
+  line per task status change, formatted and written; to /dev/null, so the lines' cost and
+  not a disk's), and logging at INFO with OpenTelemetry on (`mcp_tasks.otel`: the SDK's
+  providers, a span per request and per task batched to an exporter that drops them, the
+  metrics read every 10 s), against ours with neither.
 * **stored finished tasks**: a fresh server is filled with finished tasks up to each count;
   resident memory (RSS) per task against the first count, once the server is idle, and
   `tasks/get` latency (median p99 of {rounds} runs) at each count.

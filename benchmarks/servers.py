@@ -1,6 +1,8 @@
 """The servers of `compare.py` that run in the project's environment: ours, and the limit.
 
     python benchmarks/servers.py ours-http      # mcp_tasks, Streamable HTTP; prints PORT n
+    python benchmarks/servers.py ours-http-info # ... logging at INFO (to /dev/null)
+    python benchmarks/servers.py ours-http-otel # ... and OpenTelemetry on (SDK, batched)
     python benchmarks/servers.py ours-stdio     # mcp_tasks over stdin/stdout
     python benchmarks/servers.py limit-http     # minimal h11 + trio + msgspec; prints PORT n
     python benchmarks/servers.py limit-stdio    # minimal trio stdio echo
@@ -30,6 +32,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path = [entry for entry in sys.path if os.path.abspath(entry or ".") != _HERE]
 
 import contextlib
+import logging
 from functools import partial
 
 import anyio
@@ -45,6 +48,7 @@ from mcp_tasks import (
     ToolContext,
     ToolOutcome,
 )
+from mcp_tasks._logging import configure_logging
 from mcp_tasks.asgi import asgi_app
 from mcp_tasks.transports import serve_http, serve_stdio
 
@@ -91,6 +95,58 @@ async def _ours_http() -> None:
     async with server.running(), trio.open_nursery() as nursery:
         port = await nursery.start(serve_http, server, "127.0.0.1", 0)
         print(f"PORT {port}", flush=True)
+
+
+async def _ours_http_info() -> None:
+    """Ours logging at INFO, as `mcp-tasks serve` does: each task's changes formatted and
+    written (to /dev/null: the cost of the lines, not of a disk)."""
+    configure_logging("info")
+    logging.getLogger().handlers[0].setStream(open(os.devnull, "w"))  # noqa: SIM115
+    await _ours_http()
+
+
+async def _ours_http_otel() -> None:
+    """Ours logging at INFO with OpenTelemetry on: the SDK's providers, spans batched and
+    metrics read every 10 s by exporters that drop what they are given (no network)."""
+    from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415  (this role only)
+    from opentelemetry.sdk.metrics.export import (  # noqa: PLC0415
+        MetricExporter,
+        MetricExportResult,
+        PeriodicExportingMetricReader,
+    )
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    from mcp_tasks.otel import OpenTelemetry  # noqa: PLC0415
+
+    class DropSpans(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    class DropMetrics(MetricExporter):
+        def export(self, metrics_data: object, **_: object) -> MetricExportResult:
+            return MetricExportResult.SUCCESS
+
+        def force_flush(self, timeout_millis: float = 0) -> bool:
+            return True
+
+        def shutdown(self, timeout_millis: float = 0, **_: object) -> None:
+            pass
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(DropSpans()))
+    reader = PeriodicExportingMetricReader(DropMetrics(), export_interval_millis=10_000)
+    server.use_telemetry(
+        OpenTelemetry(
+            tracer_provider=tracer_provider,
+            meter_provider=MeterProvider(metric_readers=[reader]),
+        )
+    )
+    await _ours_http_info()
 
 
 async def _ours_stdio() -> None:
@@ -186,6 +242,8 @@ async def _limit_stdio() -> None:
 
 ROLES = {
     "ours-http": _ours_http,
+    "ours-http-info": _ours_http_info,
+    "ours-http-otel": _ours_http_otel,
     "ours-stdio": _ours_stdio,
     "limit-http": _limit_http,
     "limit-stdio": _limit_stdio,
