@@ -35,6 +35,7 @@ from mcp_tasks.core import (
     PROTOCOL_VERSION,
     ClientCapabilities,
     RequestMeta,
+    SubscriptionFilter,
     TaskRecord,
     TaskStatus,
 )
@@ -264,3 +265,39 @@ def test_the_operations_page_snippets_set_up_telemetry() -> None:
     client_side = page.run("connect_http")
     assert isinstance(client_side["telemetry"], OpenTelemetry)
     assert callable(client_side["call"])
+
+
+async def test_listen_streams_and_http_refusals_are_counted() -> None:
+    telemetry = Telemetry()
+    with trio.fail_after(30):
+        async with served(telemetry) as client:
+            acknowledged = trio.Event()
+            counts: list[int] = []
+
+            async def heard(message: dict[str, Any]) -> None:
+                if message["method"] == "notifications/subscriptions/acknowledged":
+                    counts.append(telemetry.points("mcp_tasks.listen.streams")[0].value)
+                    acknowledged.set()
+
+            async with trio.open_nursery() as nursery:
+                wanted = SubscriptionFilter(tools_list_changed=True)
+                nursery.start_soon(client.listen, wanted, heard)
+                await acknowledged.wait()
+                nursery.cancel_scope.cancel()  # the client leaves: the stream closes
+            port = client.transport.url.split(":")[2].split("/")[0]  # type: ignore[attr-defined]
+            stream = await trio.open_tcp_stream("127.0.0.1", int(port))
+            await stream.send_all(
+                b"POST /mcp HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 0\r\n\r\n"
+            )
+            answer = await stream.receive_some(4096)
+            assert answer.startswith(b"HTTP/1.1 421")
+            await stream.aclose()
+            with trio.fail_after(10):  # the server sees the listen stream's client leave
+                while telemetry.points("mcp_tasks.listen.streams")[0].value != 0:
+                    await trio.sleep(0.01)
+    assert counts == [1]
+    refusals = {
+        point.attributes["mcp_tasks.refusal.reason"]: point.value
+        for point in telemetry.points("mcp_tasks.refusals")
+    }
+    assert refusals == {"host": 1}
