@@ -17,6 +17,9 @@ from mcp_tasks.core import (
     INVALID_PARAMS,
     AwaitAnswer,
     CallToolResult,
+    CancelTask,
+    DeleteTask,
+    ErrorObject,
     FetchTask,
     Implementation,
     InputRequired,
@@ -31,6 +34,7 @@ from mcp_tasks.core import (
     ServerCore,
     StartTask,
     Step,
+    TaskEvent,
     TaskLimits,
     TaskOptions,
     TaskRecord,
@@ -322,3 +326,56 @@ def test_a_shell_that_counts_its_tasks_itself_still_gets_the_refusal(
     assert "limit of 2" in json.loads(refused.reply.body)["error"]["message"]
     created = h.core.tool_returned(run.call, outcome, h.now, stored_tasks=1)
     assert isinstance(created, Step) and isinstance(created.effects[0], SaveTask)
+
+
+# --- each save says which event of the status table it records -----------------------------
+
+
+def _events(step: Step) -> list[tuple[bool, TaskEvent | None, TaskStatus]]:
+    return [
+        (effect.created, effect.event, effect.record.status)
+        for effect in step.effects
+        if isinstance(effect, SaveTask)
+    ]
+
+
+def test_every_save_names_the_event_that_changed_the_status(
+    make_harness: type[Harness],
+) -> None:
+    h = make_harness(tools=TOOLS)
+    run = _call(h, "slow", caps=ALL_CAPS)
+    created = h.core.tool_returned(run.call, TOOLS["slow"][1](run.call), h.now)
+    assert _events(created) == [(True, None, TaskStatus.WORKING)]
+    record = _started(h, ALL_CAPS)
+    asked = h.core.task_returned(record, InputRequired(requests={"who": ask_name()}), h.now)
+    assert _events(asked) == [(False, TaskEvent.NEED_INPUT, TaskStatus.INPUT_REQUIRED)]
+    in_place = h.core.task_asked(record, ask_name(), h.now)
+    assert _events(in_place) == [(False, TaskEvent.NEED_INPUT, TaskStatus.INPUT_REQUIRED)]
+    done = h.core.task_returned(record, CallToolResult.text("ok"), h.now)
+    assert _events(done) == [(False, TaskEvent.COMPLETE, TaskStatus.COMPLETED)]
+    error = ErrorObject(code=-32603, message="upstream")
+    assert _events(h.core.task_returned(record, error, h.now)) == [
+        (False, TaskEvent.FAIL, TaskStatus.FAILED)
+    ]
+    assert _events(h.core.task_orphaned(record, h.now)) == [
+        (False, TaskEvent.ORPHAN, TaskStatus.FAILED)
+    ]
+    assert _events(h.core.task_outcome_lost(record, 60.0, h.now)) == [
+        (False, TaskEvent.ORPHAN, TaskStatus.FAILED)
+    ]
+    progress = h.core.set_status_message(record, "half way", h.now)
+    assert _events(progress) == [(False, None, TaskStatus.WORKING)]
+
+
+def test_expiry_deletes_with_the_record_and_says_whether_it_was_unfinished(
+    make_harness: type[Harness],
+) -> None:
+    h = make_harness(tools=TOOLS)
+    record = _started(h)
+    assert record.expires_at is not None
+    cancel, delete = h.core.expire_task(record, record.expires_at).effects
+    assert cancel == CancelTask(task_id=record.task_id)
+    assert isinstance(delete, DeleteTask) and delete.expired and delete.record == record
+    finished = record.replace(status=TaskStatus.COMPLETED)
+    (gone,) = h.core.expire_task(finished, record.expires_at).effects
+    assert isinstance(gone, DeleteTask) and not gone.expired and gone.record == finished
