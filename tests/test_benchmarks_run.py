@@ -114,9 +114,11 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     )  # fmt: skip
     figures = json.loads(out.stdout)
     embedded = {"ASGI (uvicorn)", "ASGI (uvicorn, h11)", "ASGI (hypercorn)", "SDK + TasksExtension"}
+    observed = {"mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry"}
     for workload, entry in figures["http"].items():
         with_tasks = workload != "sync tool calls (HTTP)"
-        assert set(entry) == {"mcp_tasks", "limit"} | (embedded if with_tasks else set()), workload
+        expected = {"mcp_tasks", "limit", *observed} | (embedded if with_tasks else set())
+        assert set(entry) == expected, workload
         for server, run in entry.items():
             assert run["count"] > 0 and run["failures"] == 0, (workload, server, run)
     assert figures["http"]["task lives"]["mcp_tasks"]["polls_per_life"] > 0.9  # window edges
@@ -130,6 +132,7 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     assert met["task lives/s, SDK + TasksExtension"] is None
     assert met["tasks/get req/s"] in (True, False)
     assert met["tasks/get req/s, ASGI under uvicorn"] in (True, False)
+    assert met["tasks/get req/s, logging at INFO"] in (True, False)
     page = (tmp_path / "benchmarks.md").read_text()
     assert "| tasks/get (req/s) |" in page and "benchmarks.png" in page
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
@@ -147,9 +150,12 @@ def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> 
     figures = json.loads(out.stdout)
     peers = {"fastmcp-tasks", "official SDK"}
     assert figures["versions"]["fastmcp-tasks"] == "4.1.4" and figures["versions"]["mcp"] == "2.3.0"
-    assert set(figures["http"]["sync tool calls (HTTP)"]) == {"mcp_tasks", "limit", *peers}
+    observed = {"mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry"}
+    synchronous = {"mcp_tasks", "limit", *peers, *observed}
+    assert set(figures["http"]["sync tool calls (HTTP)"]) == synchronous
     embedded = {"ASGI (uvicorn)", "ASGI (uvicorn, h11)", "ASGI (hypercorn)", "SDK + TasksExtension"}
-    assert set(figures["http"]["tasks/get"]) == {"mcp_tasks", "limit", "fastmcp-tasks", *embedded}
+    with_tasks = {"mcp_tasks", "limit", "fastmcp-tasks", *embedded, *observed}
+    assert set(figures["http"]["tasks/get"]) == with_tasks
     assert set(figures["stdio"]) == {"mcp_tasks", "limit", "official SDK"}
     for workload, entry in [*figures["http"].items(), ("stdio", figures["stdio"])]:
         for server, run in entry.items():
@@ -169,7 +175,7 @@ def test_the_benchmarks_page_shows_the_figures_of_its_json() -> None:
     )  # fmt: skip
     assert out.stdout.strip() in (docs / "benchmarks.md").read_text()
     figures = json.loads((docs / "benchmarks.json").read_text())
-    assert len(figures["aims"]) == 14 and all(aim["ratio"] for aim in figures["aims"])
+    assert len(figures["aims"]) == 18 and all(aim["ratio"] for aim in figures["aims"])
     assert (docs / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
 
 
