@@ -78,7 +78,7 @@ class Plan:
 
     warmup: float = 1.0
     seconds: float = 3.0
-    rounds: int = 3
+    rounds: int = 5
     stored: tuple[int, ...] = (100, 10_000, 100_000)
     fill_limit_seconds: float = 900.0
 
