@@ -17,6 +17,7 @@ import msgspec
 from msgspec import UNSET, Raw, Struct
 
 from . import _wire as w
+from ._depth import MAX_DEPTH, too_deep
 from ._encode import shown
 from ._errors import (
     HEADER_MISMATCH,
@@ -66,7 +67,7 @@ MCP_NAME_PARAM: Final = {
 BASE64_HEADER_PREFIX: Final = "=?base64?"
 BASE64_HEADER_SUFFIX: Final = "?="
 
-TOO_DEEP: Final = "JSON nested more deeply than this server accepts"
+TOO_DEEP: Final = f"JSON nested more deeply than this server accepts ({MAX_DEPTH} levels)"
 
 _Params = TypeVar("_Params")
 
@@ -107,6 +108,8 @@ def decode_message(data: bytes) -> w.IncomingMessage:
             PARSE_ERROR,
             f"Parse error: the body is not UTF-8 ({error.reason} at byte {error.start})",
         ) from None
+    if too_deep(data):  # before msgspec, whose own limit depends on the interpreter
+        raise RemoteProtocolError(INVALID_REQUEST, f"Invalid request: {_too_deep_why(data)}")
     try:
         return msgspec.json.decode(data, type=w.IncomingMessage)
     except msgspec.ValidationError as error:
@@ -123,8 +126,14 @@ def decode_message(data: bytes) -> w.IncomingMessage:
         raise RemoteProtocolError(
             PARSE_ERROR, f"Parse error: the body is not valid JSON ({error})"
         ) from None
-    except RecursionError:
+    except RecursionError:  # a stack already deep below us: the same refusal
         raise RemoteProtocolError(INVALID_REQUEST, f"Invalid request: {TOO_DEEP}") from None
+
+
+def _too_deep_why(data: bytes) -> str:
+    if data.lstrip(b" \t\r\n").startswith(b"{"):
+        return TOO_DEEP
+    return "a JSON-RPC message must be a JSON object"  # what msgspec would have said first
 
 
 def check_envelope(message: w.IncomingMessage) -> str:

@@ -35,6 +35,7 @@ from typing import Any, Final
 import httpx2
 import msgspec
 
+from ..core._depth import MAX_DEPTH, too_deep
 from ._client_base import (
     NotificationHandler,
     TransportError,
@@ -191,6 +192,10 @@ class HttpClientTransport:
     def _decode(
         self, data: bytes, what: str, *, allow_notification: bool = False
     ) -> dict[str, Any]:
+        if too_deep(data):
+            raise TransportError(
+                f"{self.url} sent an {what} nested more than {MAX_DEPTH} levels deep"
+            )
         try:
             message: Any = msgspec.json.decode(data)
         except msgspec.DecodeError:

@@ -49,6 +49,7 @@ import msgspec
 from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.memory import MemoryObjectSendStream
 
+from ..core._depth import MAX_DEPTH, too_deep
 from ._client_base import NotificationHandler, TransportError, preview, response_kind
 from ._stdio import LINE_TOO_LONG, LineBuffer
 
@@ -318,6 +319,9 @@ class StdioClientTransport:
 
     def _route(self, line: bytes) -> None:
         if self._failure is not None or not line.strip():
+            return
+        if too_deep(line):
+            self._fail(f"the server wrote a line nested more than {MAX_DEPTH} levels deep")
             return
         try:
             message: Any = msgspec.json.decode(line)

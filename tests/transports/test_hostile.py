@@ -9,7 +9,7 @@ must still be answered (on the same connection too, unless the answer said
 error. Every JSON-RPC message that comes back is checked against the schemas. Rows that aim
 at a task or an input round check afterwards that it still works.
 
-Besides the table: nesting swept across the depth where decoding gives up, and clients that
+Besides the table: nesting swept across the depth limit, and clients that
 leave in the middle of an SSE answer (a tool's progress stream, a `subscriptions/listen`).
 
 Rows that show a library bug are kept, marked `xfail(strict=True)` with the reason.
@@ -50,6 +50,7 @@ from mcp_tasks import (
     ToolContext,
     ToolOutcome,
 )
+from mcp_tasks.core._depth import MAX_DEPTH, nesting_depth
 
 VERSION = "2026-07-28"
 PV = "io.modelcontextprotocol/protocolVersion"
@@ -1622,10 +1623,7 @@ async def test_a_listener_that_leaves_mid_stream_leaves_the_task_readable(
     no_errors_logged(caplog)
 
 
-# --- nesting at the depth where decoding gives up -------------------------------------------
-
-
-NESTED = {(INVALID_PARAMS, True), (INVALID_REQUEST, True)}
+# --- nesting at the limit ------------------------------------------------------------------
 
 
 def sweep_bodies(prepared: Prepared, depth: int) -> list[bytes]:
@@ -1648,31 +1646,25 @@ def sweep_bodies(prepared: Prepared, depth: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("transport", ["http", "stdio"])
-async def test_nesting_around_the_recursion_limit_never_costs_more_than_the_request(
+async def test_nesting_is_refused_past_the_same_depth_on_every_interpreter(
     transport: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """How deep a message may nest depends on the stack below the decoder, so some depth
-    passes the first look at a message and fails a later one (a tool's arguments, an
-    answer): each depth gets a result or -32600/-32602, never an internal error."""
+    """The limit is ours (MAX_DEPTH levels, the whole message counted before it is decoded),
+    not the decoder's recursion, which moves with the interpreter and the stack: a message
+    that nests MAX_DEPTH levels is read, wherever the depth is (a tool's arguments, an
+    answer, `_meta`); one level more is -32600 "nested", and never an internal error."""
     server, _ = hostile_server()
     async with open_wire(transport, server, Case("sweep", Json(b""), Expect(200))) as wire:
         prepared = await prepare(wire, frozenset({"waiting_task", "state"}))
-        shallow, deep = 1, 100_000  # the first look at a message passes, fails
-        while deep - shallow > 1:
-            middle = (shallow + deep) // 2
-            reply = await wire.exchange(spliced(listing(x="@"), "@", nested(middle)))
-            if reply.get("error", {}).get("code") == INVALID_REQUEST:
-                deep = middle
-            else:
-                shallow = middle
-        seen: set[tuple[int | None, bool]] = set()
-        for depth in range(shallow - 20, deep + 3):
+        seen: dict[bool, set[tuple[int | None, bool]]] = {True: set(), False: set()}
+        for depth in range(MAX_DEPTH - 12, MAX_DEPTH + 2):
             for body in sweep_bodies(prepared, depth):
                 reply = await wire.exchange(body)
                 error = reply.get("error", {})
-                seen.add((error.get("code"), "nested" in error.get("message", "")))
-        assert seen <= {(None, False), (INVALID_PARAMS, False), *NESTED}, seen
-        assert seen >= NESTED  # both the first look and a later one gave up somewhere
+                refused = nesting_depth(body) > MAX_DEPTH
+                seen[refused].add((error.get("code"), "nested" in error.get("message", "")))
+        assert seen[True] == {(INVALID_REQUEST, True)}, seen
+        assert seen[False] and seen[False] <= {(None, False), (INVALID_PARAMS, False)}, seen
         task = await result(wire, "tasks/get", {"taskId": prepared.waiting_task})
         assert task["status"] == "input_required"
         await wire.still_serving()
