@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from .server import Connection, ResourceNotFound, Server, ToolError
     from .store import MemoryTaskStore, TaskStore
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0.dev0"  # the one place: pyproject.toml reads it from here
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "._context": ("RequestContext", "ToolContext"),
