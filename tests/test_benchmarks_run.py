@@ -1,4 +1,6 @@
-"""The benchmark scripts still run (a smoke run; figures are read by people, not asserted)."""
+"""The benchmark scripts still run (a smoke run; figures are read by people, not asserted).
+
+The runs are marked `slow` (minutes between them): `pytest -m "not slow"` leaves them out."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
 
+@pytest.mark.slow
 def test_core_benchmark_runs_and_reports_every_figure() -> None:
     out = subprocess.run(
         [sys.executable, str(BENCHMARKS / "core.py"), "--quick", "--json"],
@@ -29,6 +32,7 @@ def test_core_benchmark_runs_and_reports_every_figure() -> None:
     assert figures["memory"]["tasks"] > 0 and figures["memory"]["payload_per_task"] > 0
 
 
+@pytest.mark.slow
 def test_stores_benchmark_runs_and_reports_every_figure() -> None:
     """Memory, SQLite and Redis over HTTP, and the cross-process signals on Redis."""
     if shutil.which("redis-server") is None:
@@ -59,6 +63,7 @@ def test_stores_benchmark_runs_and_reports_every_figure() -> None:
             assert latency[figure] > 0, (figure, latency)
 
 
+@pytest.mark.slow
 def test_soak_scripts_run_and_pass_their_verdicts() -> None:
     """soak/load.py and soak/soak.py, --quick: the load's errors, lost results and the
     refusal of one task too many; the soak's RSS, descriptors, trio tasks and leftovers.
@@ -101,6 +106,7 @@ def test_soak_scripts_run_and_pass_their_verdicts() -> None:
     assert soaked["passed"]
 
 
+@pytest.mark.slow
 def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     tmp_path: Path,
 ) -> None:
@@ -139,6 +145,7 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     assert json.loads((tmp_path / "benchmarks.json").read_text())["aims"] == figures["aims"]
 
 
+@pytest.mark.slow
 def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> None:
     """`benchmarks/run --quick` on this checkout: the peers' venv from PyPI (pinned; kept
     for the next run), then every server of the comparison answers every workload it has."""
@@ -179,6 +186,7 @@ def test_the_benchmarks_page_shows_the_figures_of_its_json() -> None:
     assert (docs / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.slow
 def test_listen_benchmark_runs_and_reports_both_rates() -> None:
     """Task creations with no listen stream open and with streams open (50 in the smoke run)."""
     out = subprocess.run(
