@@ -6,11 +6,12 @@ more) and on how deep the stack below it is. The limit is ours instead: `MAX_DEP
 counted over the bytes, the same on every interpreter and at every later decode of a part
 of the message.
 
-The count is cheap: a message with no more than `MAX_DEPTH` brackets in all cannot nest
-deeper than that, and two `bytes.count` calls prove it for nearly every message. Only a
-message with more brackets is scanned: its strings are cut out (a bracket inside a string
-does not nest), all with bytes methods, and the depth is the highest running sum of +1
-for `[`/`{` and -1 for `]`/`}`.
+The count is cheap: a message of no more than `MAX_DEPTH` bytes, or with no more than
+`MAX_DEPTH` opening brackets in all, cannot nest deeper than that; its length or two
+`bytes.count` calls prove it for nearly every message. Only a message with more brackets
+is scanned: its strings are cut out (a bracket inside a string does not nest), all with
+bytes methods, and the depth is the highest running sum of +1 for `[`/`{` and -1 for
+`]`/`}`.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ def nesting_depth(data: bytes | bytearray | memoryview) -> int:
 
 
 def too_deep(data: bytes | bytearray | memoryview) -> bool:
-    """Whether `data` nests more than `MAX_DEPTH` levels: two counts for nearly every
-    message, a scan for those with more brackets than that."""
+    """Whether `data` nests more than `MAX_DEPTH` levels: its length or two counts for
+    nearly every message, a scan for those with more brackets than that."""
+    if len(data) <= MAX_DEPTH:  # too short to open that many (most messages: tasks/get)
+        return False
     if isinstance(data, memoryview):
         data = bytes(data)
     if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
