@@ -140,7 +140,7 @@ async def interview(ctx: ToolContext) -> ToolOutcome:
     return CallToolResult.text(f"{who} likes {(colour.content or {}).get('colour', 'no colour')}")
 
 
-@server.tool(task_support="required")
+@server.tool(task_support="required", input_before_task=True)
 async def test_tool_with_task(ctx: ToolContext) -> ToolOutcome:
     """Ask a name first (no task yet), then start a task that greets with it."""
     answer = ctx.elicit_response("user_name")

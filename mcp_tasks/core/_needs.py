@@ -150,6 +150,9 @@ class RunTool(_HandlerNeed, frozen=True, kw_only=True):
     arguments: Any = None
     """The arguments decoded with the tool's `arguments_type` (None without one)."""
     use_once: UseOnce | None = None
+    starts_task: bool = False
+    """A `task_support="required"` tool: its handler runs only inside the task, so do not
+    run it now; answer `tool_returned(call, START_TASK, now)` at once."""
 
 
 class GetPrompt(_HandlerNeed, frozen=True, kw_only=True):

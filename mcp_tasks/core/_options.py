@@ -122,6 +122,10 @@ class ToolSpec(Struct, frozen=True, kw_only=True):
     """Accept each `requestState` this tool issued once: the store remembers it until it
     expires, and a second call with it is -32602 (a confirmed action cannot be replayed).
     False: a round's answers may be sent again while the state is valid."""
+    input_before_task: bool = False
+    """A `task_support="required"` tool whose handler asks for input (`InputRequired`)
+    before it starts its task: it runs outside the task first. Otherwise such a tool's task
+    starts at once, and its handler runs only inside it."""
     arguments_type: Any = None
     """What the arguments decode to before the handler runs (a msgspec Struct, or dict);
     arguments that do not fit are refused with -32602 naming the field. None: not decoded."""

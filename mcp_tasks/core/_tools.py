@@ -74,7 +74,16 @@ class ToolCalls:
             handler_state=handler_state,
         )
         handler = self._catalog.handler("tool", tool.name)
-        return RunTool(call=call, handler=handler, arguments=decoded, use_once=use_once)
+        # A tool that runs only as a task starts it at once: its handler runs inside it
+        # (unless it asks before its task: then it runs now, as an optional one does).
+        starts_task = tool.task_support == "required" and not tool.input_before_task
+        return RunTool(
+            call=call,
+            handler=handler,
+            arguments=decoded,
+            use_once=use_once,
+            starts_task=starts_task,
+        )
 
     def replayed(self, need: RunTool) -> Step:
         """The store had `need.use_once` already: its `requestState` was used before."""

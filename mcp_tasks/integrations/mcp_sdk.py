@@ -212,9 +212,12 @@ class TasksExtension(Extension):
         )
         """The runtime behind the extension: its core, store and task runner."""
         for name, support in self.task_support.items():
-            self.server.tool(name, task_support=support, description=f"{name} (SDK)")(
-                self._run_tool
-            )
+            self.server.tool(
+                name,
+                task_support=support,
+                description=f"{name} (SDK)",
+                input_before_task=name in self.input_first,
+            )(self._run_tool)
         self._ids = itertools.count(1)
         self._waiting: dict[str, _Invocation] = {}
         """Tasks between runs (their questions out), by task id."""

@@ -10,6 +10,7 @@ calls the function and turns every way it can end into an outcome for the core
 from __future__ import annotations
 
 import base64
+import functools
 import inspect
 import logging
 import typing
@@ -17,6 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import msgspec
 from msgspec import UNSET
 
@@ -40,12 +43,14 @@ from ..core import (
     ResourceOutcome,
     ResourceRead,
     StartTaskOutcome,
+    TextContent,
     ToolCall,
     ToolError,
     ToolOutcome,
     ToolSpec,
     failure_outcome,
 )
+from ._signatures import is_object_type
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -57,6 +62,12 @@ class ToolEntry:
     spec: ToolSpec
     function: Handler
     takes_arguments: bool
+    keywords: tuple[str, ...] | None = None
+    """Plain parameters: the decoded arguments are passed by these names."""
+    output_type: Any = None
+    """A value of this type is answered as `structuredContent` (and its JSON as text)."""
+    is_async: bool = True
+    """False: a plain function, called in a worker thread."""
 
 
 @dataclass(frozen=True)
@@ -86,12 +97,16 @@ async def invoke_tool(
     name = entry.spec.name
     try:
         if not entry.takes_arguments:
-            value = await entry.function(context)
+            value = await _call(entry, context)
         else:
             if arguments is None:
                 arguments = entry.spec.decode_arguments(call.arguments)
-            value = await entry.function(context, arguments)
-        return _tool_outcome(name, value)
+            if entry.keywords is None:
+                value = await _call(entry, context, arguments)
+            else:
+                named = {key: getattr(arguments, key) for key in entry.keywords}
+                value = await _call(entry, context, **named)
+        return _tool_outcome(name, value, entry.output_type)
     except ToolError as error:
         return CallToolResult.text(str(error), is_error=True)
     except Exception as error:  # the handler's failure, not ours: it must not end the server
@@ -153,12 +168,31 @@ def _failed(
 # --- what a handler returned, as an outcome -------------------------------------------------
 
 
-def _tool_outcome(tool_name: str, value: Any) -> ToolOutcome:
+async def _call(entry: ToolEntry, *args: Any, **kwargs: Any) -> Any:
+    """The tool's function: awaited, or, for a plain function, run in a worker thread
+    (a cancelled call stops waiting for the thread, which runs on to its end)."""
+    if entry.is_async:
+        return await entry.function(*args, **kwargs)
+    work = functools.partial(entry.function, *args, **kwargs)
+    return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+
+
+def _tool_outcome(tool_name: str, value: Any, output_type: Any = None) -> ToolOutcome:
     if isinstance(value, CallToolResult | ErrorObject | InputRequired | StartTaskOutcome):
         return value
     if isinstance(value, str):
         return CallToolResult.text(value)
+    if output_type is not None and _is_instance(value, output_type):
+        structured = msgspec.to_builtins(value)
+        text = msgspec.json.encode(structured).decode()
+        return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
     raise TypeError(f"tool {tool_name!r} returned {type(value).__name__}, not a tool outcome")
+
+
+def _is_instance(value: Any, kind: Any) -> bool:
+    if typing.is_typeddict(kind):
+        return isinstance(value, dict)
+    return isinstance(value, kind)
 
 
 def _prompt_outcome(name: str, value: Any) -> PromptOutcome:
@@ -224,11 +258,17 @@ def listing(
 
 
 def schema_for(args_type: Any) -> dict[str, Any]:
-    """A tool's `inputSchema`, from the msgspec Struct its arguments decode to."""
+    """A tool's `inputSchema` (or `outputSchema`), from the Struct, dataclass or TypedDict
+    its arguments decode to (or its result is)."""
+    if typing.get_origin(args_type) is typing.Annotated:
+        args_type = typing.get_args(args_type)[0]
     if args_type is None or args_type in (dict, Any) or typing.get_origin(args_type) is dict:
         return {"type": "object"}
-    if not (isinstance(args_type, type) and issubclass(args_type, msgspec.Struct)):
-        raise TypeError(f"tool arguments must be a msgspec.Struct (or dict), not {args_type!r}")
+    if not is_object_type(args_type):
+        raise TypeError(
+            f"tool arguments must be a msgspec.Struct, a dataclass or a TypedDict (or dict), "
+            f"not {args_type!r}"
+        )
     (_,), components = msgspec.json.schema_components([args_type], ref_template="#/$defs/{name}")
     schema = dict(components.pop(args_type.__name__))
     if components:

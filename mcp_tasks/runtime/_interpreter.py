@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .._backend import cancel_scope
 from .._context import RequestContext, ToolContext
 from ..core import (
+    START_TASK,
     AwaitAnswer,
     CancelRequest,
     CancelTask,
@@ -150,6 +151,8 @@ class Interpreter:
         if isinstance(need, Complete):
             completion = await invoke_completion(need.handler, need.call)
             return core.completion_returned(need.call, completion)
+        if isinstance(need, RunTool) and need.starts_task:
+            return core.tool_returned(need.call, START_TASK, self._server.now())
         to_client = _ToClient(self, need.call.meta, notify)
         if isinstance(need, RunTool):
             context = ToolContext(

@@ -27,6 +27,7 @@ from ._handlers import (
     schema_for,
 )
 from ._listeners import Listeners
+from ._signatures import read_tool_signature
 
 ToolHandler = Handler
 ListKind = typing.Literal["tools", "prompts", "resources"]
@@ -49,36 +50,59 @@ class Registry:
         input_schema: dict[str, Any] | None = None,
         resumable: bool = False,
         single_use_request_state: bool = False,
+        input_before_task: bool = False,
+        output_schema: dict[str, Any] | None = None,
     ) -> Callable[[ToolHandler], ToolHandler]:
-        """Register an async tool handler `(ctx, args)` or `(ctx)`.
+        """Register a tool handler: `(ctx, name: str, times: int = 1)`, `(ctx, args)` or
+        `(ctx)`; async, or a plain function run in a worker thread.
 
-        `args` is typed with a msgspec Struct: its JSON Schema is the tool's `inputSchema`,
-        and arguments that do not fit are refused with -32602 naming the field. Pass
-        `input_schema` to publish a schema of your own instead (the Struct still decodes).
+        Plain parameters, or one msgspec Struct, dataclass or TypedDict, give the tool's
+        `inputSchema`; arguments that do not fit are refused with -32602 naming the
+        argument. Pass `input_schema` to publish a schema of your own instead (the types
+        still decode). A return annotation that is a Struct, dataclass or TypedDict gives
+        the `outputSchema` (or pass `output_schema`), and a value of it is answered as
+        `structuredContent`. `task_support="required"` starts the task at once and runs
+        the handler inside it (`input_before_task=True`: the handler runs first outside the
+        task, to ask with `InputRequired`, and returns `START_TASK` when it has its answers).
         `resumable=True` says the handler may safely run again from the start: a task whose
         server stopped mid-run (restart, crash) runs again instead of failing.
         `single_use_request_state=True` accepts each input round's `requestState` once
         (remembered in the store until it expires): answers cannot be replayed.
         """
         published = input_schema  # the parameter hides nothing the body needs
+        published_output = output_schema
 
         def register(handler: ToolHandler) -> ToolHandler:
-            parameters = handler_parameters("tool", handler)
-            args_type = None
-            if len(parameters) == 2:
-                args_type = typing.get_type_hints(handler).get(parameters[1], dict)
+            tool_name = name or handler.__name__
+            signature = read_tool_signature(tool_name, handler)
+            args_type = signature.arguments_type
+            if published_output is not None:
+                shown_output: Any = published_output
+            elif signature.output_type is not None:
+                shown_output = schema_for(signature.output_type)
+            else:
+                shown_output = UNSET
             spec = ToolSpec(
-                name=name or handler.__name__,
+                name=tool_name,
                 input_schema=schema_for(args_type) if published is None else published,
                 task_support=task_support,
                 title=UNSET if title is None else title,
                 description=description or first_paragraph(handler),
+                output_schema=shown_output,
                 annotations=UNSET if annotations is None else annotations,
                 resumable=resumable,
                 single_use_request_state=single_use_request_state,
+                input_before_task=input_before_task,
                 arguments_type=args_type,
             )
-            entry = ToolEntry(spec, handler, takes_arguments=args_type is not None)
+            entry = ToolEntry(
+                spec,
+                handler,
+                takes_arguments=args_type is not None,
+                keywords=signature.keywords,
+                output_type=signature.output_type,
+                is_async=signature.is_async,
+            )
             self.core.catalog.add_tool(spec, entry)
             self.notify_list_changed("tools")
             return handler

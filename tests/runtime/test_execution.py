@@ -351,16 +351,17 @@ def test_input_schema_comes_from_the_argument_struct() -> None:
     assert server.core.tools["crash"].input_schema == {"type": "object"}
 
 
-def test_tools_must_be_async_and_take_ctx() -> None:
+def test_tools_must_take_ctx_and_name_their_arguments() -> None:
+    # Issue 19: plain functions (run in a worker thread) and plain parameters are tools too.
     server = Server("t", "1")
-    with pytest.raises(TypeError, match="async"):
-        server.tool()(lambda ctx: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match=r"must take the context first"):
+        server.tool(name="nothing")(lambda: None)  # type: ignore[arg-type,return-value]
 
-    async def too_many(ctx: ToolContext, a: Any, b: Any) -> ToolOutcome:
+    async def spread(ctx: ToolContext, *words: str) -> ToolOutcome:
         return ErrorObject(code=1, message="")
 
-    with pytest.raises(TypeError, match=r"\(ctx\) or \(ctx, args\)"):
-        server.tool()(too_many)
+    with pytest.raises(TypeError, match=r"\*args and \*\*kwargs"):
+        server.tool()(spread)
 
 
 async def test_shutdown_by_cancellation_still_grants_the_grace_period(

@@ -1,0 +1,105 @@
+"""What a tool's signature says: the arguments it takes, what it returns, how to call it.
+
+    async def greet(ctx, name: str, times: int = 1) -> str           plain parameters
+    async def book(ctx, args: Booking) -> Confirmation               one Struct, dataclass
+                                                                     or TypedDict (or dict)
+    def checksum(ctx, path: str) -> str                              sync: a worker thread
+
+Plain parameters become the fields of a msgspec Struct made for the tool (its JSON Schema
+is the `inputSchema`; what does not fit is -32602 naming the argument); the handler is
+called with them by name. A return annotation that is a Struct, dataclass or TypedDict
+(alone, or the one such type in a union with the other outcomes) is the tool's
+`outputSchema`, and a value of it is answered as `structuredContent` with its JSON as text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..core import CallToolResult, ErrorObject, InputRequired, StartTaskOutcome
+
+__all__ = ["ToolSignature", "is_object_type", "read_tool_signature"]
+
+
+@dataclass(frozen=True)
+class ToolSignature:
+    arguments_type: Any
+    """What the arguments decode to (None: the tool takes none)."""
+    keywords: tuple[str, ...] | None
+    """Plain parameters: their names, each passed from the decoded Struct's field."""
+    output_type: Any
+    """The Struct, dataclass or TypedDict the tool returns (None: no output schema)."""
+    is_async: bool
+
+
+def is_object_type(kind: Any) -> bool:
+    """A type whose values are JSON objects with named fields: Struct, dataclass, TypedDict."""
+    return isinstance(kind, type) and (
+        issubclass(kind, msgspec.Struct)
+        or dataclasses.is_dataclass(kind)
+        or typing.is_typeddict(kind)
+    )
+
+
+def _takes_object(kind: Any) -> bool:
+    return kind is Any or kind is dict or typing.get_origin(kind) is dict or is_object_type(kind)
+
+
+def read_tool_signature(name: str, handler: Callable[..., Any]) -> ToolSignature:
+    if not callable(handler):
+        raise TypeError(f"tool {name!r}: {handler!r} is not a function")
+    is_async = inspect.iscoroutinefunction(handler)
+    parameters = list(inspect.signature(handler).parameters.values())
+    if not parameters:
+        raise TypeError(f"tool {name!r} must take the context first: (ctx, ...)")
+    for parameter in parameters:
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"tool {name!r}: *args and **kwargs cannot be tool arguments")
+    hints = typing.get_type_hints(handler, include_extras=True)
+    output_type = _output_type(hints.get("return"))
+    rest = parameters[1:]
+    if not rest:
+        return ToolSignature(None, None, output_type, is_async)
+    if len(rest) == 1:
+        kind = hints.get(rest[0].name, dict)  # unannotated: the arguments as a dict
+        if _takes_object(_plain(kind)):
+            return ToolSignature(kind, None, output_type, is_async)
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for parameter in rest:
+        kind = hints.get(parameter.name, Any)
+        if parameter.default is parameter.empty:
+            fields.append((parameter.name, kind))
+        else:
+            fields.append((parameter.name, kind, parameter.default))
+    arguments = msgspec.defstruct(name, fields, kw_only=True)
+    return ToolSignature(arguments, tuple(p.name for p in rest), output_type, is_async)
+
+
+def _plain(kind: Any) -> Any:
+    """`Annotated[X, ...]` as X."""
+    if typing.get_origin(kind) is typing.Annotated:
+        return typing.get_args(kind)[0]
+    return kind
+
+
+_OUTCOMES = frozenset({CallToolResult, ErrorObject, InputRequired, StartTaskOutcome})
+
+
+def _output_type(annotation: Any) -> Any:
+    """The one Struct, dataclass or TypedDict of a return annotation that is not one of
+    the outcomes every tool may return."""
+    annotation = _plain(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [_plain(member) for member in typing.get_args(annotation)]
+    else:
+        members = [annotation]
+    found = [kind for kind in members if is_object_type(kind) and kind not in _OUTCOMES]
+    return found[0] if len(found) == 1 else None
