@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ._answers import Accepted, Answer, Cancelled, Declined
     from ._context import RequestContext, ToolContext
     from .core import (
         INVALID_PARAMS,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0.dev0"  # the one place: pyproject.toml reads it from here
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
+    "._answers": ("Accepted", "Answer", "Cancelled", "Declined"),
     "._context": ("RequestContext", "ToolContext"),
     ".core": (
         "INVALID_PARAMS",
@@ -147,8 +149,11 @@ __all__ = [
     "PROTOCOL_VERSION",
     "START_TASK",
     "TASKS_EXTENSION",
+    "Accepted",
+    "Answer",
     "AudioContent",
     "CallToolResult",
+    "Cancelled",
     "ClientCapabilities",
     "Completion",
     "CompletionArgument",
@@ -156,6 +161,7 @@ __all__ = [
     "CreateMessageParams",
     "CreateMessageRequest",
     "CreateMessageResult",
+    "Declined",
     "ElicitParams",
     "ElicitRequest",
     "ElicitResult",

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec import UNSET
 
+from ._answers import Answer, form_for, read_answer
 from .core import (
     ClientCapabilities,
     CreateMessageParams,
@@ -28,6 +29,7 @@ from .core import (
 )
 
 _Answer = TypeVar("_Answer", ElicitResult, CreateMessageResult, ListRootsResult)
+_T = TypeVar("_T")
 
 
 async def _no_log(level: LoggingLevel, data: Any, logger: str | None) -> None:
@@ -150,17 +152,38 @@ class ToolContext(RequestContext):
         """Inside a task: show `message` as its `statusMessage`. Outside one: nothing."""
         await self._set_status(message)
 
+    @typing.overload
+    async def elicit(self, message: str, kind: type[_T]) -> Answer[_T]: ...
+    @typing.overload
     async def elicit(
+        self, message: str, kind: dict[str, Any] | None = None, *, url: str | None = None
+    ) -> Answer[dict[str, Any]]: ...
+    async def elicit(
+        self, message: str, kind: Any = None, *, url: str | None = None
+    ) -> Answer[Any]:
+        """Inside a task: ask the client and wait here for the answer (form or URL mode).
+
+        `kind` is what to ask for: `bool`, `str`, `int`, `float`, a `Literal` or an `Enum`
+        (a form of one field), a msgspec Struct, a dataclass or a TypedDict (a form of its
+        fields), a JSON Schema dict, or None (an empty form: a confirmation). The answer is
+        `Accepted(value)`, the value as that type (the content dict for a schema or None),
+        `Declined()` or `Cancelled()`; each has `.action` and `.content` as the wire's
+        `ElicitResult`. An accepted answer that does not fit `kind` raises a -32602 error
+        (uncaught, it fails the task saying so). The task shows `input_required` until the
+        client answers with `tasks/update`.
+        """
+        if url is not None:
+            return read_answer(await self.elicit_result(message, url=url), None)
+        return read_answer(await self.elicit_result(message, form_for(kind, message)), kind)
+
+    async def elicit_result(
         self,
         message: str,
         requested_schema: dict[str, Any] | None = None,
         *,
         url: str | None = None,
     ) -> ElicitResult:
-        """Inside a task: ask the client and wait here for the answer (form or URL mode).
-
-        The task shows `input_required` until the client answers with `tasks/update`.
-        """
+        """`elicit`, answered with the client's `ElicitResult` as it came (no typing)."""
         if url is not None:
             params = ElicitParams(message=message, mode="url", url=url)
         else:

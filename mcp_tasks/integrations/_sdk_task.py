@@ -104,9 +104,10 @@ class TaskChannel:
         if method == "elicitation/create":
             elicit = msgspec.convert(params, ElicitParams)
             if elicit.effective_mode == "url" and isinstance(elicit.url, str):
-                return await tool.elicit(elicit.message, url=elicit.url)
+                return await tool.elicit_result(elicit.message, url=elicit.url)
             schema = elicit.requested_schema
-            return await tool.elicit(elicit.message, None if schema is msgspec.UNSET else schema)
+            form = None if schema is msgspec.UNSET else schema
+            return await tool.elicit_result(elicit.message, form)
         if method == "sampling/createMessage":
             sample = msgspec.convert(params, CreateMessageParams)
             options = {

@@ -29,7 +29,9 @@ from ._handlers import (
 from ._listeners import Listeners
 from ._signatures import read_tool_signature
 
-ToolHandler = Handler
+ToolHandler = Callable[..., Any]
+"""A tool's function: async, or plain (run in a worker thread)."""
+_Tool = typing.TypeVar("_Tool", bound=ToolHandler)
 ListKind = typing.Literal["tools", "prompts", "resources"]
 
 
@@ -52,7 +54,7 @@ class Registry:
         single_use_request_state: bool = False,
         input_before_task: bool = False,
         output_schema: dict[str, Any] | None = None,
-    ) -> Callable[[ToolHandler], ToolHandler]:
+    ) -> Callable[[_Tool], _Tool]:
         """Register a tool handler: `(ctx, name: str, times: int = 1)`, `(ctx, args)` or
         `(ctx)`; async, or a plain function run in a worker thread.
 
@@ -72,7 +74,7 @@ class Registry:
         published = input_schema  # the parameter hides nothing the body needs
         published_output = output_schema
 
-        def register(handler: ToolHandler) -> ToolHandler:
+        def register(handler: _Tool) -> _Tool:
             tool_name = name or handler.__name__
             signature = read_tool_signature(tool_name, handler)
             args_type = signature.arguments_type

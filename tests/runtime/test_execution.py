@@ -355,7 +355,7 @@ def test_tools_must_take_ctx_and_name_their_arguments() -> None:
     # Issue 19: plain functions (run in a worker thread) and plain parameters are tools too.
     server = Server("t", "1")
     with pytest.raises(TypeError, match=r"must take the context first"):
-        server.tool(name="nothing")(lambda: None)  # type: ignore[arg-type,return-value]
+        server.tool(name="nothing")(lambda: None)
 
     async def spread(ctx: ToolContext, *words: str) -> ToolOutcome:
         return ErrorObject(code=1, message="")
