@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._answers import Accepted, Answer, Cancelled, Declined
-    from ._context import RequestContext, ToolContext
+    from ._context import RequestContext, ToolContext, sampled_text
     from .core import (
         INVALID_PARAMS,
         MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -69,7 +69,7 @@ __version__ = "0.1.0.dev0"  # the one place: pyproject.toml reads it from here
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "._answers": ("Accepted", "Answer", "Cancelled", "Declined"),
-    "._context": ("RequestContext", "ToolContext"),
+    "._context": ("RequestContext", "ToolContext", "sampled_text"),
     ".core": (
         "INVALID_PARAMS",
         "MISSING_REQUIRED_CLIENT_CAPABILITY",
@@ -200,4 +200,5 @@ __all__ = [
     "ToolOutcome",
     "ToolSpec",
     "__version__",
+    "sampled_text",
 ]

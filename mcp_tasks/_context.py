@@ -24,6 +24,7 @@ from .core import (
     ListRootsResult,
     LoggingLevel,
     RequestMeta,
+    Root,
     SamplingMessage,
     ToolCall,
 )
@@ -193,9 +194,14 @@ class ToolContext(RequestContext):
         return msgspec.json.decode(raw, type=ElicitResult)
 
     async def sample(
-        self, messages: list[SamplingMessage], max_tokens: int, **options: Any
+        self, messages: str | list[SamplingMessage], max_tokens: int, **options: Any
     ) -> CreateMessageResult:
-        """Inside a task: ask the client's model and wait here for the answer."""
+        """Inside a task: ask the client's model and wait here for the answer. `messages`
+        may be one user prompt as a str; `options` are `CreateMessageParams` fields
+        (`system_prompt`, `temperature`...). The answer's `content` is the model's message
+        (`sampled_text(result)` gives its text)."""
+        if isinstance(messages, str):
+            messages = [SamplingMessage(role="user", content={"type": "text", "text": messages})]
         params = CreateMessageParams(messages=messages, max_tokens=max_tokens, **options)
         raw = await self._wait_for(CreateMessageRequest(params=params))
         return msgspec.json.decode(raw, type=CreateMessageResult)
@@ -205,6 +211,10 @@ class ToolContext(RequestContext):
         raw = await self._wait_for(ListRootsRequest(params=UNSET))
         return msgspec.json.decode(raw, type=ListRootsResult)
 
+    async def roots(self) -> list[Root]:
+        """`list_roots()`, answered with the roots themselves."""
+        return (await self.list_roots()).roots
+
     async def _wait_for(self, request: InputRequest) -> msgspec.Raw:
         if self._ask is None:
             raise RuntimeError(
@@ -212,3 +222,12 @@ class ToolContext(RequestContext):
                 "one, return InputRequired(...) and read the answer on the next round"
             )
         return await self._ask(request)
+
+
+def sampled_text(result: CreateMessageResult) -> str | None:
+    """The text of a sampling answer (`ctx.sample(...)`), or None if it is not text."""
+    content = result.content
+    if isinstance(content, dict) and content.get("type") == "text":
+        text = content.get("text")
+        return text if isinstance(text, str) else None
+    return None

@@ -8,6 +8,7 @@ import enum
 import threading
 from typing import Annotated, Any, Literal, TypedDict
 
+import anyio
 import msgspec
 import pytest
 from trio.testing import MockClock
@@ -21,6 +22,7 @@ from mcp_tasks import (
     Server,
     TaskOptions,
     ToolContext,
+    sampled_text,
 )
 from mcp_tasks._answers import form_for
 from mcp_tasks.core import LocalProtocolError
@@ -102,6 +104,12 @@ def build() -> tuple[Server, dict[str, Any]]:
         answer: Answer[Any] = await ctx.elicit(f"{kind}?", asked[kind])
         seen["answer"] = answer
         return answer.action
+
+    @server.tool(task_support="required")
+    async def summarise(ctx: ToolContext) -> str:
+        answer = await ctx.sample("Summarise the report", max_tokens=50)
+        roots = await ctx.roots()
+        return f"{sampled_text(answer)} in {roots[0].uri}"
 
     return server, seen
 
@@ -277,3 +285,31 @@ async def test_input_before_task_keeps_rounds_before_a_required_tools_task(
         task_id = await client.start("careful")
         await client.wait_status(task_id, "completed")
     assert ran == [False, True]
+
+
+async def test_sample_takes_a_prompt_and_roots_are_a_list(autojump_clock: MockClock) -> None:
+    server, _ = build()
+    async with server.running():
+        client = Client(server)
+        task_id = await client.start("summarise")
+        sampled = {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "m"}
+        request, _ = await answer_and_wait_for(client, task_id, sampled)
+        assert request["params"]["messages"] == [
+            {"role": "user", "content": {"type": "text", "text": "Summarise the report"}}
+        ]
+        await answer_and_wait_for(client, task_id, {"roots": [{"uri": "file:///r"}]})
+        done = await client.wait_status(task_id, "completed", "failed")
+    assert done["result"]["content"][0]["text"] == "short in file:///r"
+
+
+async def answer_and_wait_for(client: Client, task_id: str, response: dict[str, Any]) -> Any:
+    """Answer the question open now; the task once it has moved on."""
+    asking = await client.wait_status(task_id, "input_required")
+    (key, request), *_ = asking["inputRequests"].items()
+    await client.send("tasks/update", {"taskId": task_id, "inputResponses": {key: response}})
+    with anyio.fail_after(60):
+        while True:
+            task = await client.get(task_id)
+            if task["status"] != "input_required" or key not in task.get("inputRequests", {}):
+                return request, task
+            await anyio.sleep(0.05)
