@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,10 @@ class Page:
     def run(self, marker: str) -> dict[str, Any]:
         """Run the one snippet that contains `marker`; the names it made."""
         [code] = [text for text in self.snippets if marker in text]
-        namespace: dict[str, Any] = {"__name__": f"snippet_of_{self.path.stem}"}
+        # A module of its own in sys.modules, as an imported file has (dataclasses and
+        # typing look a class's module up there).
+        module = types.ModuleType(f"snippet_of_{self.path.stem}")
+        sys.modules[module.__name__] = module
+        namespace: dict[str, Any] = module.__dict__
         exec(compile(code, str(self.path), "exec"), namespace)
         return namespace

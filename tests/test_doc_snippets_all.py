@@ -46,7 +46,7 @@ RUN_ELSEWHERE: dict[str, list[str] | None] = {
     "operations.md": ["server.use_telemetry", "connect_http"],  # tests/runtime/test_otel.py
     "core.md": ["class AsyncShell"],  # tests/test_docs.py
     "security.md": ["single_use_request_state=True"],  # tests/test_docs.py
-    "tools.md": None,  # its author's tests
+    "tools.md": None,  # tests/runtime/test_tools_docs.py
 }
 RUN_HERE = {
     "index.md": ["@server.tool", "connect_http"],

@@ -1,0 +1,80 @@
+"""docs/tools.md's snippets, run as written and driven through `Server.handle`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from doc_snippets import Page
+from trio.testing import MockClock
+
+from mcp_tasks import Server
+
+from .helpers import Client
+
+PAGE = Page("tools.md")
+
+
+async def tools_of(client: Client) -> dict[str, Any]:
+    listed = await client.send("tools/list")
+    return {tool["name"]: tool for tool in listed["result"]["tools"]}
+
+
+async def test_arguments_from_the_signature() -> None:
+    server: Server = PAGE.run("async def greet(")["server"]
+    async with server.running():
+        client = Client(server)
+        tools = await tools_of(client)
+        assert tools["greet"]["inputSchema"]["required"] == ["name"]
+        assert tools["greet"]["description"] == "Greet someone, up to five times."
+        greeted = await client.call("greet", {"name": "Ada", "times": 2})
+        assert greeted["result"]["content"][0]["text"] == "Hello, Ada! Hello, Ada!"
+        wrong = await client.call("greet", {"name": "Ada", "times": "two"})
+        message = wrong["error"]["message"]
+        assert message in PAGE.path.read_text()  # the page quotes the real message
+        booked = await client.call("book", {"booking": {"room": "7"}})
+        assert booked["error"]["code"] == -32602  # the dataclass's fields are the arguments
+        booked = await client.call("book", {"room": "7", "nights": 2})
+        assert booked["result"]["content"][0]["text"] == "room 7 for 2 night(s)"
+        shouted = await client.call("shout", {"text": "quiet"})
+        assert shouted["result"]["content"][0]["text"] == "QUIET"
+
+
+async def test_a_struct_result_under_the_output_schema() -> None:
+    server: Server = PAGE.run("class Forecast")["server"]
+    async with server.running():
+        client = Client(server)
+        tool = (await tools_of(client))["forecast"]
+        assert tool["outputSchema"]["required"] == ["city", "celsius"]
+        result = (await client.call("forecast", {"city": "Oslo"}))["result"]
+    text = result["content"][0]["text"]
+    assert result["structuredContent"] == {"city": "Oslo", "celsius": 21.5}
+    assert msgspec.json.encode(result["structuredContent"]).decode() == text
+    quoted = text.replace('"', '\\"')
+    assert quoted in PAGE.path.read_text()
+
+
+async def test_asking_the_client_with_types(autojump_clock: MockClock) -> None:
+    server: Server = PAGE.run("async def tidy(")["server"]
+    answers = [
+        {"action": "accept", "content": {"value": True}},
+        {"action": "accept", "content": {"value": "blue"}},
+        {"action": "accept", "content": {"name": "Ada", "age": 36}},
+    ]
+    async with server.running():
+        client = Client(server)
+        task_id = await client.start("tidy", {"folder": "tmp"})
+        for answer in answers:
+            asking = await client.wait_status(task_id, "input_required")
+            (key,) = asking["inputRequests"]
+            update = {"taskId": task_id, "inputResponses": {key: answer}}
+            await client.send("tasks/update", update)
+        done = await client.wait_status(task_id, "completed")
+        declined = await client.start("tidy", {"folder": "home"})
+        asking = await client.wait_status(declined, "input_required")
+        (key,) = asking["inputRequests"]
+        no = {"taskId": declined, "inputResponses": {key: {"action": "decline"}}}
+        await client.send("tasks/update", no)
+        kept = await client.wait_status(declined, "completed")
+    assert done["result"]["content"][0]["text"] == "tidied tmp, labelled blue for Ada"
+    assert kept["result"]["content"][0]["text"] == "kept home (decline)"
