@@ -120,9 +120,8 @@ async def tools_by_name(client: Client) -> dict[str, Any]:
 
 
 async def answer_and_wait(client: Client, task_id: str, response: dict[str, Any]) -> Any:
-    asking = await client.wait_status(task_id, "input_required")
-    (key, request), *_ = asking["inputRequests"].items()
-    await client.send("tasks/update", {"taskId": task_id, "inputResponses": {key: response}})
+    """Answer the open question; the question, and the task once it ended."""
+    request, _ = await answer_and_wait_for(client, task_id, response)
     return request, await client.wait_status(task_id, "completed", "failed")
 
 
