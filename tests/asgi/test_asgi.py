@@ -12,7 +12,6 @@ Waits are on answers and end-of-file under `fail_after`; nothing sleeps and hope
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +30,6 @@ from .processes import ASGI_KINDS, Served, serving
 
 VERSION = "2026-07-28"
 WAIT = 10
-
-
-@pytest.fixture(scope="module")
-def built_in() -> Iterator[Served]:
-    with serving("builtin") as served:
-        yield served
-
-
-@pytest.fixture(scope="module", params=ASGI_KINDS)
-def asgi(request: pytest.FixtureRequest) -> Iterator[Served]:
-    with serving(request.param) as served:
-        yield served
 
 
 class HttpClient(test_http.HttpClient):

@@ -6,7 +6,7 @@ app called directly with ASGI messages, for the drain and the log lines.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ from mcp_tasks import CallToolResult, Server, ToolContext, ToolOutcome
 from mcp_tasks.asgi import AsgiApp, asgi_app
 from mcp_tasks.transports import HttpConfig, Unauthorized
 
-from .processes import ASGI_KINDS, Served, serving
+from .processes import Served, serving
 from .test_asgi import HttpClient
 
 WAIT = 10
@@ -34,27 +34,9 @@ PROBES = [
 COMPARED = ("content-type", "cache-control", "allow", "content-length")
 
 
-@pytest.fixture(scope="module")
-def built_in() -> Iterator[Served]:
-    with serving("builtin") as served:
-        yield served
-
-
-@pytest.fixture(scope="module", params=ASGI_KINDS)
-def asgi(request: pytest.FixtureRequest) -> Iterator[Served]:
-    with serving(request.param) as served:
-        yield served
-
-
 async def probe(served: Served, method: str, path: str, headers: Any = ()) -> Response:
     """One request under the path the app is mounted at, on a connection of its own."""
-    client = await HttpClient.to(served)
-    try:
-        with trio.fail_after(WAIT):
-            await client.send(method, list(headers), target=path)
-            return await client.response()
-    finally:
-        await client.aclose()
+    return await (await HttpClient.to(served)).exchange_once(method, path, headers, WAIT)
 
 
 @pytest.mark.parametrize(("method", "path", "headers"), PROBES)

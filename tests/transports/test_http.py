@@ -158,6 +158,17 @@ class HttpClient:
     async def aclose(self) -> None:
         await self.stream.aclose()
 
+    async def exchange_once(
+        self, method: str, target: str, headers: Headers = (), wait: float = 10
+    ) -> Response:
+        """One request and its answer, then the connection closes."""
+        try:
+            with trio.fail_after(wait):
+                await self.send(method, list(headers), target=target)
+                return await self.response()
+        finally:
+            await self.aclose()
+
 
 def mcp_headers(method: str, name: str | None = None, version: str = VERSION) -> list[Any]:
     headers = [

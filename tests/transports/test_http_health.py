@@ -41,13 +41,7 @@ READY = {"status": "ready"}
 
 async def get(port: int, path: str, *, method: str = "GET", headers: Any = ()) -> Response:
     """One request on a connection of its own."""
-    client = await HttpClient.connect(port)
-    try:
-        with trio.fail_after(WAIT):
-            await client.send(method, list(headers), target=path)
-            return await client.response()
-    finally:
-        await client.aclose()
+    return await (await HttpClient.connect(port)).exchange_once(method, path, headers, WAIT)
 
 
 def assert_probe(response: Response, status: int, body: Mapping[str, str]) -> None:
