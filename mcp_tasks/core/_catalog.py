@@ -9,6 +9,7 @@ not declared, and its methods answer -32601.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from . import _wire as w
@@ -16,6 +17,8 @@ from ._options import PromptSpec, ResourceSpec, ResourceTemplateSpec, ToolSpec
 
 CompletionTarget = tuple[Literal["ref/prompt", "ref/resource"], str]
 """("ref/prompt", prompt name) or ("ref/resource", uri template)."""
+
+ArgumentDecoder = Callable[[ToolSpec | PromptSpec, Any], Any]
 
 
 class ResourceMatch:
@@ -46,6 +49,11 @@ class Catalog:
         self._handlers: dict[tuple[str, Any], Any] = {}
         """(kind, name) -> the handler registered with the spec."""
         self._cached: dict[str, Any] = {}
+        self.revision = 0
+        """Counts registrations and removals: a journal notes the catalog again when it moved."""
+        self.argument_decoder: ArgumentDecoder | None = None
+        """Decodes a call's arguments in place of its spec (a journal records or plays back
+        what decoding gave); None: the spec's own `decode_arguments`."""
 
     def use_cache_hints(self, *, ttl_ms: int, cache_scope: Literal["public", "private"]) -> None:
         """Advise `ttl_ms` and `cache_scope` on every list result from now on."""
@@ -58,6 +66,13 @@ class Catalog:
         "template", "completion"), or None."""
         return self._handlers.get((kind, name))
 
+    def decode_arguments(self, spec: ToolSpec | PromptSpec, arguments: Any) -> Any:
+        """`arguments` as the spec's `arguments_type` (None without one), or -32602."""
+        decoder = self.argument_decoder
+        if decoder is not None:
+            return decoder(spec, arguments)
+        return spec.decode_arguments(arguments)
+
     # --- registration -----------------------------------------------------------------
 
     def add_tool(self, tool: ToolSpec, handler: Any = None) -> None:
@@ -69,12 +84,14 @@ class Catalog:
         if header_params:
             self.header_params[tool.name] = header_params
         self._cached.pop("tools", None)
+        self.revision += 1
 
     def remove_tool(self, name: str) -> None:
         del self.tools[name]
         self._handlers.pop(("tool", name), None)
         self.header_params.pop(name, None)
         self._cached.pop("tools", None)
+        self.revision += 1
 
     def add_prompt(self, prompt: PromptSpec, handler: Any = None) -> None:
         if prompt.name in self.prompts:
@@ -82,6 +99,7 @@ class Catalog:
         self.prompts[prompt.name] = prompt
         self._handlers["prompt", prompt.name] = handler
         self._cached.pop("prompts", None)
+        self.revision += 1
 
     def remove_prompt(self, name: str) -> None:
         """Take the prompt away, and the completion of its arguments with it."""
@@ -90,6 +108,7 @@ class Catalog:
         self.completions.discard(("ref/prompt", name))
         self._handlers.pop(("completion", ("ref/prompt", name)), None)
         self._cached.pop("prompts", None)
+        self.revision += 1
 
     def add_resource(self, resource: ResourceSpec, handler: Any = None) -> None:
         if resource.uri in self.resources:
@@ -97,11 +116,13 @@ class Catalog:
         self.resources[resource.uri] = resource
         self._handlers["resource", resource.uri] = handler
         self._cached.pop("resources", None)
+        self.revision += 1
 
     def remove_resource(self, uri: str) -> None:
         del self.resources[uri]
         self._handlers.pop(("resource", uri), None)
         self._cached.pop("resources", None)
+        self.revision += 1
 
     def add_template(self, template: ResourceTemplateSpec, handler: Any = None) -> None:
         if template.uri_template in self.templates:
@@ -109,6 +130,7 @@ class Catalog:
         self.templates[template.uri_template] = template
         self._handlers["template", template.uri_template] = handler
         self._cached.pop("templates", None)
+        self.revision += 1
 
     def add_completion(self, target: CompletionTarget, handler: Any = None) -> None:
         kind, name = target
@@ -120,6 +142,7 @@ class Catalog:
             raise ValueError(f"completion for {name!r} is already registered")
         self.completions.add(target)
         self._handlers["completion", target] = handler
+        self.revision += 1
 
     # --- lookups ----------------------------------------------------------------------
 

@@ -84,7 +84,7 @@ class CatalogCalls:
         return GetPrompt(
             call=call,
             handler=self._catalog.handler("prompt", prompt.name),
-            arguments=prompt.decode_arguments(arguments),
+            arguments=self._catalog.decode_arguments(prompt, arguments),
         )
 
     def prompt_returned(self, call: PromptCall, outcome: PromptOutcome, now: float) -> Step:

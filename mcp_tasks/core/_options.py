@@ -129,6 +129,9 @@ class ToolSpec(Struct, frozen=True, kw_only=True):
     arguments_type: Any = None
     """What the arguments decode to before the handler runs (a msgspec Struct, or dict);
     arguments that do not fit are refused with -32602 naming the field. None: not decoded."""
+    sensitive_arguments: frozenset[str] = frozenset()
+    """Arguments a journal (`--record`) writes as "[redacted]" wherever they appear (the
+    call, the task's record, the `Mcp-Param-*` headers mirroring them)."""
 
     def decode_arguments(self, arguments: Raw | None) -> Any:
         """The arguments as `arguments_type` (None without one), or -32602."""

@@ -26,7 +26,7 @@ from ._errors import (
 )
 from ._options import error_path
 from ._outcomes import InputRequired
-from ._sealing import RoundState, open_sealed, params_digest, seal
+from ._sealing import HmacSealer, RoundState, Sealer, open_sealed, seal
 
 RoundParams = w.CallToolParams | w.GetPromptParams | w.ReadResourceParams
 
@@ -42,10 +42,8 @@ class OpenedRound(NamedTuple):
 
 class Rounds:
     def __init__(self, encoder: Encoder, state_key: bytes, state_ttl_ms: int) -> None:
-        if len(state_key) < 16:
-            raise ValueError("state_key must hold at least 16 random bytes")
         self._encode = encoder
-        self.state_key = state_key
+        self.sealer: Sealer = HmacSealer(state_key)
         self.state_ttl_ms = state_ttl_ms
 
     def open(
@@ -69,9 +67,9 @@ class Rounds:
             answers = {key: answer.copy() for key, answer in given.items()}
             return OpenedRound(answers, None, None, None)
         raw = None if arguments is None else bytes(arguments)
-        digest = params_digest(method, name, raw, principal)
+        digest = self.sealer.digest(method, name, raw, principal)
         round_state = open_sealed(
-            self.state_key, params.request_state, method=method, digest=digest, now=now
+            self.sealer, params.request_state, method=method, digest=digest, now=now
         )
         sealed = hashlib.sha256(params.request_state.encode()).hexdigest()
         return OpenedRound(
@@ -98,14 +96,14 @@ class Rounds:
         check_input_requests(what, outcome.requests, capabilities)
         state = RoundState(
             method=method,
-            params_digest=params_digest(method, name, arguments, principal),
+            params_digest=self.sealer.digest(method, name, arguments, principal),
             expires_at=now + self.state_ttl_ms / 1000,
             asked={key: method_of(request) for key, request in outcome.requests.items()},
             handler_state=outcome.state,
         )
         result = w.InputRequiredResult(
             input_requests=outcome.requests,
-            request_state=seal(self.state_key, state),
+            request_state=seal(self.sealer, state),
             meta=self._encode.result_meta,
         )
         return self._encode.result(request_id, result)

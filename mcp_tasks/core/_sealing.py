@@ -15,7 +15,7 @@ import base64
 import binascii
 import hashlib
 import hmac
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -36,6 +36,40 @@ class RoundState(msgspec.Struct, array_like=True, frozen=True):
 _encoder = msgspec.json.Encoder(order="sorted")
 _round_decoder = msgspec.json.Decoder(RoundState)
 _any_decoder = msgspec.json.Decoder()
+
+
+class Sealer(Protocol):
+    """The injected cryptography of input rounds: a digest naming a call, and the MAC that
+    seals a round's state. `HmacSealer` is the one in use; a replayed journal plays back
+    what a recorded one gave, without the key."""
+
+    def digest(
+        self, method: str, name: str, arguments: bytes | None, principal: str | None
+    ) -> str: ...
+
+    def mac(self, signed: str) -> bytes: ...
+
+    def verify(self, signed: str, mac: bytes) -> bool: ...
+
+
+class HmacSealer:
+    """HMAC-SHA256 under `key` (at least 16 random bytes)."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) < 16:
+            raise ValueError("state_key must hold at least 16 random bytes")
+        self._key = key
+
+    def digest(self, method: str, name: str, arguments: bytes | None, principal: str | None) -> str:
+        return params_digest(method, name, arguments, principal)
+
+    def mac(self, signed: str) -> bytes:
+        return hmac.new(self._key, signed.encode("ascii"), hashlib.sha256).digest()
+
+    def verify(self, signed: str, mac: bytes) -> bool:
+        return hmac.compare_digest(mac, self.mac(signed))
 
 
 def params_digest(
@@ -60,20 +94,16 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _mac(key: bytes, signed: str) -> bytes:
-    return hmac.new(key, signed.encode("ascii"), hashlib.sha256).digest()
-
-
-def seal(key: bytes, state: RoundState) -> str:
+def seal(sealer: Sealer, state: RoundState) -> str:
     signed = _PREFIX + _b64(_encoder.encode(state))
-    return signed + "." + _b64(_mac(key, signed))
+    return signed + "." + _b64(sealer.mac(signed))
 
 
 def _refuse(why: str) -> RemoteProtocolError:
     return RemoteProtocolError(INVALID_PARAMS, f"requestState {why}")
 
 
-def open_sealed(key: bytes, token: str, *, method: str, digest: str, now: float) -> RoundState:
+def open_sealed(sealer: Sealer, token: str, *, method: str, digest: str, now: float) -> RoundState:
     """The round state inside `token`, or -32602 if it is forged, stale or not for this call."""
     signed, _, mac_text = token.rpartition(".")
     if not signed.startswith(_PREFIX) or not mac_text:
@@ -82,7 +112,7 @@ def open_sealed(key: bytes, token: str, *, method: str, digest: str, now: float)
         mac = _unb64(mac_text)
     except (binascii.Error, ValueError):
         raise _refuse("is not one this server issued") from None
-    if not signed.isascii() or not hmac.compare_digest(mac, _mac(key, signed)):
+    if not signed.isascii() or not sealer.verify(signed, mac):
         raise _refuse("failed its integrity check (altered, or sealed with another key)")
     try:
         state: Any = _round_decoder.decode(_unb64(signed[len(_PREFIX) :]))

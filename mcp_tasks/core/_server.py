@@ -92,6 +92,7 @@ from ._outcomes import (
 from ._policy import MinPollInterval, PollPolicy
 from ._records import TaskRecord
 from ._rounds import Rounds
+from ._sealing import HmacSealer
 from ._tasks import Tasks, progress_text
 from ._tools import ToolCalls
 
@@ -140,9 +141,7 @@ class ServerCore(CompatibleNames):
 
     def use_state_key(self, state_key: bytes) -> None:
         """Seal and open `requestState` with `state_key` (servers sharing tasks share it)."""
-        if len(state_key) < 16:
-            raise ValueError("state_key must hold at least 16 random bytes")
-        self._rounds.state_key = state_key
+        self._rounds.sealer = HmacSealer(state_key)
 
     def use_info(self, info: w.Implementation) -> None:
         """Name `info` as the server in replies from now on (a server embedded in another)."""

@@ -63,7 +63,7 @@ class ToolCalls:
             if tool.single_use_request_state and opened.sealed is not None:
                 assert opened.expires_at is not None
                 use_once = UseOnce(key=opened.sealed, until=opened.expires_at)
-        decoded = tool.decode_arguments(arguments)
+        decoded = self._catalog.decode_arguments(tool, arguments)
         call = ToolCall(
             request_id=request_id,
             tool_name=tool.name,
@@ -143,7 +143,9 @@ class ToolCalls:
             in_place = msgspec.structs.replace(call, in_task=True)
             handler = self._catalog.handler("tool", tool.name)
             return RunTool(
-                call=in_place, handler=handler, arguments=tool.decode_arguments(call.arguments)
+                call=in_place,
+                handler=handler,
+                arguments=self._catalog.decode_arguments(tool, call.arguments),
             )
         return self._tasks.create(request_id, call, now)
 

@@ -1,0 +1,240 @@
+"""Recording: a `ServerCore` that writes every call of an entry point to a journal.
+
+Theory of operation
+-------------------
+The core keeps nothing between calls, so what a call answers depends only on what it was
+given and on what it drew, while it ran, from what the server injected: task ids, the
+digests and MACs of sealed input rounds, the verdicts of the tools' argument types and of
+the poll policy. `RecordingCore` takes over a configured core, routes each of those
+through itself, and writes one line per call (`_journal_codec` says how). A call made
+from inside another (none today, but a shell may nest) is part of the outer one's line.
+
+Writing never fails a call: a line that cannot be encoded is reported to `on_error`, and
+the sink (`mcp_tasks.recording.JournalWriter`) deals with its own failures.
+`_playback.Playback` is the other half: it replays the lines through a fresh core.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any, Final
+
+import msgspec
+
+from ._catalog import Catalog
+from ._errors import ProtocolError
+from ._journal_codec import (
+    ENTRY_POINTS,
+    FORMAT,
+    Redactor,
+    encode_inputs,
+    encode_output,
+    frame,
+    input_encoder,
+    output_encoder,
+    raised_out,
+)
+from ._options import PromptSpec, ServerOptions, TaskOptions, ToolSpec
+from ._policy import PollPolicy
+from ._records import TaskRecord
+from ._sealing import Sealer
+from ._server import ServerCore
+from ._wire import Implementation
+
+Draw = tuple[str, Any]
+"""("id", task id), ("digest", hex), ("mac", base64), ("verify", bool),
+("decode", None or the -32602 as {"code","message","data"}), ("poll", ms or None)."""
+
+JOURNAL_HEADER: Final = {"journal": "mcp-tasks", "format": FORMAT}
+
+
+def config_of(core: ServerCore) -> dict[str, Any]:
+    """What a fresh core needs to answer as `core` does (handlers and keys aside)."""
+    catalog = core.catalog
+    return {
+        "info": core.info,
+        "options": core.options,
+        "tasks": core.task_options,
+        "poll_policy": core.poll_policy is not None,
+        "catalog": {
+            "tools": list(catalog.tools.values()),
+            "prompts": list(catalog.prompts.values()),
+            "resources": list(catalog.resources.values()),
+            "templates": list(catalog.templates.values()),
+            "completions": sorted(catalog.completions),
+        },
+    }
+
+
+def redactor_for(catalog: Catalog) -> Redactor:
+    sensitive = {
+        name: tool.sensitive_arguments
+        for name, tool in catalog.tools.items()
+        if tool.sensitive_arguments
+    }
+    return Redactor(sensitive, catalog.header_params)
+
+
+class RecordingCore(ServerCore):
+    """`core`, answering exactly as before, writing each call to `sink` as a line.
+
+    It takes over `core`'s parts (they are shared: use this one from now on).
+    `on_error` hears of a call that could not be written down."""
+
+    def __init__(
+        self,
+        core: ServerCore,
+        sink: Callable[[bytes], None],
+        *,
+        on_error: Callable[[str, Exception], None] | None = None,
+    ) -> None:
+        self.__dict__.update(core.__dict__)
+        self._sink = sink
+        self._on_error = on_error
+        self._draws: list[Draw] | None = None
+        self._sequence = 0
+        self._revision = -1
+        self._redactor = redactor_for(self.catalog)
+        self._tasks._new_task_id = self._draw_task_id
+        self._rounds.sealer = _RecordingSealer(self._rounds.sealer, self)
+        self.catalog.argument_decoder = self._draw_decoded
+        self._wrap_policy()
+        self._sink(frame(input_encoder.encode(JOURNAL_HEADER)))
+
+    # --- what a call draws --------------------------------------------------------------
+
+    def _draw(self, kind: str, value: Any) -> None:
+        if self._draws is not None:
+            self._draws.append((kind, value))
+
+    def _draw_task_id(self) -> str:
+        task_id = self._new_task_id()
+        self._draw("id", task_id)
+        return task_id
+
+    def _draw_decoded(self, spec: ToolSpec | PromptSpec, arguments: Any) -> Any:
+        try:
+            decoded = spec.decode_arguments(arguments)
+        except ProtocolError as refused:
+            self._draw("decode", {"code": refused.code, "message": refused.message})
+            raise
+        self._draw("decode", None)
+        return decoded
+
+    def _wrap_policy(self) -> None:
+        policy = self._tasks.poll_policy
+        if policy is not None and not isinstance(policy, _RecordingPolicy):
+            self._tasks.poll_policy = _RecordingPolicy(policy, self)
+
+    # --- configuration -------------------------------------------------------------------
+
+    def use_state_key(self, state_key: bytes) -> None:
+        super().use_state_key(state_key)
+        self._rounds.sealer = _RecordingSealer(self._rounds.sealer, self)
+
+    def use_task_options(self, options: TaskOptions) -> None:
+        policy = self._tasks.poll_policy
+        if isinstance(policy, _RecordingPolicy):  # so a policy made from options is remade
+            self._tasks.poll_policy = policy.inner
+        super().use_task_options(options)
+        self._wrap_policy()
+        self._revision = -1
+
+    def use_options(self, options: ServerOptions) -> None:
+        super().use_options(options)
+        self._revision = -1
+
+    def use_info(self, info: Implementation) -> None:
+        super().use_info(info)
+        self._revision = -1
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _write(
+        self, call: str, inputs: dict[str, Any], draws: list[Draw], out: Any, raised: bool
+    ) -> None:
+        try:
+            if self._revision != self.catalog.revision:
+                self._revision = self.catalog.revision
+                self._redactor = redactor_for(self.catalog)
+                config = {"config": config_of(self)}
+                self._sink(frame(input_encoder.encode(config)))
+            self._sequence += 1
+            redactor = self._redactor
+            line = {
+                "n": self._sequence,
+                "call": call,
+                "in": msgspec.Raw(input_encoder.encode(encode_inputs(call, inputs, redactor))),
+                "draws": draws,
+                "out": raised_out(out) if raised else encode_output(out, redactor),
+            }
+            self._sink(frame(output_encoder.encode(line)))
+        except Exception as failure:  # never the call's failure: it answered already
+            if self._on_error is not None:
+                self._on_error(call, failure)
+
+
+def _recorded(call: str, names: tuple[str, ...]) -> Callable[..., Any]:
+    answer = getattr(ServerCore, call)
+
+    def entry_point(self: RecordingCore, *args: Any, **kwargs: Any) -> Any:
+        if self._draws is not None:  # called from inside another call: part of its line
+            return answer(self, *args, **kwargs)
+        inputs = dict(zip(names, args, strict=False))
+        inputs.update(kwargs)
+        draws: list[Draw] = []
+        self._draws = draws
+        try:
+            out = answer(self, *args, **kwargs)
+        except Exception as error:
+            self._draws = None
+            self._write(call, inputs, draws, error, raised=True)
+            raise
+        self._draws = None
+        self._write(call, inputs, draws, out, raised=False)
+        return out
+
+    entry_point.__name__ = call
+    entry_point.__doc__ = answer.__doc__
+    return entry_point
+
+
+for _call, _codecs in ENTRY_POINTS.items():
+    setattr(RecordingCore, _call, _recorded(_call, tuple(_codecs)))
+
+
+class _RecordingSealer:
+    __slots__ = ("_core", "_inner")
+
+    def __init__(self, inner: Sealer, core: RecordingCore) -> None:
+        self._inner = inner
+        self._core = core
+
+    def digest(self, method: str, name: str, arguments: bytes | None, principal: str | None) -> str:
+        digest = self._inner.digest(method, name, arguments, principal)
+        self._core._draw("digest", digest)
+        return digest
+
+    def mac(self, signed: str) -> bytes:
+        mac = self._inner.mac(signed)
+        self._core._draw("mac", base64.b64encode(mac).decode("ascii"))
+        return mac
+
+    def verify(self, signed: str, mac: bytes) -> bool:
+        verdict = self._inner.verify(signed, mac)
+        self._core._draw("verify", verdict)
+        return verdict
+
+
+class _RecordingPolicy:
+    __slots__ = ("_core", "inner")
+
+    def __init__(self, inner: PollPolicy, core: RecordingCore) -> None:
+        self.inner = inner
+        self._core = core
+
+    def wait_ms(self, principal: str | None, record: TaskRecord, now: float) -> int | None:
+        wait_ms = self.inner.wait_ms(principal, record, now)
+        self._core._draw("poll", wait_ms)
+        return wait_ms

@@ -1,0 +1,476 @@
+"""How a journal writes down what crosses the core's boundary, and reads it back.
+
+A journal is JSON lines. Every line ends with `"crc":N`, the CRC-32 of the line as it
+would read without it, so a line changed after it was written is found before anything
+is replayed. The kinds of line:
+
+    {"journal":"mcp-tasks","format":1,...}                   the first line of each file
+    {"config":{"info":...,"options":...,"catalog":...}}      the core's configuration
+    {"n":7,"call":"receive","in":{...},"draws":[...],"out":{...}}   one entry point called
+    {"gap":3}                                                lines the writer lost
+
+`in` holds the call's arguments by name; `draws` what the call drew from what the core
+is given (task ids, the MACs and digests of sealed rounds, the verdicts of argument
+decoding and of the poll policy), in order; `out` what it returned (or `raised`).
+
+Secrets stay out: the core never sees credentials (only the MCP headers it checks), the
+sealing key is not written (only MACs the client was sent anyway, and verdicts), and the
+arguments a tool marks sensitive are written as `REDACTED`, wherever they appear.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any, Final, NamedTuple
+
+import msgspec
+from msgspec import Raw
+
+from . import _wire as w
+from ._effects import (
+    DeleteTask,
+    Effect,
+    Notify,
+    Reply,
+    ResumeTask,
+    SaveTask,
+    StartTask,
+    Step,
+)
+from ._envelope import HttpHeaders
+from ._needs import (
+    Complete,
+    CompletionCall,
+    FetchTask,
+    GetPrompt,
+    Listen,
+    Need,
+    PromptCall,
+    ReadResource,
+    ResourceRead,
+    RunTool,
+    Subscription,
+    TaskRequest,
+    ToolCall,
+    UseOnce,
+)
+from ._outcomes import START_TASK, InputRequired
+from ._records import TaskRecord, decode_record, encode_record
+
+FORMAT: Final = 1
+REDACTED: Final = "[redacted]"
+"""What a sensitive argument's value reads as in a journal."""
+
+_CRC_MARK: Final = b',"crc":'
+
+
+class JournalDamaged(ValueError):
+    """A journal line that is not one a journal wrote (edited, cut short, not JSON)."""
+
+
+# --- framing -----------------------------------------------------------------------------
+
+
+def frame(body: bytes) -> bytes:
+    """`body` (a JSON object) as a journal line: its CRC-32 added as the last member."""
+    return body[:-1] + _CRC_MARK + str(zlib.crc32(body)).encode() + b"}\n"
+
+
+def unframe(line: bytes) -> bytes:
+    """The JSON object of a journal line, its CRC-32 checked and removed."""
+    line = line.rstrip(b"\r\n")
+    head, mark, tail = line.rpartition(_CRC_MARK)
+    if not mark or not tail.endswith(b"}") or not tail[:-1].isdigit():
+        raise JournalDamaged("it has no checksum: it is not a journal line")
+    body = head + b"}"
+    if zlib.crc32(body) != int(tail[:-1]):
+        raise JournalDamaged("its checksum does not match: it was changed after it was written")
+    return body
+
+
+# --- redaction ---------------------------------------------------------------------------
+
+
+class Redactor:
+    """Writes `REDACTED` for the arguments tools marked sensitive (tool -> argument names),
+    and for the `Mcp-Param-*` headers that mirror them (tool -> argument -> header)."""
+
+    def __init__(
+        self,
+        sensitive: Mapping[str, frozenset[str]],
+        header_params: Mapping[str, Mapping[str, str]],
+    ) -> None:
+        self.sensitive = dict(sensitive)
+        self._headers = {
+            tool: {header_params.get(tool, {}).get(name, "").lower() for name in names} - {""}
+            for tool, names in self.sensitive.items()
+        }
+
+    def arguments(self, tool: str, arguments: Raw | None) -> Raw | None:
+        names = self.sensitive.get(tool)
+        if not names or arguments is None:
+            return arguments
+        try:
+            value = msgspec.json.decode(arguments)
+        except msgspec.DecodeError:
+            return Raw(msgspec.json.encode(REDACTED))
+        if not isinstance(value, dict):
+            return arguments
+        return Raw(msgspec.json.encode(_redacted(value, names)))
+
+    def call(self, call: ToolCall) -> ToolCall:
+        if call.tool_name not in self.sensitive or call.arguments is None:
+            return call
+        arguments = self.arguments(call.tool_name, call.arguments)
+        return msgspec.structs.replace(call, arguments=arguments)
+
+    def record(self, record: TaskRecord | None) -> TaskRecord | None:
+        if record is None or record.tool_name not in self.sensitive or record.arguments is None:
+            return record
+        arguments = self.arguments(record.tool_name, record.arguments)
+        return msgspec.structs.replace(record, arguments=arguments)
+
+    def message(self, data: bytes) -> tuple[bytes, str | None]:
+        """An incoming message with the sensitive arguments of its tool redacted, and the
+        tool it calls (None: not a call of such a tool)."""
+        if not self.sensitive or b"tools/call" not in data:
+            return data, None
+        try:
+            message = msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            named = any(tool.encode() in data for tool in self.sensitive)
+            return (REDACTED.encode() if named else data), None
+        params = message.get("params") if isinstance(message, dict) else None
+        tool = params.get("name") if isinstance(params, dict) else None
+        names = self.sensitive.get(tool) if isinstance(tool, str) else None
+        if not names or message.get("method") != "tools/call":
+            return data, None
+        assert isinstance(params, dict) and isinstance(tool, str)
+        if isinstance(params.get("arguments"), dict):
+            params["arguments"] = _redacted(params["arguments"], names)
+        return msgspec.json.encode(message), tool
+
+    def headers(self, tool: str | None, headers: HttpHeaders | None) -> HttpHeaders | None:
+        mirrored = self._headers.get(tool or "")
+        if not mirrored or headers is None or not headers.params:
+            return headers
+        params = {
+            name: REDACTED if name in mirrored else value for name, value in headers.params.items()
+        }
+        return msgspec.structs.replace(headers, params=params)
+
+
+NO_REDACTION: Final = Redactor({}, {})
+
+
+def _redacted(arguments: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
+    return {key: REDACTED if key in names else value for key, value in arguments.items()}
+
+
+# --- the arguments of each entry point ---------------------------------------------------
+
+
+class Codec(NamedTuple):
+    encode: Callable[[Any, Redactor], Any]
+    """The value as something the journal's encoder writes."""
+    decode: Callable[[bytes], Any]
+    """The value back from its JSON."""
+
+
+def _plain(kind: Any) -> Codec:
+    decoder = msgspec.json.Decoder(kind)
+    return Codec(lambda value, redactor: value, decoder.decode)
+
+
+def _encode_data(data: bytes, redactor: Redactor) -> Any:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def _decode_data(raw: bytes) -> bytes:
+    value = msgspec.json.decode(raw)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return base64.b64decode(value["base64"])
+
+
+class _StoredCall(msgspec.Struct, kw_only=True):
+    """A `ToolCall` as JSON: `arguments` read as Raw (JSON null standing for None)."""
+
+    meta: w.RequestMeta
+    principal: str | None = None
+    input_responses: dict[str, Raw]
+    handler_state: str | None = None
+    request_id: w.RequestId | None
+    tool_name: str
+    arguments: Raw
+    in_task: bool = False
+    task_id: str | None = None
+
+
+_call_decoder = msgspec.json.Decoder(_StoredCall)
+
+
+def _tool_call(stored: _StoredCall) -> ToolCall:
+    fields = msgspec.structs.asdict(stored)
+    if bytes(stored.arguments) == b"null":
+        fields["arguments"] = None
+    return ToolCall(**fields)
+
+
+def _decode_call(raw: bytes) -> ToolCall:
+    return _tool_call(_call_decoder.decode(raw))
+
+
+class _StoredRunTool(msgspec.Struct, kw_only=True):
+    call: _StoredCall
+    use_once: UseOnce | None = None
+    starts_task: bool = False
+
+
+_run_tool_decoder = msgspec.json.Decoder(_StoredRunTool)
+
+
+def _encode_run_tool(need: RunTool, redactor: Redactor) -> Any:
+    return {
+        "call": redactor.call(need.call),
+        "use_once": need.use_once,
+        "starts_task": need.starts_task,
+    }
+
+
+def _decode_run_tool(raw: bytes) -> RunTool:
+    stored = _run_tool_decoder.decode(raw)
+    return RunTool(
+        call=_tool_call(stored.call), use_once=stored.use_once, starts_task=stored.starts_task
+    )
+
+
+def _encode_need(need: Need, redactor: Redactor) -> Any:
+    if isinstance(need, RunTool):
+        return {"RunTool": _encode_run_tool(need, redactor)}
+    return need_out(need, redactor)
+
+
+_NEED_KINDS: Final[dict[str, Any]] = {
+    "GetPrompt": PromptCall,
+    "ReadResource": ResourceRead,
+    "Complete": CompletionCall,
+}
+
+
+def _decode_need(raw: bytes) -> Need:
+    ((kind, value),) = msgspec.json.decode(raw, type=dict[str, Raw]).items()
+    if kind == "RunTool":
+        return _decode_run_tool(value)
+    if kind == "FetchTask":
+        return msgspec.json.decode(value, type=FetchTask)
+    if kind == "Listen":
+        return msgspec.json.decode(value, type=Listen)
+    call = msgspec.json.decode(value, type=dict[str, Raw])["call"]
+    need_type = {"GetPrompt": GetPrompt, "ReadResource": ReadResource, "Complete": Complete}
+    need: Need = need_type[kind](call=msgspec.json.decode(call, type=_NEED_KINDS[kind]))
+    return need
+
+
+def _encode_record(record: TaskRecord | None, redactor: Redactor) -> Any:
+    redacted = redactor.record(record)
+    return None if redacted is None else Raw(encode_record(redacted))
+
+
+def _decode_record(raw: bytes) -> TaskRecord | None:
+    return None if raw == b"null" else decode_record(raw)
+
+
+_OUTCOME_KINDS: Final[dict[str, Any]] = {
+    "result": w.CallToolResult,
+    "prompt": w.GetPromptResult,
+    "contents": list[w.ResourceContents],
+    "completion": w.Completion,
+    "error": w.ErrorObject,
+    "input": InputRequired,
+}
+
+
+def _encode_outcome(outcome: Any, redactor: Redactor) -> Any:
+    if outcome is START_TASK:
+        return "start_task"
+    if isinstance(outcome, w.CallToolResult):
+        return {"result": outcome}
+    if isinstance(outcome, w.GetPromptResult):
+        return {"prompt": outcome}
+    if isinstance(outcome, list):
+        return {"contents": outcome}
+    if isinstance(outcome, w.Completion):
+        return {"completion": outcome}
+    if isinstance(outcome, w.ErrorObject):
+        return {"error": outcome}
+    return {"input": outcome}
+
+
+def _decode_outcome(raw: bytes) -> Any:
+    if raw == b'"start_task"':
+        return START_TASK
+    ((kind, value),) = msgspec.json.decode(raw, type=dict[str, Raw]).items()
+    return msgspec.json.decode(value, type=_OUTCOME_KINDS[kind])
+
+
+DATA = Codec(_encode_data, _decode_data)
+CALL = Codec(lambda call, redactor: redactor.call(call), _decode_call)
+RUN_TOOL = Codec(_encode_run_tool, _decode_run_tool)
+NEED = Codec(_encode_need, _decode_need)
+RECORD = Codec(_encode_record, _decode_record)
+OUTCOME = Codec(_encode_outcome, _decode_outcome)
+NUMBER = _plain(float | None)
+TEXT = _plain(str | None)
+FLAG = _plain(bool)
+COUNT = _plain(int | None)
+META = _plain(w.RequestMeta)
+SUBSCRIPTION = _plain(Subscription)
+REQUEST_ID = _plain(w.RequestId)
+ANY = _plain(Any)
+
+ENTRY_POINTS: Final[dict[str, dict[str, Codec]]] = {
+    "receive": {
+        "data": DATA,
+        "now": NUMBER,
+        "headers": _plain(HttpHeaders | None),
+        "principal": TEXT,
+    },
+    "tool_returned": {
+        "call": CALL,
+        "outcome": OUTCOME,
+        "now": NUMBER,
+        "stored_tasks": COUNT,
+        "active_for_principal": COUNT,
+    },
+    "task_refused": {
+        "call": CALL,
+        "per_principal": FLAG,
+        "stored": FLAG,
+        "data": FLAG,
+        "next_expiry_at": NUMBER,
+        "now": NUMBER,
+    },
+    "round_replayed": {"need": RUN_TOOL},
+    "call_refused": {"need": NEED},
+    "prompt_returned": {"call": _plain(PromptCall), "outcome": OUTCOME, "now": NUMBER},
+    "resource_returned": {"call": _plain(ResourceRead), "outcome": OUTCOME, "now": NUMBER},
+    "completion_returned": {"call": _plain(CompletionCall), "outcome": OUTCOME},
+    "handle_task_request": {"request": _plain(TaskRequest), "record": RECORD, "now": NUMBER},
+    "task_returned": {"record": RECORD, "outcome": OUTCOME, "now": NUMBER},
+    "task_asked": {"record": RECORD, "request": _plain(w.InputRequest), "now": NUMBER},
+    "set_status_message": {"record": RECORD, "message": TEXT, "now": NUMBER},
+    "task_progress": {
+        "record": RECORD,
+        "progress": NUMBER,
+        "total": NUMBER,
+        "message": TEXT,
+        "now": NUMBER,
+    },
+    "task_orphaned": {"record": RECORD, "now": NUMBER},
+    "task_outcome_lost": {"record": RECORD, "waited": NUMBER, "now": NUMBER},
+    "task_resumed": {"record": RECORD},
+    "expire_task": {"record": RECORD, "now": NUMBER},
+    "progress": {"meta": META, "progress": NUMBER, "total": NUMBER, "message": TEXT},
+    "log": {"meta": META, "level": _plain(w.LoggingLevel), "data": ANY, "logger": TEXT},
+    "subscription_acknowledged": {"subscription": SUBSCRIPTION},
+    "list_changed": {"subscription": SUBSCRIPTION, "kind": TEXT},
+    "resource_updated": {"subscription": SUBSCRIPTION, "uri": TEXT},
+    "task_changed": {"subscription": SUBSCRIPTION, "record": RECORD},
+    "subscription_ended": {"subscription": SUBSCRIPTION},
+    "listen_refused": {"listen": _plain(Listen), "per_principal": FLAG},
+    "store_unavailable": {"request_id": REQUEST_ID},
+    "internal_failure": {"request_id": REQUEST_ID},
+}
+"""Every `ServerCore` entry point a journal records: its parameters, by name, and how each
+is written. The names are the parameters' own, so a replay calls with them as keywords."""
+
+
+def encode_inputs(call: str, inputs: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    codecs = ENTRY_POINTS[call]
+    if call == "receive" and redactor.sensitive:
+        data, tool = redactor.message(inputs["data"])
+        inputs = {**inputs, "data": data, "headers": redactor.headers(tool, inputs.get("headers"))}
+    return {name: codecs[name].encode(value, redactor) for name, value in inputs.items()}
+
+
+def decode_inputs(call: str, raw: bytes) -> dict[str, Any]:
+    codecs = ENTRY_POINTS.get(call)
+    if codecs is None:
+        raise JournalDamaged(f"it names no entry point of the core: {call!r}")
+    fields = msgspec.json.decode(raw, type=dict[str, Raw])
+    unknown = set(fields) - set(codecs)
+    if unknown:
+        raise JournalDamaged(f"{call} has no parameter {sorted(unknown)[0]!r}")
+    return {name: codecs[name].decode(bytes(value)) for name, value in fields.items()}
+
+
+# --- what came out -------------------------------------------------------------------------
+
+
+def _no_handler(obj: Any) -> None:
+    """Handlers and the tools' own argument types are not written (replay has neither)."""
+    return None
+
+
+output_encoder: Final = msgspec.json.Encoder(enc_hook=_no_handler, order="deterministic")
+"""Writes `out`: sets sorted, so the same answer reads the same in every process."""
+input_encoder: Final = msgspec.json.Encoder(enc_hook=_no_handler)
+"""Writes `in` as given (dict order kept: the core answers in it)."""
+
+
+def reply_out(reply: Reply | None) -> Any:
+    if reply is None:
+        return None
+    return {
+        "body": Raw(reply.body),
+        "http_status": reply.http_status,
+        "request_id": reply.request_id,
+        "error_code": reply.error_code,
+        "retry_after_seconds": reply.retry_after_seconds,
+    }
+
+
+def effect_out(effect: Effect, redactor: Redactor) -> Any:
+    if isinstance(effect, StartTask | ResumeTask):
+        effect = msgspec.structs.replace(effect, handler=None, call=redactor.call(effect.call))
+    elif isinstance(effect, SaveTask) or (
+        isinstance(effect, DeleteTask) and effect.record is not None
+    ):
+        effect = msgspec.structs.replace(effect, record=redactor.record(effect.record))
+    elif isinstance(effect, Notify):
+        return {"Notify": {"message": Raw(effect.message)}}
+    return {type(effect).__name__: effect}
+
+
+def need_out(need: Need, redactor: Redactor) -> Any:
+    if isinstance(need, RunTool):
+        return {"RunTool": _encode_run_tool(need, redactor)}
+    if isinstance(need, FetchTask | Listen):
+        return {type(need).__name__: need}
+    return {type(need).__name__: {"call": need.call}}
+
+
+def encode_output(answer: Any, redactor: Redactor) -> Any:
+    """What an entry point returned, as `out` says it."""
+    if answer is None:
+        return None
+    if isinstance(answer, Step):
+        effects = [effect_out(effect, redactor) for effect in answer.effects]
+        return {"step": {"reply": reply_out(answer.reply), "effects": effects}}
+    if isinstance(answer, Reply):
+        return {"reply": reply_out(answer)}
+    if isinstance(answer, bytes):
+        return {"message": Raw(answer)}
+    if isinstance(answer, ResumeTask):
+        return {"effect": effect_out(answer, redactor)}
+    return {"need": need_out(answer, redactor)}
+
+
+def raised_out(error: Exception) -> Any:
+    return {"raised": f"{type(error).__name__}: {error}"}

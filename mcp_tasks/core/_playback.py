@@ -1,0 +1,230 @@
+"""Playback: a journal's calls, fed through a fresh core, answer as they did when recorded.
+
+Theory of operation
+-------------------
+Each configuration line builds a fresh `ServerCore` from what it says (no handlers: the
+core hands them back untouched, so replay needs none). Each call line is then made on
+that core with its recorded arguments, the core drawing the recorded values in place of
+the server's injected ones (ids, sealing, argument decoding, the poll policy), and its
+answer is written the way the recording wrote it: `Replayed.expected` and
+`Replayed.actual` are then the same bytes, or the core has changed its answer. No
+handler, store, socket or clock is involved, and calls do not depend on one another, so
+a journal with lines lost still replays.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import deque
+from typing import Any, NamedTuple
+
+import msgspec
+from msgspec import Raw
+
+from . import _wire as w
+from ._errors import RemoteProtocolError
+from ._journal import redactor_for
+from ._journal_codec import (
+    FORMAT,
+    JournalDamaged,
+    decode_inputs,
+    encode_output,
+    output_encoder,
+    raised_out,
+    unframe,
+)
+from ._options import (
+    PromptSpec,
+    ResourceSpec,
+    ResourceTemplateSpec,
+    ServerOptions,
+    TaskOptions,
+    ToolSpec,
+)
+from ._records import TaskRecord
+from ._server import ServerCore
+
+
+class DrawMismatch(Exception):
+    """The replayed core drew something the recorded one did not, at this point."""
+
+
+class _Catalog(msgspec.Struct):
+    tools: list[ToolSpec] = []
+    prompts: list[PromptSpec] = []
+    resources: list[ResourceSpec] = []
+    templates: list[ResourceTemplateSpec] = []
+    completions: list[tuple[str, str]] = []
+
+
+class _Config(msgspec.Struct):
+    info: w.Implementation
+    options: ServerOptions
+    tasks: TaskOptions
+    poll_policy: bool
+    catalog: _Catalog
+
+
+_line_decoder = msgspec.json.Decoder(dict[str, Raw])
+_config_decoder = msgspec.json.Decoder(_Config)
+
+
+class Replayed(NamedTuple):
+    """One call line, replayed."""
+
+    n: int
+    call: str
+    inputs: dict[str, Any]
+    """The call's arguments, as the replayed core was given them."""
+    expected: bytes
+    """`out` as recorded."""
+    actual: bytes
+    """`out` as the replayed core answered."""
+    problem: str | None
+    """What else went wrong (a value drawn that the recording did not draw), or None."""
+
+    @property
+    def matches(self) -> bool:
+        return self.problem is None and self.expected == self.actual
+
+
+class Playback:
+    """Feed it a journal's lines in order; each call line comes back `Replayed`."""
+
+    def __init__(self) -> None:
+        self._core: PlaybackCore | None = None
+
+    def feed(self, line: bytes) -> Replayed | None:
+        """Replay one line (None: a header, configuration or gap line, or a blank one).
+        Raises `JournalDamaged` for a line that is not one a journal wrote."""
+        if not line.strip():
+            return None
+        try:
+            fields = _line_decoder.decode(unframe(line))
+            if "journal" in fields:
+                if (
+                    bytes(fields["journal"]) != b'"mcp-tasks"'
+                    or bytes(fields.get("format", b"")) != b"%d" % FORMAT
+                ):
+                    raise JournalDamaged("it starts a journal this version cannot read")
+                return None
+            if "config" in fields:
+                self._core = PlaybackCore(_config_decoder.decode(fields["config"]))
+                return None
+            if "gap" in fields:
+                return None
+            call = msgspec.json.decode(fields["call"], type=str)
+            n = msgspec.json.decode(fields["n"], type=int)
+            draws = msgspec.json.decode(fields["draws"], type=list[tuple[str, Any]])
+            inputs_raw, out = fields["in"], bytes(fields["out"])
+        except KeyError as missing:
+            raise JournalDamaged(f"it lacks {missing.args[0]!r}") from None
+        except (msgspec.DecodeError, ValueError) as error:
+            if isinstance(error, JournalDamaged):
+                raise
+            raise JournalDamaged(f"it does not read back ({error})") from None
+        if self._core is None:
+            raise JournalDamaged("a call comes before any configuration line")
+        try:
+            inputs = decode_inputs(call, inputs_raw)
+        except (msgspec.DecodeError, KeyError, ValueError) as error:
+            if isinstance(error, JournalDamaged):
+                raise
+            raise JournalDamaged(f"the arguments of {call} do not read back ({error})") from None
+        actual, problem = self._core.answer(call, inputs, draws)
+        return Replayed(n, call, inputs, out, actual, problem)
+
+
+class PlaybackCore(ServerCore):
+    """A core configured as a journal says, drawing what the journal recorded."""
+
+    def __init__(self, config: _Config) -> None:
+        super().__init__(
+            info=config.info,
+            new_task_id=self._take_task_id,
+            state_key=bytes(32),  # never used: sealing is played back
+            tasks=config.tasks,
+            options=config.options,
+        )
+        catalog = self.catalog
+        for tool in config.catalog.tools:
+            catalog.add_tool(tool)
+        for prompt in config.catalog.prompts:
+            catalog.add_prompt(prompt)
+        for resource in config.catalog.resources:
+            catalog.add_resource(resource)
+        for template in config.catalog.templates:
+            catalog.add_template(template)
+        for kind, name in config.catalog.completions:
+            catalog.add_completion((kind, name))  # type: ignore[arg-type]
+        self._draws: deque[tuple[str, Any]] = deque()
+        self._rounds.sealer = _PlaybackSealer(self)
+        catalog.argument_decoder = self._take_decoded
+        self._tasks.poll_policy = _PlaybackPolicy(self) if config.poll_policy else None
+        self._redactor = redactor_for(catalog)
+
+    def answer(
+        self, call: str, inputs: dict[str, Any], draws: list[tuple[str, Any]]
+    ) -> tuple[bytes, str | None]:
+        """What `call` answers now, written as a journal writes `out`, and what else went
+        wrong (None: nothing)."""
+        self._draws = deque(draws)
+        problem = None
+        try:
+            out = encode_output(getattr(ServerCore, call)(self, **inputs), self._redactor)
+        except DrawMismatch as mismatch:
+            out, problem = raised_out(mismatch), str(mismatch)
+        except Exception as error:
+            out = raised_out(error)
+        if problem is None and self._draws:
+            kinds = ", ".join(kind for kind, _ in self._draws)
+            problem = f"the recorded call drew more than the replayed one: {kinds}"
+        return output_encoder.encode(out), problem
+
+    def take(self, kind: str) -> Any:
+        if not self._draws:
+            raise DrawMismatch(f"the replayed call drew a {kind} the recorded one did not")
+        recorded, value = self._draws.popleft()
+        if recorded != kind:
+            raise DrawMismatch(
+                f"the replayed call drew a {kind} where the recorded drew a {recorded}"
+            )
+        return value
+
+    def _take_task_id(self) -> str:
+        task_id: str = self.take("id")
+        return task_id
+
+    def _take_decoded(self, spec: ToolSpec | PromptSpec, arguments: Any) -> Any:
+        refused = self.take("decode")
+        if refused is not None:
+            raise RemoteProtocolError(refused["code"], refused["message"])
+        return None
+
+
+class _PlaybackSealer:
+    __slots__ = ("_core",)
+
+    def __init__(self, core: PlaybackCore) -> None:
+        self._core = core
+
+    def digest(self, method: str, name: str, arguments: bytes | None, principal: str | None) -> str:
+        digest: str = self._core.take("digest")
+        return digest
+
+    def mac(self, signed: str) -> bytes:
+        return base64.b64decode(self._core.take("mac"))
+
+    def verify(self, signed: str, mac: bytes) -> bool:
+        return bool(self._core.take("verify"))
+
+
+class _PlaybackPolicy:
+    __slots__ = ("_core",)
+
+    def __init__(self, core: PlaybackCore) -> None:
+        self._core = core
+
+    def wait_ms(self, principal: str | None, record: TaskRecord, now: float) -> int | None:
+        wait_ms: int | None = self._core.take("poll")
+        return wait_ms
