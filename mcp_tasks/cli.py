@@ -27,6 +27,7 @@ import trio
 
 from . import __version__
 from ._logging import configure_logging
+from ._replay_cli import replay_command
 from ._serving import (
     Serve,
     capacity,
@@ -57,6 +58,7 @@ from .core import LocalProtocolError, RemoteProtocolError
 from .core._wire import (
     CallToolResult,
 )
+from .recording import DEFAULT_MAX_BYTES
 from .store import STORE_URL_HELP, StoreLocked, TaskStore, open_store
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Serve", "capacity", "load_server", "main"]
@@ -171,6 +173,21 @@ def main() -> None:
     help="HTTP: serve tasks/get, tasks/update and tasks/cancel that lack the Mcp-Name header "
     "(fastmcp-tasks 4.1.4's client leaves it out). A mismatched one is refused all the same.",
 )
+@click.option(
+    "--record",
+    "record_path",
+    metavar="PATH",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Write a journal of the session to PATH (JSON lines; `mcp-tasks replay PATH` replays "
+    "it). No credentials, sealing key or arguments a tool marks sensitive are written.",
+)
+@click.option(
+    "--record-max-bytes",
+    type=click.IntRange(min=4096),
+    default=DEFAULT_MAX_BYTES,
+    show_default=True,
+    help="Rotate the journal past this size (PATH.1 the newest of five kept).",
+)
 def serve(  # noqa: PLR0917 - click passes every option
     target: str,
     address: tuple[str, int] | None,
@@ -186,6 +203,8 @@ def serve(  # noqa: PLR0917 - click passes every option
     ttl_seconds: float | None,
     poll_seconds: float | None,
     accept_missing_task_name: bool,
+    record_path: str | None,
+    record_max_bytes: int,
 ) -> None:
     """Serve the mcp_tasks.Server named by TARGET.
 
@@ -218,6 +237,8 @@ def serve(  # noqa: PLR0917 - click passes every option
             )
         lenient = msgspec.structs.replace(server.core.options, accept_missing_task_name_header=True)
         server.use_options(lenient)
+    if record_path is not None:
+        server.record(record_path, max_bytes=record_max_bytes)
     host, port = address or (DEFAULT_HOST, DEFAULT_PORT)
     if stdio and allowed_hosts:
         raise click.UsageError("--allow-host is for --http: stdio has no Host header.")
@@ -498,6 +519,8 @@ def _run_on_task(open_client: OpenClient, action: Callable[[Client], Awaitable[N
     except BaseException as error:
         sys.exit(_exit_code_for(error))
 
+
+main.add_command(replay_command)
 
 if __name__ == "__main__":
     main()

@@ -473,4 +473,4 @@ def encode_output(answer: Any, redactor: Redactor) -> Any:
 
 
 def raised_out(error: Exception) -> Any:
-    return {"raised": f"{type(error).__name__}: {error}"}
+    return {"raised": f"{type(error).__name__}: {error}" if str(error) else repr(error)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from msgspec import UNSET
@@ -54,6 +54,7 @@ class Registry:
         single_use_request_state: bool = False,
         input_before_task: bool = False,
         output_schema: dict[str, Any] | None = None,
+        sensitive: Iterable[str] = (),
     ) -> Callable[[_Tool], _Tool]:
         """Register a tool handler: `(ctx, name: str, times: int = 1)`, `(ctx, args)` or
         `(ctx)`; async, or a plain function run in a worker thread.
@@ -70,8 +71,10 @@ class Registry:
         server stopped mid-run (restart, crash) runs again instead of failing.
         `single_use_request_state=True` accepts each input round's `requestState` once
         (remembered in the store until it expires): answers cannot be replayed.
+        `sensitive` names arguments a journal (`Server.record`) writes as "[redacted]".
         """
-        published = input_schema  # the parameter hides nothing the body needs
+        published = input_schema
+        hidden = frozenset(sensitive)  # the parameter hides nothing the body needs
         published_output = output_schema
 
         def register(handler: _Tool) -> _Tool:
@@ -96,6 +99,7 @@ class Registry:
                 single_use_request_state=single_use_request_state,
                 input_before_task=input_before_task,
                 arguments_type=args_type,
+                sensitive_arguments=hidden,
             )
             entry = ToolEntry(
                 spec,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -44,6 +45,8 @@ from ..core import (
     Step,
     TaskOptions,
 )
+from ..core._journal import RecordingCore
+from ..recording import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, JournalWriter
 from ..store import MemoryTaskStore, StoreUnavailable, TaskStore
 from . import _observe
 from ._background import Background
@@ -106,6 +109,7 @@ class Server(Registry):
         """Where spans and metrics go (`use_telemetry`); by default nowhere."""
         self.closing = False
         """Leaving `running()`: new tool calls are refused."""
+        self._journal: JournalWriter | None = None
         self.listeners = Listeners(self.core)
         self.runner = TaskRunner(self)
         self.interpreter = Interpreter(self)
@@ -146,6 +150,8 @@ class Server(Registry):
                 await self._wind_down()
                 nursery.cancel_scope.cancel()
                 runner.nursery = None
+                if self._journal is not None:
+                    self._journal.close()
 
     async def _wind_down(self) -> None:
         runner = self.runner
@@ -172,6 +178,36 @@ class Server(Registry):
         if self.runner.nursery is not None:
             raise RuntimeError("use_store() while the server is running: stop it first")
         self.store = self.telemetry.wrap_store(store)
+
+    def record(
+        self,
+        journal: str | os.PathLike[str] | JournalWriter,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        backups: int = DEFAULT_BACKUPS,
+    ) -> JournalWriter:
+        """Write everything that crosses the core's boundary to `journal` (a path, or a
+        `JournalWriter`) from now on: each message with the headers the core checks and the
+        principal, the clock, what handlers and the store gave, every reply, notification and
+        command. `mcp-tasks replay` replays it. Credentials, the sealing key and the
+        arguments a tool marks `sensitive` are never written. Only before `running()`."""
+        if self.runner.nursery is not None:
+            raise RuntimeError("record() while the server is running: stop it first")
+        if isinstance(self.core, RecordingCore):
+            raise RuntimeError("this server records already")
+        if not isinstance(journal, JournalWriter):
+            journal = JournalWriter(journal, max_bytes=max_bytes, backups=backups)
+        writer = journal
+        self._journal = writer
+        self._use_core(RecordingCore(self.core, writer, on_error=_unrecorded))
+        return writer
+
+    def _use_core(self, core: ServerCore) -> None:
+        self.core = core
+        self.listeners._core = core
+        self.interpreter._core = core
+        self.runner._core = core
+        self.background._core = core
 
     def use_telemetry(self, telemetry: Telemetry) -> None:
         """Report spans and metrics to `telemetry` (e.g. `mcp_tasks.otel.OpenTelemetry()`)
@@ -297,6 +333,10 @@ class Server(Registry):
     def subscription_count(self) -> int:
         """How many `subscriptions/listen` streams are open."""
         return len(self.listeners)
+
+
+def _unrecorded(call: str, error: Exception) -> None:
+    logger.warning("a call of %s could not be written to the journal: %r", call, error)
 
 
 def _request_id_of(answer: Step | Need) -> RequestId | None:
