@@ -239,8 +239,10 @@ SDK_TASKS = "SDK + TasksExtension"
 EMBEDDED = [ASGI_UVICORN, ASGI_UVICORN_H11, ASGI_HYPERCORN, SDK_TASKS]
 """The servers that embed ours (run in the project's environment), on the task workloads."""
 INFO_LOGS, WITH_OTEL = "mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry"
-OBSERVED = [INFO_LOGS, WITH_OTEL]
-"""Ours logging at INFO, and with OpenTelemetry on as well: on every HTTP workload."""
+RECORDING = "mcp_tasks, recording"
+OBSERVED = [INFO_LOGS, WITH_OTEL, RECORDING]
+"""Ours logging at INFO, with OpenTelemetry on as well, and recording a journal: on every
+HTTP workload."""
 
 
 def http_servers(peers_python: str | None) -> list[HttpServer]:
@@ -251,6 +253,7 @@ def http_servers(peers_python: str | None) -> list[HttpServer]:
         HttpServer("limit", lambda _: [python, servers_py, "limit-http"], prints_port=True),
         HttpServer(INFO_LOGS, lambda _: [python, servers_py, "ours-http-info"], prints_port=True),
         HttpServer(WITH_OTEL, lambda _: [python, servers_py, "ours-http-otel"], prints_port=True),
+        HttpServer(RECORDING, lambda _: [python, servers_py, "ours-http-record"], prints_port=True),
         HttpServer(ASGI_UVICORN, lambda port: [python, servers_py, "asgi-uvicorn", str(port)]),
         HttpServer(
             ASGI_UVICORN_H11, lambda port: [python, servers_py, "asgi-uvicorn-plain", str(port)]
@@ -594,6 +597,8 @@ def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
     for workload, label, other, target in logged:
         ratio = _ratio(http[workload], INFO_LOGS, other)
         found.append(Aim(f"{label}, logging at INFO", ratio, other, target))
+    recorded = _ratio(http["tasks/get"], RECORDING, "mcp_tasks")
+    found.append(Aim("tasks/get req/s, recording a journal", recorded, "mcp_tasks", 0.85))
     peer = stored.get("fastmcp-tasks", {}).get("points")
     for index, point in enumerate(ours[1:], start=1):
         ratio = point["bytes_per_task"] / peer[index]["bytes_per_task"] if peer else None
@@ -658,10 +663,10 @@ def tables(figures: dict[str, Any]) -> str:
     out.append("")
     observed = ["mcp_tasks", *OBSERVED]
     out.append(
-        "| logs and telemetry (per second) | " + " | ".join(observed)
-        + " | INFO logs / none | OpenTelemetry / none |"
+        "| logs, telemetry, journal (per second) | " + " | ".join(observed)
+        + " | INFO logs / none | OpenTelemetry / none | recording / none |"
     )  # fmt: skip
-    out.append("| --- |" + " ---: |" * (len(observed) + 2))
+    out.append("| --- |" + " ---: |" * (len(observed) + 3))
     for name, entry in figures["http"].items():
         cells = [_number(entry[c]["per_second"]) if c in entry else "-" for c in observed]
         costs = [_number(_ratio(entry, c, "mcp_tasks")) for c in OBSERVED]

@@ -3,6 +3,7 @@
     python benchmarks/servers.py ours-http      # mcp_tasks, Streamable HTTP; prints PORT n
     python benchmarks/servers.py ours-http-info # ... logging at INFO (to /dev/null)
     python benchmarks/servers.py ours-http-otel # ... and OpenTelemetry on (SDK, batched)
+    python benchmarks/servers.py ours-http-record # ... recording a journal (a real file)
     python benchmarks/servers.py ours-stdio     # mcp_tasks over stdin/stdout
     python benchmarks/servers.py limit-http     # minimal h11 + trio + msgspec; prints PORT n
     python benchmarks/servers.py limit-stdio    # minimal trio stdio echo
@@ -23,8 +24,12 @@ here; every other figure is read against it.
 # ruff: noqa: E402  (the imports must follow the sys.path fix below)
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import signal
 import sys
+import tempfile
 
 # Run as a script, this file's folder comes first on sys.path, and the benchmark `http.py`
 # next to it would stand in for the standard library's `http`: take the folder off first.
@@ -102,6 +107,21 @@ async def _ours_http_info() -> None:
     written (to /dev/null: the cost of the lines, not of a disk)."""
     configure_logging("info")
     logging.getLogger().handlers[0].setStream(open(os.devnull, "w"))  # noqa: SIM115
+    await _ours_http()
+
+
+async def _ours_http_record() -> None:
+    """Ours recording a journal (`serve --record`, its default rotation: 64 MiB files, five
+    kept) to a real file in a temporary folder: the cost of writing every call down."""
+    folder = tempfile.mkdtemp(prefix="mcp-tasks-bench-journal-")
+
+    def remove_journal(*_: object) -> None:  # stopped with SIGTERM, or at the end
+        shutil.rmtree(folder, ignore_errors=True)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, remove_journal)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    server.record(os.path.join(folder, "journal.jsonl"))
     await _ours_http()
 
 
@@ -244,6 +264,7 @@ ROLES = {
     "ours-http": _ours_http,
     "ours-http-info": _ours_http_info,
     "ours-http-otel": _ours_http_otel,
+    "ours-http-record": _ours_http_record,
     "ours-stdio": _ours_stdio,
     "limit-http": _limit_http,
     "limit-stdio": _limit_stdio,

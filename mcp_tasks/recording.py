@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,12 @@ DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_BACKUPS: Final = 5
 """How many rotated files are kept (`PATH.1` the newest ... `PATH.5`)."""
 FLUSH_SECONDS: Final = 1.0
+"""Lines are written at least this often (and when `BATCH_BYTES` of them wait)."""
+BATCH_BYTES: Final = 64 * 1024
+"""Small enough that the lines are still in the processor's cache when they are written."""
 
+_MAX_CHUNKS: Final = 512
+"""Lines one `writev` takes (systems allow 1024)."""
 _HEADER_PREFIX: Final = b'{"journal"'
 _CONFIG_PREFIX: Final = b'{"config"'
 
@@ -54,75 +60,94 @@ class JournalWriter:
         self.backups = backups
         self._clock = clock
         self._file: IO[bytes] | None = None
+        self._rotates = False
+        self._pending: list[bytes | bytearray] = []
+        self._pending_bytes = 0
         self._size = 0
         self._flushed_at = clock()
-        self._header = b""
-        self._config = b""
+        self._header: bytes | bytearray = b""
+        self._config: bytes | bytearray = b""
         self._lost = 0
         self._complaints = RateLimitedLog(logger)
         self.lines_written = 0
         self.lines_lost = 0
 
-    def __call__(self, line: bytes) -> None:
-        """Write one line (a `RecordingCore` sink). Never raises for an I/O failure."""
-        if line.startswith(_HEADER_PREFIX):
-            self._header = line
-        elif line.startswith(_CONFIG_PREFIX):
+    def __call__(self, line: bytes | bytearray) -> None:
+        """Take one line (a `RecordingCore` sink): kept in memory and written with others
+        when `BATCH_BYTES` wait, at `flush()` (a server calls it every second) or, once 64
+        wait, when the last write is a second old. Never raises for an I/O failure."""
+        if line.startswith(_CONFIG_PREFIX):
             self._config = line
+        elif line.startswith(_HEADER_PREFIX):
+            self._header = line
+        pending = self._pending
+        pending.append(line)
+        self._pending_bytes += len(line)
+        if self._pending_bytes >= BATCH_BYTES or (
+            not len(pending) % 64 and self._clock() - self._flushed_at >= FLUSH_SECONDS
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what was taken so far. A server calls it every second."""
+        self._flushed_at = self._clock()
+        if not self._pending:
+            return
+        lines, self._pending, self._pending_bytes = self._pending, [], 0
         try:
             if self._file is None:
-                self._open(line)
-            elif self._size + len(line) > self.max_bytes and self.lines_written:
-                self._rotate(line)
+                self._open(lines)
+            elif self._rotates and self._size + sum(map(len, lines)) > self.max_bytes:
+                self._rotate(lines)
             file = self._file
             assert file is not None
             if self._lost:
-                self._write(file, frame(b'{"gap":%d}' % self._lost))
-                self._lost = 0
-            self._write(file, line)
-            self.lines_written += 1
-            now = self._clock()
-            if now - self._flushed_at >= FLUSH_SECONDS:
-                file.flush()
-                self._flushed_at = now
+                lines.insert(0, frame(b'{"gap":%d}' % self._lost))
+            self._write(file, *lines)
+            self.lines_written += len(lines) - (1 if self._lost else 0)
+            self._lost = 0
         except OSError as error:
-            self._failed(error)
-
-    def flush(self) -> None:
-        if self._file is not None:
-            try:
-                self._file.flush()
-            except OSError as error:
-                self._failed(error)
+            self._failed(error, len(lines) - (1 if self._lost else 0))
 
     def close(self) -> None:
-        """Flush and close the file (a later line opens it again, appending)."""
+        """Write what is left and close the file (a later line opens it again, appending)."""
+        self.flush()
         file, self._file = self._file, None
         if file is not None:
             try:
                 file.close()
             except OSError as error:
-                self._failed(error)
+                self._failed(error, 0)
 
-    def _write(self, file: IO[bytes], data: bytes) -> None:
-        file.write(data)
-        self._size += len(data)
+    def _write(self, file: IO[bytes], *chunks: bytes | bytearray) -> None:
+        """Write `chunks` at once (one system call, no copy of them joined)."""
+        for start in range(0, len(chunks), _MAX_CHUNKS):
+            some = chunks[start : start + _MAX_CHUNKS]
+            size = sum(map(len, some))
+            written = os.writev(file.fileno(), some)
+            if written < size:  # cut short (a full disk, a pipe): the rest, or an OSError
+                rest = b"".join(some)[written:]
+                while rest:
+                    rest = rest[os.write(file.fileno(), rest) :]
+            self._size += size
 
-    def _open(self, current: bytes) -> None:
+    def _open(self, batch: list[bytes | bytearray]) -> None:
         """Open the file to append; a new one starts with the header and configuration
-        (unless `current`, the line about to be written, is one of them)."""
+        (unless `batch`, the lines about to be written, has them)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        file = self.path.open("ab")
+        file = self.path.open("ab", buffering=0)
+        # Only a regular file is rotated: a device or a pipe (/dev/stdout) is written on.
+        self._rotates = stat.S_ISREG(os.fstat(file.fileno()).st_mode)
         self._size = file.tell()
         self._file = file
         if self._size:
             self._write(file, b"\n")  # ends a line an earlier failure cut short
             return
         for known in (self._header, self._config):
-            if known and known is not current:
+            if known and known not in batch:
                 self._write(file, known)
 
-    def _rotate(self, current: bytes) -> None:
+    def _rotate(self, batch: list[bytes | bytearray]) -> None:
         assert self._file is not None
         self._file.close()
         self._file = None
@@ -134,11 +159,11 @@ class JournalWriter:
             self.path.replace(self.path.with_name(f"{self.path.name}.1"))
         else:
             self.path.unlink()
-        self._open(current)
+        self._open(batch)
 
-    def _failed(self, error: OSError) -> None:
-        self._lost += 1
-        self.lines_lost += 1
+    def _failed(self, error: OSError, lines: int) -> None:
+        self._lost += lines
+        self.lines_lost += lines
         self._complaints.log(
             logging.WARNING,
             "journal",

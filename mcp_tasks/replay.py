@@ -60,9 +60,9 @@ def replay(path: str | os.PathLike[str]) -> ReplayResult:
     path = Path(path)
     story = _Story()
     lines = calls = 0
-    for number, replayed in _replayed(path, story):
+    for number, held in _replayed(path, story):
         lines = number
-        calls += replayed is not None
+        calls += held
     return ReplayResult(path, lines, calls, frozenset(story.events))
 
 
@@ -82,22 +82,23 @@ def timeline(
     return events
 
 
-def _replayed(path: Path, story: _Story) -> Iterator[tuple[int, Replayed | None]]:
-    """Each line of the journal at `path`, replayed (None: not a call), told to `story`."""
+def _replayed(path: Path, story: _Story) -> Iterator[tuple[int, int]]:
+    """Each line of the journal at `path`, replayed, told to `story`: (its number, how many
+    calls it held)."""
     playback = Playback()
     with path.open("rb") as file:
         for number, line in enumerate(file, 1):
             try:
-                replayed = playback.feed(line)
+                calls = playback.feed(line)
             except JournalDamaged as damaged:
                 report = f"{path}, line {number}: {damaged}"
                 raise ReplayFailed(report, path=path, line=number) from None
-            if replayed is not None:
+            for replayed in calls:
                 if not replayed.matches:
                     report = story.report(path, number, line, replayed)
                     raise ReplayFailed(report, path=path, line=number)
                 story.add(number, replayed)
-            yield number, replayed
+            yield number, len(calls)
 
 
 def format_timeline(task_id: str, events: list[TimelineEvent]) -> str:

@@ -120,7 +120,7 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     )  # fmt: skip
     figures = json.loads(out.stdout)
     embedded = {"ASGI (uvicorn)", "ASGI (uvicorn, h11)", "ASGI (hypercorn)", "SDK + TasksExtension"}
-    observed = {"mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry"}
+    observed = {"mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry", "mcp_tasks, recording"}
     for workload, entry in figures["http"].items():
         with_tasks = workload != "sync tool calls (HTTP)"
         expected = {"mcp_tasks", "limit", *observed} | (embedded if with_tasks else set())
@@ -157,7 +157,7 @@ def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> 
     figures = json.loads(out.stdout)
     peers = {"fastmcp-tasks", "official SDK"}
     assert figures["versions"]["fastmcp-tasks"] == "4.1.4" and figures["versions"]["mcp"] == "2.3.0"
-    observed = {"mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry"}
+    observed = {"mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry", "mcp_tasks, recording"}
     synchronous = {"mcp_tasks", "limit", *peers, *observed}
     assert set(figures["http"]["sync tool calls (HTTP)"]) == synchronous
     embedded = {"ASGI (uvicorn)", "ASGI (uvicorn, h11)", "ASGI (hypercorn)", "SDK + TasksExtension"}
@@ -182,7 +182,7 @@ def test_the_benchmarks_page_shows_the_figures_of_its_json() -> None:
     )  # fmt: skip
     assert out.stdout.strip() in (docs / "benchmarks.md").read_text()
     figures = json.loads((docs / "benchmarks.json").read_text())
-    assert len(figures["aims"]) == 18 and all(aim["ratio"] for aim in figures["aims"])
+    assert len(figures["aims"]) == 19 and all(aim["ratio"] for aim in figures["aims"])
     assert (docs / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
 
 

@@ -17,12 +17,14 @@ the sink (`mcp_tasks.recording.JournalWriter`) deals with its own failures.
 from __future__ import annotations
 
 import base64
+import zlib
 from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
 
 from ._catalog import Catalog
+from ._effects import Step
 from ._errors import ProtocolError
 from ._journal_codec import (
     ENTRY_POINTS,
@@ -35,17 +37,25 @@ from ._journal_codec import (
     output_encoder,
     raised_out,
 )
+from ._needs import FetchTask, TaskRequest
 from ._options import PromptSpec, ServerOptions, TaskOptions, ToolSpec
 from ._policy import PollPolicy
-from ._records import TaskRecord
+from ._records import TaskRecord, encode_record
 from ._sealing import Sealer
 from ._server import ServerCore
 from ._wire import Implementation
 
 Draw = tuple[str, Any]
+_Entry = tuple[str, dict[str, Any], list["Draw"], Any, bool]
+"""One call: its name, its arguments by name, what it drew, its answer, whether it raised."""
 """("id", task id), ("digest", hex), ("mac", base64), ("verify", bool),
 ("decode", None or the -32602 as {"code","message","data"}), ("poll", ms or None)."""
 
+MAX_HELD: Final = 4096
+"""`receive` calls held for the answer to their `FetchTask` at most; past it, the oldest is
+written down alone."""
+MAX_ENCODED_RECORDS: Final = 4096
+"""Records whose encoding a recording core keeps, to write a record read again quickly."""
 JOURNAL_HEADER: Final = {"journal": "mcp-tasks", "format": FORMAT}
 
 
@@ -80,22 +90,26 @@ class RecordingCore(ServerCore):
     """`core`, answering exactly as before, writing each call to `sink` as a line.
 
     It takes over `core`'s parts (they are shared: use this one from now on).
-    `on_error` hears of a call that could not be written down."""
+    `on_error` hears of a call that could not be written down. A `receive` that asks to
+    load a task waits for the call that answers it, to share its line: `flush()` writes
+    down any still waiting."""
 
     def __init__(
         self,
         core: ServerCore,
-        sink: Callable[[bytes], None],
+        sink: Callable[[bytes | bytearray], None],
         *,
         on_error: Callable[[str, Exception], None] | None = None,
     ) -> None:
         self.__dict__.update(core.__dict__)
         self._sink = sink
         self._on_error = on_error
+        self._held: dict[int, tuple[TaskRequest, _Entry]] = {}
         self._draws: list[Draw] | None = None
         self._sequence = 0
         self._revision = -1
         self._redactor = redactor_for(self.catalog)
+        self._records: dict[int, tuple[TaskRecord, msgspec.Raw]] = {}
         self._tasks._new_task_id = self._draw_task_id
         self._rounds.sealer = _RecordingSealer(self._rounds.sealer, self)
         self.catalog.argument_decoder = self._draw_decoded
@@ -151,9 +165,50 @@ class RecordingCore(ServerCore):
 
     # --- writing -------------------------------------------------------------------------
 
-    def _write(
-        self, call: str, inputs: dict[str, Any], draws: list[Draw], out: Any, raised: bool
-    ) -> None:
+    def _encoded_record(self, record: TaskRecord) -> msgspec.Raw:
+        """`record` as `encode_record` writes it, once per record: a task polled again and
+        again is read as the same (immutable) record from a memory store."""
+        known = self._records.get(id(record))
+        if known is not None and known[0] is record:
+            return known[1]
+        encoded = msgspec.Raw(encode_record(record))
+        if len(self._records) >= MAX_ENCODED_RECORDS:
+            self._records.clear()
+        self._records[id(record)] = (record, encoded)
+        return encoded
+
+    def flush(self) -> None:
+        """Write down the `receive` calls held for the call that answers their `FetchTask`
+        (a server calls it every second, and when it stops)."""
+        held, self._held = self._held, {}
+        for _, entry in held.values():
+            self._write_now(entry)
+
+    def _write(self, entry: _Entry) -> None:
+        call, inputs, _, out, raised = entry
+        if call == "receive" and not raised and isinstance(out, FetchTask):
+            # Held until `handle_task_request` answers it: the two go on one line, and the
+            # request (the answer of one, the argument of the other) is written once.
+            self._held[id(out.request)] = (out.request, entry)
+            if len(self._held) > MAX_HELD:
+                self._write_now(self._held.pop(next(iter(self._held)))[1])
+            return
+        if call == "handle_task_request":
+            request = inputs["request"]
+            held = self._held.pop(id(request), None)
+            if held is not None and held[0] is request:
+                del inputs["request"]
+                self._write_now(held[1], then=entry)
+                return
+        elif call in ("store_unavailable", "internal_failure"):
+            for key, (request, waiting) in list(self._held.items()):
+                if request.request_id == inputs["request_id"]:
+                    self._write_now(waiting)  # it will never be answered otherwise
+                    del self._held[key]
+        self._write_now(entry)
+
+    def _write_now(self, entry: _Entry, then: _Entry | None = None) -> None:
+        call = entry[0]
         try:
             if self._revision != self.catalog.revision:
                 self._revision = self.catalog.revision
@@ -161,18 +216,47 @@ class RecordingCore(ServerCore):
                 config = {"config": config_of(self)}
                 self._sink(frame(input_encoder.encode(config)))
             self._sequence += 1
-            redactor = self._redactor
-            line = {
-                "n": self._sequence,
-                "call": call,
-                "in": msgspec.Raw(input_encoder.encode(encode_inputs(call, inputs, redactor))),
-                "draws": draws,
-                "out": raised_out(out) if raised else encode_output(out, redactor),
-            }
-            self._sink(frame(output_encoder.encode(line)))
+            line = bytearray(b"{")
+            self._encode_call(entry, line)
+            if then is not None:
+                line += b',"then":{'
+                self._encode_call(then, line)
+                line += b"}"
+            line += b"}"
+            line[-1:] = b',"crc":%d}\n' % zlib.crc32(line)
+            self._sink(line)
         except Exception as failure:  # never the call's failure: it answered already
             if self._on_error is not None:
                 self._on_error(call, failure)
+
+    def _encode_call(self, entry: _Entry, line: bytearray) -> None:
+        """`"call":...,"draws":...,"in":...,"n":...,"out":...` (keys in sorted order)."""
+        call, inputs, draws, out, raised = entry
+        redactor = self._redactor
+        record = inputs.get("record")
+        if record is not None and not redactor.sensitive:
+            inputs["record"] = self._encoded_record(record)
+        line += _CALL_STARTS[call]
+        if draws:
+            input_encoder.encode_into(draws, line, -1)
+        else:
+            line += b"[]"
+        line += b',"in":'
+        accepted = call == "receive" and not _refused(out)
+        encoded = encode_inputs(call, inputs, redactor, accepted=accepted)
+        input_encoder.encode_into(encoded, line, -1)
+        line += b',"n":%d,"out":' % self._sequence
+        answer = raised_out(out) if raised else encode_output(out, redactor)
+        output_encoder.encode_into(answer, line, -1)
+
+
+_CALL_STARTS: Final = {call: b'"call":"%s","draws":' % call.encode() for call in ENTRY_POINTS}
+
+
+def _refused(out: Any) -> bool:
+    """`receive` answered with an error (the message may not even be JSON)."""
+    reply = out.reply if isinstance(out, Step) else None
+    return reply is not None and reply.error_code is not None
 
 
 def _recorded(call: str, names: tuple[str, ...]) -> Callable[..., Any]:
@@ -189,10 +273,10 @@ def _recorded(call: str, names: tuple[str, ...]) -> Callable[..., Any]:
             out = answer(self, *args, **kwargs)
         except Exception as error:
             self._draws = None
-            self._write(call, inputs, draws, error, raised=True)
+            self._write((call, inputs, draws, error, True))
             raise
         self._draws = None
-        self._write(call, inputs, draws, out, raised=False)
+        self._write((call, inputs, draws, out, False))
         return out
 
     entry_point.__name__ = call

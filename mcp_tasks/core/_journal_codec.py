@@ -57,7 +57,7 @@ from ._needs import (
     UseOnce,
 )
 from ._outcomes import START_TASK, InputRequired
-from ._records import TaskRecord, decode_record, encode_record
+from ._records import TaskRecord, decode_record
 
 FORMAT: Final = 1
 REDACTED: Final = "[redacted]"
@@ -78,9 +78,9 @@ def frame(body: bytes) -> bytes:
     return body[:-1] + _CRC_MARK + str(zlib.crc32(body)).encode() + b"}\n"
 
 
-def unframe(line: bytes) -> bytes:
+def unframe(line: bytes | bytearray) -> bytes:
     """The JSON object of a journal line, its CRC-32 checked and removed."""
-    line = line.rstrip(b"\r\n")
+    line = bytes(line).rstrip(b"\r\n")
     head, mark, tail = line.rpartition(_CRC_MARK)
     if not mark or not tail.endswith(b"}") or not tail[:-1].isdigit():
         raise JournalDamaged("it has no checksum: it is not a journal line")
@@ -133,24 +133,30 @@ class Redactor:
         return msgspec.structs.replace(record, arguments=arguments)
 
     def message(self, data: bytes) -> tuple[bytes, str | None]:
-        """An incoming message with the sensitive arguments of its tool redacted, and the
-        tool it calls (None: not a call of such a tool)."""
+        """An incoming message with the sensitive arguments of its tool redacted (the rest
+        of it byte for byte), and the tool it calls (None: not a call of such a tool)."""
         if not self.sensitive or b"tools/call" not in data:
             return data, None
         try:
-            message = msgspec.json.decode(data)
-        except msgspec.DecodeError:
+            message = msgspec.json.decode(data, type=_Call)
+            tool = msgspec.json.decode(message.params, type=_CallParams).name
+        except (msgspec.DecodeError, ValueError):
             named = any(tool.encode() in data for tool in self.sensitive)
             return (REDACTED.encode() if named else data), None
-        params = message.get("params") if isinstance(message, dict) else None
-        tool = params.get("name") if isinstance(params, dict) else None
-        names = self.sensitive.get(tool) if isinstance(tool, str) else None
-        if not names or message.get("method") != "tools/call":
+        if message.method != "tools/call" or tool not in self.sensitive:
             return data, None
-        assert isinstance(params, dict) and isinstance(tool, str)
-        if isinstance(params.get("arguments"), dict):
-            params["arguments"] = _redacted(params["arguments"], names)
-        return msgspec.json.encode(message), tool
+        params = bytes(message.params)
+        arguments = bytes(msgspec.json.decode(params, type=_CallParams).arguments)
+        if arguments == b"null":
+            return data, tool  # no arguments
+        if arguments.startswith(b"{"):
+            redacted = bytes(self.arguments(tool, Raw(arguments)) or b"null")
+        else:  # not an object: refused, and not kept either
+            redacted = msgspec.json.encode(REDACTED)
+        if data.count(params) == 1 and params.count(arguments) == 1:
+            at = data.index(params) + params.index(arguments)
+            return data[:at] + redacted + data[at + len(arguments) :], tool
+        return REDACTED.encode(), tool  # nowhere to be sure of: nothing of it is kept
 
     def headers(self, tool: str | None, headers: HttpHeaders | None) -> HttpHeaders | None:
         mirrored = self._headers.get(tool or "")
@@ -165,6 +171,16 @@ class Redactor:
 NO_REDACTION: Final = Redactor({}, {})
 
 
+class _Call(msgspec.Struct):
+    method: Any = None
+    params: Raw = Raw(b"{}")
+
+
+class _CallParams(msgspec.Struct):
+    name: Any = None
+    arguments: Raw = Raw(b"null")
+
+
 def _redacted(arguments: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
     return {key: REDACTED if key in names else value for key, value in arguments.items()}
 
@@ -173,29 +189,37 @@ def _redacted(arguments: dict[str, Any], names: frozenset[str]) -> dict[str, Any
 
 
 class Codec(NamedTuple):
-    encode: Callable[[Any, Redactor], Any]
-    """The value as something the journal's encoder writes."""
+    encode: Callable[[Any, Redactor], Any] | None
+    """The value as something the journal's encoder writes (None: as it is)."""
     decode: Callable[[bytes], Any]
     """The value back from its JSON."""
+    only_redacts: bool = False
+    """`encode` changes nothing unless some tool has sensitive arguments."""
 
 
 def _plain(kind: Any) -> Codec:
     decoder = msgspec.json.Decoder(kind)
-    return Codec(lambda value, redactor: value, decoder.decode)
+    return Codec(None, decoder.decode)
 
 
-def _encode_data(data: bytes, redactor: Redactor) -> Any:
+def encode_message(data: bytes, accepted: bool) -> Any:
+    """A message as received: a JSON object the core accepted (it decoded, whole and not
+    too deep) as itself, on one line; anything else as a string, or ["base64", ...]."""
+    if accepted and data[:1] == b"{" and b"\n" not in data and b"\r" not in data:
+        return Raw(data)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode("ascii")}
+        return ["base64", base64.b64encode(data).decode("ascii")]
 
 
-def _decode_data(raw: bytes) -> bytes:
+def _decode_message(raw: bytes) -> bytes:
+    if raw[:1] == b"{":
+        return raw
     value = msgspec.json.decode(raw)
     if isinstance(value, str):
         return value.encode("utf-8")
-    return base64.b64decode(value["base64"])
+    return base64.b64decode(value[1])
 
 
 class _StoredCall(msgspec.Struct, kw_only=True):
@@ -278,8 +302,7 @@ def _decode_need(raw: bytes) -> Need:
 
 
 def _encode_record(record: TaskRecord | None, redactor: Redactor) -> Any:
-    redacted = redactor.record(record)
-    return None if redacted is None else Raw(encode_record(redacted))
+    return redactor.record(record)  # encoded as `encode_record` does
 
 
 def _decode_record(raw: bytes) -> TaskRecord | None:
@@ -319,11 +342,11 @@ def _decode_outcome(raw: bytes) -> Any:
     return msgspec.json.decode(value, type=_OUTCOME_KINDS[kind])
 
 
-DATA = Codec(_encode_data, _decode_data)
-CALL = Codec(lambda call, redactor: redactor.call(call), _decode_call)
+DATA = Codec(None, _decode_message)  # `encode_inputs` writes it: see `encode_message`
+CALL = Codec(lambda call, redactor: redactor.call(call), _decode_call, only_redacts=True)
 RUN_TOOL = Codec(_encode_run_tool, _decode_run_tool)
 NEED = Codec(_encode_need, _decode_need)
-RECORD = Codec(_encode_record, _decode_record)
+RECORD = Codec(_encode_record, _decode_record, only_redacts=True)
 OUTCOME = Codec(_encode_outcome, _decode_outcome)
 NUMBER = _plain(float | None)
 TEXT = _plain(str | None)
@@ -390,13 +413,28 @@ ENTRY_POINTS: Final[dict[str, dict[str, Codec]]] = {
 """Every `ServerCore` entry point a journal records: its parameters, by name, and how each
 is written. The names are the parameters' own, so a replay calls with them as keywords."""
 
+_ENCODED: Final = {
+    call: [(name, codec) for name, codec in codecs.items() if codec.encode is not None]
+    for call, codecs in ENTRY_POINTS.items()
+}
 
-def encode_inputs(call: str, inputs: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
-    codecs = ENTRY_POINTS[call]
-    if call == "receive" and redactor.sensitive:
-        data, tool = redactor.message(inputs["data"])
-        inputs = {**inputs, "data": data, "headers": redactor.headers(tool, inputs.get("headers"))}
-    return {name: codecs[name].encode(value, redactor) for name, value in inputs.items()}
+
+def encode_inputs(
+    call: str, inputs: dict[str, Any], redactor: Redactor, *, accepted: bool = False
+) -> dict[str, Any]:
+    """`inputs` (changed in place) as `in` says them. `accepted`: the message `receive`
+    was given decoded."""
+    redacting = bool(redactor.sensitive)
+    for name, codec in _ENCODED[call]:
+        if name in inputs and (redacting or not codec.only_redacts):
+            inputs[name] = codec.encode(inputs[name], redactor)  # type: ignore[misc]
+    if call == "receive":
+        data = inputs["data"]
+        if redacting:
+            data, tool = redactor.message(data)
+            inputs["headers"] = redactor.headers(tool, inputs.get("headers"))
+        inputs["data"] = encode_message(data, accepted)
+    return inputs
 
 
 def decode_inputs(call: str, raw: bytes) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from ._journal_codec import (
     raised_out,
     unframe,
 )
+from ._needs import FetchTask
 from ._options import (
     PromptSpec,
     ResourceSpec,
@@ -94,11 +95,12 @@ class Playback:
     def __init__(self) -> None:
         self._core: PlaybackCore | None = None
 
-    def feed(self, line: bytes) -> Replayed | None:
-        """Replay one line (None: a header, configuration or gap line, or a blank one).
-        Raises `JournalDamaged` for a line that is not one a journal wrote."""
+    def feed(self, line: bytes | bytearray) -> list[Replayed]:
+        """Replay one line: the calls on it (none for a header, configuration, gap or blank
+        line; two for a `receive` and the `handle_task_request` that answered it). Raises
+        `JournalDamaged` for a line that is not one a journal wrote."""
         if not line.strip():
-            return None
+            return []
         try:
             fields = _line_decoder.decode(unframe(line))
             if "journal" in fields:
@@ -107,32 +109,69 @@ class Playback:
                     or bytes(fields.get("format", b"")) != b"%d" % FORMAT
                 ):
                     raise JournalDamaged("it starts a journal this version cannot read")
-                return None
+                return []
             if "config" in fields:
                 self._core = PlaybackCore(_config_decoder.decode(fields["config"]))
-                return None
+                return []
             if "gap" in fields:
-                return None
-            call = msgspec.json.decode(fields["call"], type=str)
-            n = msgspec.json.decode(fields["n"], type=int)
-            draws = msgspec.json.decode(fields["draws"], type=list[tuple[str, Any]])
-            inputs_raw, out = fields["in"], bytes(fields["out"])
+                return []
+            first = _call_of(fields)
+            then = None
+            if "then" in fields:
+                then = _call_of(_line_decoder.decode(fields["then"]), first.n)
         except KeyError as missing:
             raise JournalDamaged(f"it lacks {missing.args[0]!r}") from None
         except (msgspec.DecodeError, ValueError) as error:
             if isinstance(error, JournalDamaged):
                 raise
             raise JournalDamaged(f"it does not read back ({error})") from None
-        if self._core is None:
+        core = self._core
+        if core is None:
             raise JournalDamaged("a call comes before any configuration line")
-        try:
-            inputs = decode_inputs(call, inputs_raw)
-        except (msgspec.DecodeError, KeyError, ValueError) as error:
-            if isinstance(error, JournalDamaged):
-                raise
-            raise JournalDamaged(f"the arguments of {call} do not read back ({error})") from None
-        actual, problem = self._core.answer(call, inputs, draws)
-        return Replayed(n, call, inputs, out, actual, problem)
+        inputs = _inputs_of(first)
+        answer, actual, problem = core.answer(first.call, inputs, first.draws)
+        replayed = [Replayed(first.n, first.call, inputs, first.out, actual, problem)]
+        if then is None:
+            return replayed
+        if first.call != "receive" or then.call != "handle_task_request":
+            raise JournalDamaged(f"{then.call} cannot follow {first.call} on one line")
+        then_inputs = _inputs_of(then)
+        if not isinstance(answer, FetchTask):
+            problem = "the replayed receive asked to load no task: nothing to answer"
+            replayed.append(Replayed(then.n, then.call, then_inputs, then.out, b"", problem))
+            return replayed
+        then_inputs["request"] = answer.request
+        _, actual, problem = core.answer(then.call, then_inputs, then.draws)
+        replayed.append(Replayed(then.n, then.call, then_inputs, then.out, actual, problem))
+        return replayed
+
+
+class _Call(NamedTuple):
+    n: int
+    call: str
+    inputs: bytes
+    draws: list[tuple[str, Any]]
+    out: bytes
+
+
+def _call_of(fields: dict[str, Raw], n: int | None = None) -> _Call:
+    return _Call(
+        n=msgspec.json.decode(fields["n"], type=int) if n is None else n,
+        call=msgspec.json.decode(fields["call"], type=str),
+        inputs=bytes(fields["in"]),
+        draws=msgspec.json.decode(fields["draws"], type=list[tuple[str, Any]]),
+        out=bytes(fields["out"]),
+    )
+
+
+def _inputs_of(call: _Call) -> dict[str, Any]:
+    try:
+        return decode_inputs(call.call, call.inputs)
+    except (msgspec.DecodeError, KeyError, ValueError) as error:
+        if isinstance(error, JournalDamaged):
+            raise
+        why = f"the arguments of {call.call} do not read back ({error})"
+        raise JournalDamaged(why) from None
 
 
 class PlaybackCore(ServerCore):
@@ -165,13 +204,14 @@ class PlaybackCore(ServerCore):
 
     def answer(
         self, call: str, inputs: dict[str, Any], draws: list[tuple[str, Any]]
-    ) -> tuple[bytes, str | None]:
-        """What `call` answers now, written as a journal writes `out`, and what else went
-        wrong (None: nothing)."""
+    ) -> tuple[Any, bytes, str | None]:
+        """What `call` answers now, that written as a journal writes `out`, and what else
+        went wrong (None: nothing)."""
         self._draws = deque(draws)
-        problem = None
+        problem = answer = None
         try:
-            out = encode_output(getattr(ServerCore, call)(self, **inputs), self._redactor)
+            answer = getattr(ServerCore, call)(self, **inputs)
+            out = encode_output(answer, self._redactor)
         except DrawMismatch as mismatch:
             out, problem = raised_out(mismatch), str(mismatch)
         except Exception as error:
@@ -179,7 +219,7 @@ class PlaybackCore(ServerCore):
         if problem is None and self._draws:
             kinds = ", ".join(kind for kind, _ in self._draws)
             problem = f"the recorded call drew more than the replayed one: {kinds}"
-        return output_encoder.encode(out), problem
+        return answer, output_encoder.encode(out), problem
 
     def take(self, kind: str) -> Any:
         if not self._draws:

@@ -46,7 +46,7 @@ from ..core import (
     TaskOptions,
 )
 from ..core._journal import RecordingCore
-from ..recording import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, JournalWriter
+from ..recording import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, FLUSH_SECONDS, JournalWriter
 from ..store import MemoryTaskStore, StoreUnavailable, TaskStore
 from . import _observe
 from ._background import Background
@@ -138,6 +138,8 @@ class Server(Registry):
                     self.core.use_state_key(key)
                 await self.background.reap_lapsed()  # tasks a previous process left
                 background: anyio.CancelScope = await nursery.start(self.background.serve)
+                if self._journal is not None:
+                    nursery.start_soon(self._flush_journal_every_second)
             except BaseException:
                 runner.nursery = None  # never started: it may be tried again
                 raise
@@ -151,6 +153,7 @@ class Server(Registry):
                 nursery.cancel_scope.cancel()
                 runner.nursery = None
                 if self._journal is not None:
+                    self._flush_journal()
                     self._journal.close()
 
     async def _wind_down(self) -> None:
@@ -201,6 +204,18 @@ class Server(Registry):
         self._journal = writer
         self._use_core(RecordingCore(self.core, writer, on_error=_unrecorded))
         return writer
+
+    def _flush_journal(self) -> None:
+        if isinstance(self.core, RecordingCore):
+            self.core.flush()
+        if self._journal is not None:
+            self._journal.flush()
+
+    async def _flush_journal_every_second(self) -> None:
+        """A journal's lines reach its file within a second, however quiet the server."""
+        while True:
+            await anyio.sleep(FLUSH_SECONDS)
+            self._flush_journal()
 
     def _use_core(self, core: ServerCore) -> None:
         self.core = core
