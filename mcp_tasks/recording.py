@@ -22,6 +22,8 @@ from typing import IO, Final
 from ._logging import RateLimitedLog
 from .core._journal_codec import frame
 
+__all__ = ["BATCH_BYTES", "DEFAULT_BACKUPS", "DEFAULT_MAX_BYTES", "FLUSH_SECONDS", "JournalWriter"]
+
 logger = logging.getLogger("mcp_tasks.recording")
 
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024

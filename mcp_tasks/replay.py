@@ -22,6 +22,15 @@ from .core import TaskRequest
 from .core._journal_codec import JournalDamaged
 from .core._playback import Playback, Replayed
 
+__all__ = [
+    "ReplayFailed",
+    "ReplayResult",
+    "TimelineEvent",
+    "format_timeline",
+    "replay",
+    "timeline",
+]
+
 MAX_SHOWN_CHARS = 4000
 """An inbound message longer than this is shown cut, with its length."""
 

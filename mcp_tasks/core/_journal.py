@@ -27,15 +27,16 @@ from ._catalog import Catalog
 from ._effects import Step
 from ._errors import ProtocolError
 from ._journal_codec import (
+    _ENCODED,
     ENTRY_POINTS,
     FORMAT,
     Redactor,
     encode_inputs,
-    encode_output,
     frame,
     input_encoder,
     output_encoder,
     raised_out,
+    write_output,
 )
 from ._needs import FetchTask, TaskRequest
 from ._options import PromptSpec, ServerOptions, TaskOptions, ToolSpec
@@ -242,15 +243,25 @@ class RecordingCore(ServerCore):
         else:
             line += b"[]"
         line += b',"in":'
-        accepted = call == "receive" and not _refused(out)
-        encoded = encode_inputs(call, inputs, redactor, accepted=accepted)
-        input_encoder.encode_into(encoded, line, -1)
+        if call == "receive" or (_ENCODED[call] and redactor.sensitive):
+            accepted = call == "receive" and not _refused(out)
+            inputs = encode_inputs(call, inputs, redactor, accepted=accepted)
+        elif _ENCODED_ALWAYS[call]:
+            inputs = encode_inputs(call, inputs, redactor)
+        input_encoder.encode_into(inputs, line, -1)
         line += b',"n":%d,"out":' % self._sequence
-        answer = raised_out(out) if raised else encode_output(out, redactor)
-        output_encoder.encode_into(answer, line, -1)
+        if raised:
+            output_encoder.encode_into(raised_out(out), line, -1)
+        else:
+            write_output(out, redactor, line)
 
 
 _CALL_STARTS: Final = {call: b'"call":"%s","draws":' % call.encode() for call in ENTRY_POINTS}
+_ENCODED_ALWAYS: Final = {
+    call: any(codec.encode is not None and not codec.only_redacts for codec in codecs.values())
+    for call, codecs in ENTRY_POINTS.items()
+}
+"""Calls with an argument written otherwise than as it is, redacting or not."""
 
 
 def _refused(out: Any) -> bool:

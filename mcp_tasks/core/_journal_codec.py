@@ -510,5 +510,40 @@ def encode_output(answer: Any, redactor: Redactor) -> Any:
     return {"need": need_out(answer, redactor)}
 
 
+def write_output(answer: Any, redactor: Redactor, line: bytearray) -> None:
+    """`encode_output(answer)` as `output_encoder` writes it, appended to `line`: the
+    answers of every `tasks/*` request (a `FetchTask`, then a reply alone) without building
+    anything first."""
+    kind = type(answer)
+    if kind is Step and not answer.effects:
+        reply = answer.reply
+        if reply is None:
+            line += b'{"step":{"effects":[],"reply":null}}'
+            return
+        line += b'{"step":{"effects":[],"reply":{"body":'
+        line += reply.body
+        line += b',"error_code":'
+        line += _scalar(reply.error_code)
+        line += b',"http_status":%d,"request_id":' % reply.http_status
+        line += _scalar(reply.request_id)
+        line += b',"retry_after_seconds":'
+        line += _scalar(reply.retry_after_seconds)
+        line += b"}}}"
+    elif kind is FetchTask:
+        line += b'{"need":{"FetchTask":'
+        output_encoder.encode_into(answer, line, -1)
+        line += b"}}"
+    else:
+        output_encoder.encode_into(encode_output(answer, redactor), line, -1)
+
+
+def _scalar(value: int | str | None) -> bytes:
+    if value is None:
+        return b"null"
+    if type(value) is int:
+        return b"%d" % value
+    return output_encoder.encode(value)
+
+
 def raised_out(error: Exception) -> Any:
     return {"raised": f"{type(error).__name__}: {error}" if str(error) else repr(error)}

@@ -28,10 +28,10 @@ from ._journal_codec import (
     FORMAT,
     JournalDamaged,
     decode_inputs,
-    encode_output,
     output_encoder,
     raised_out,
     unframe,
+    write_output,
 )
 from ._needs import FetchTask
 from ._options import (
@@ -211,7 +211,9 @@ class PlaybackCore(ServerCore):
         problem = answer = None
         try:
             answer = getattr(ServerCore, call)(self, **inputs)
-            out = encode_output(answer, self._redactor)
+            written = bytearray()
+            write_output(answer, self._redactor, written)
+            out = msgspec.Raw(bytes(written))
         except DrawMismatch as mismatch:
             out, problem = raised_out(mismatch), str(mismatch)
         except Exception as error:

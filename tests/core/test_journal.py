@@ -24,7 +24,7 @@ from mcp_tasks.core._journal import RecordingCore
 from mcp_tasks.core._journal_codec import CALL, REDACTED, JournalDamaged, frame, unframe
 from mcp_tasks.core._playback import Playback, Replayed
 
-from .harness import ALL_CAPS, Harness
+from .harness import ALL_CAPS, Harness, meta
 from .tools import TOOLS, ask_confirm, ask_name
 
 SECRET = "hunter2-never-in-the-journal"
@@ -254,3 +254,42 @@ def test_the_recorded_clock_and_principal_are_what_the_core_was_given() -> None:
     assert entry["in"]["now"] == 12.5 and entry["in"]["principal"] == "ada"
     assert entry["out"] == {"step": {"effects": [], "reply": None}}
     assert msgspec.json.decode(unframe(lines[-1]))["n"] == 1
+
+
+def test_a_tasks_request_shares_its_line_with_its_answer() -> None:
+    h = Harness(tools=TOOLS)
+    lines = recording(h)
+    task_id = h.call("slow", {})["result"]["taskId"]
+    written = len(lines)
+    h.get(task_id)
+    assert len(lines) == written + 1  # receive and handle_task_request, one line
+    shared = json.loads(unframe(lines[-1]))
+    assert shared["call"] == "receive" and shared["then"]["call"] == "handle_task_request"
+    assert "request" not in shared["then"]["in"]  # it is the receive's answer
+    calls = assert_replays(lines)
+    assert [call.call for call in calls[-2:]] == ["receive", "handle_task_request"]
+
+
+def test_a_held_request_is_written_when_its_store_fails_or_at_flush() -> None:
+    h = Harness(tools=TOOLS)
+    lines = recording(h)
+    core = h.core
+    assert isinstance(core, RecordingCore)
+    task_id = h.call("slow", {})["result"]["taskId"]
+
+    def get(request_id: int) -> bytes:
+        params = {"taskId": task_id, "_meta": meta()}
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tasks/get", "params": params}
+        return json.dumps(message).encode()
+
+    core.receive(get(41), 5.0)
+    written = len(lines)
+    core.store_unavailable(41)  # the store could not load it: answered 503
+    held, failed = (json.loads(unframe(line)) for line in lines[written:])
+    assert held["call"] == "receive" and "FetchTask" in held["out"]["need"]
+    assert failed["call"] == "store_unavailable"
+    core.receive(get(42), 6.0)
+    written = len(lines)
+    core.flush()  # a server stopping: nothing held is lost
+    assert len(lines) == written + 1 and b'"FetchTask"' in lines[-1]
+    assert_replays(lines)
