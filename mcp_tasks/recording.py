@@ -2,10 +2,11 @@
 
 `JournalWriter` is where the lines `RecordingCore` writes go: a file, rotated at a size
 limit (each file starts with the journal's header and configuration again, so it replays
-on its own), flushed at least once a second. Writing never fails a request: a line that
-cannot be written is counted, logged (rate-limited) and, once writing works again, a
-`{"gap": N}` line says how many were lost. Calls do not depend on one another, so the rest
-of the journal still replays.
+on its own), written by a thread of its own at least once a second, so that a slow disk
+never holds a request. Writing never fails a request: a line that cannot be written (or
+that would wait behind `MAX_QUEUED_BYTES` for the disk) is counted, logged (rate-limited)
+and, once writing works again, a `{"gap": N}` line says how many were lost. Calls do not
+depend on one another, so the rest of the journal still replays.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import stat
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +25,14 @@ from typing import IO, Final
 from ._logging import RateLimitedLog
 from .core._journal_codec import frame
 
-__all__ = ["BATCH_BYTES", "DEFAULT_BACKUPS", "DEFAULT_MAX_BYTES", "FLUSH_SECONDS", "JournalWriter"]
+__all__ = [
+    "BATCH_BYTES",
+    "DEFAULT_BACKUPS",
+    "DEFAULT_MAX_BYTES",
+    "FLUSH_SECONDS",
+    "MAX_QUEUED_BYTES",
+    "JournalWriter",
+]
 
 logger = logging.getLogger("mcp_tasks.recording")
 
@@ -32,6 +42,9 @@ DEFAULT_BACKUPS: Final = 5
 """How many rotated files are kept (`PATH.1` the newest ... `PATH.5`)."""
 FLUSH_SECONDS: Final = 1.0
 """Lines are written at least this often (and when `BATCH_BYTES` of them wait)."""
+MAX_QUEUED_BYTES: Final = 32 * 1024 * 1024
+"""Lines waiting for the disk at most; past it they are lost (a disk slower than the server
+must not grow the memory, nor slow the requests)."""
 BATCH_BYTES: Final = 64 * 1024
 """Small enough that the lines are still in the processor's cache when they are written."""
 
@@ -71,6 +84,12 @@ class JournalWriter:
         self._config: bytes | bytearray = b""
         self._lost = 0
         self._complaints = RateLimitedLog(logger)
+        self._queue: queue.SimpleQueue[list[bytes | bytearray] | None] = queue.SimpleQueue()
+        self._done = threading.Condition()
+        """Guards what both threads count: batches and bytes queued, lines lost."""
+        self._queued_bytes = 0
+        self._batches = 0
+        self._thread: threading.Thread | None = None
         self.lines_written = 0
         self.lines_lost = 0
 
@@ -91,11 +110,60 @@ class JournalWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Write what was taken so far. A server calls it every second."""
+        """Hand what was taken so far to the writing thread (a server calls it every
+        second). Never waits for the disk: past `MAX_QUEUED_BYTES` waiting for it, lines
+        are lost (counted, logged, a gap noted) rather than requests slowed."""
         self._flushed_at = self._clock()
         if not self._pending:
             return
-        lines, self._pending, self._pending_bytes = self._pending, [], 0
+        lines, size = self._pending, self._pending_bytes
+        self._pending, self._pending_bytes = [], 0
+        with self._done:
+            if self._queued_bytes + size > MAX_QUEUED_BYTES:
+                self._lose(len(lines), "the disk does not keep up")
+                return
+            self._queued_bytes += size
+            self._batches += 1
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._write_batches, name=f"journal {self.path.name}", daemon=True
+            )
+            self._thread.start()
+        self._queue.put(lines)
+
+    def wait_written(self, timeout: float | None = None) -> bool:
+        """Block until every line taken so far is written (or lost); False on timeout."""
+        self.flush()
+        with self._done:
+            return self._done.wait_for(lambda: self._batches == 0, timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Write what is left (waiting up to `timeout` for the disk), stop the writing
+        thread and close the file (a later line opens it again, appending)."""
+        self.wait_written(timeout)
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout)
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError as error:
+                self._failed(error, 0)
+
+    def _write_batches(self) -> None:
+        """The writing thread: a slow disk holds it, never the server."""
+        while (lines := self._queue.get()) is not None:
+            self._write_batch(lines)
+            with self._done:
+                self._queued_bytes -= sum(map(len, lines))
+                self._batches -= 1
+                self._done.notify_all()
+
+    def _write_batch(self, lines: list[bytes | bytearray]) -> None:
+        with self._done:
+            lost, self._lost = self._lost, 0
         try:
             if self._file is None:
                 self._open(lines)
@@ -103,23 +171,13 @@ class JournalWriter:
                 self._rotate(lines)
             file = self._file
             assert file is not None
-            if self._lost:
-                lines.insert(0, frame(b'{"gap":%d}' % self._lost))
-            self._write(file, *lines)
-            self.lines_written += len(lines) - (1 if self._lost else 0)
-            self._lost = 0
+            gap = [frame(b'{"gap":%d}' % lost)] if lost else []
+            self._write(file, *gap, *lines)
+            self.lines_written += len(lines)
         except OSError as error:
-            self._failed(error, len(lines) - (1 if self._lost else 0))
-
-    def close(self) -> None:
-        """Write what is left and close the file (a later line opens it again, appending)."""
-        self.flush()
-        file, self._file = self._file, None
-        if file is not None:
-            try:
-                file.close()
-            except OSError as error:
-                self._failed(error, 0)
+            with self._done:
+                self._lost += lost
+            self._failed(error, len(lines))
 
     def _write(self, file: IO[bytes], *chunks: bytes | bytearray) -> None:
         """Write `chunks` at once (one system call, no copy of them joined)."""
@@ -164,15 +222,19 @@ class JournalWriter:
         self._open(batch)
 
     def _failed(self, error: OSError, lines: int) -> None:
-        self._lost += lines
-        self.lines_lost += lines
-        self._complaints.log(
-            logging.WARNING,
-            "journal",
-            "the journal %s could not be written (%s): lines are lost until it can",
-            self.path,
-            error.strerror or error,
-        )
+        self._lose(lines, str(error.strerror or error))
+
+    def _lose(self, lines: int, why: str) -> None:
+        with self._done:
+            self._lost += lines
+            self.lines_lost += lines
+            self._complaints.log(
+                logging.WARNING,
+                "journal",
+                "the journal %s could not be written (%s): lines are lost until it can",
+                self.path,
+                why,
+            )
         file, self._file = self._file, None
         if file is not None:
             with contextlib.suppress(OSError):

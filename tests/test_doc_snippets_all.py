@@ -47,6 +47,7 @@ RUN_ELSEWHERE: dict[str, list[str] | None] = {
     "core.md": ["class AsyncShell"],  # tests/test_docs.py
     "security.md": ["single_use_request_state=True"],  # tests/test_docs.py
     "tools.md": None,  # tests/runtime/test_tools_docs.py
+    "replay.md": None,  # tests/test_replay_docs.py
 }
 RUN_HERE = {
     "index.md": ["@server.tool", "connect_http"],

@@ -21,7 +21,7 @@ import pytest
 import trio
 from redis_server import free_port, running_redis
 
-from mcp_tasks.client import RpcError, connect_http
+from mcp_tasks.client import RpcError, connect_http, connect_stdio
 from mcp_tasks.core import ElicitParams, ElicitResult, SubscriptionFilter
 from mcp_tasks.core._client import PollPolicy, TaskExpired
 from mcp_tasks.core._journal_codec import frame, unframe
@@ -224,6 +224,27 @@ def test_the_cli_replays_and_tells_a_task_s_life(
         [*command, "--task", "tsk_nobody"], capture_output=True, text=True, check=False
     )
     assert unknown.returncode == 1 and "not in the journal" in unknown.stdout
+
+
+@pytest.mark.slow
+def test_a_stdio_session_replays(tmp_path: Path) -> None:
+    """The same journal whatever the transport: stdio, a real subprocess."""
+    journal = tmp_path / "journal.jsonl"
+    command = [sys.executable, "-m", "mcp_tasks.cli", "serve", str(JOBS), "--stdio"]
+    command += ["--record", str(journal)]
+
+    async def over_stdio() -> None:
+        async with connect_stdio(command, on_elicit=answer, poll=FAST) as client:
+            await client.call_tool("greet", {"name": "World"})
+            before = await client.call_tool("test_tool_with_task", {})
+            assert "Hello, Ada!" in before.content[0].text  # type: ignore[union-attr]
+            asked = await client.call_tool_or_task("confirm_delete", {"filename": "b.txt"})
+            await client.await_task(asked.task_id)  # type: ignore[union-attr]
+
+    trio.run(over_stdio)
+    result = replay(journal)
+    assert result.calls > 10 and len(result.tasks) == 2
+    assert b'"headers":null' in journal.read_bytes()  # stdio: no HTTP headers
 
 
 @pytest.mark.slow

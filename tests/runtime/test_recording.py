@@ -79,11 +79,12 @@ async def test_lines_reach_the_file_within_a_second(
 ) -> None:
     server = build()
     journal = tmp_path / "j.jsonl"
-    server.record(journal)
+    writer = server.record(journal)
     async with server.running():
         await Client(server).call("greet", {"name": "Ada"})
         assert not journal.exists() or b"Hello, Ada" not in journal.read_bytes()
-        await trio.sleep(1.01)
+        await trio.sleep(1.01)  # the server hands the lines to the writing thread
+        assert writer.wait_written(10)  # which writes them (real time, not trio's)
         assert b"Hello, Ada" in journal.read_bytes()
 
 
@@ -140,6 +141,7 @@ async def test_writing_again_notes_the_lines_lost_and_still_replays(
     async with server.running():
         await session(server, calls=1)
         await trio.sleep(1.01)
+        assert writer.wait_written(10)
         lost = writer.lines_lost
         assert lost > 0 and writer.lines_written == 0
         blocked.unlink()
@@ -187,4 +189,3 @@ def test_the_pytest_helper_makes_a_test_of_each_journal(tmp_path: Path) -> None:
     assert "2 failed, 1 passed" in out
     assert "test_journals[edited.jsonl]" in out and "line 4:" in out
     assert "test_none[no-journals]" in out and "no journal (*.jsonl)" in out
-
