@@ -121,7 +121,8 @@ def format_timeline(task_id: str, events: list[TimelineEvent]) -> str:
             when = f"{'':>10}  {'':24}"
         else:
             stamp = datetime.fromtimestamp(event.at, UTC).isoformat(timespec="milliseconds")
-            when = f"+{event.at - start:9.3f}s  {stamp.replace('+00:00', 'Z'):24}"
+            since = f"+{event.at - start:.3f}s"
+            when = f"{since:>10}  {stamp.replace('+00:00', 'Z'):24}"
         times = f" (x{event.repeats})" if event.repeats > 1 else ""
         shown.append(f"  {when}  line {event.line:<6} {event.text}{times}")
     return "\n".join(shown)
@@ -298,8 +299,9 @@ def _effect_text(kind: str, value: dict[str, Any]) -> tuple[str, str] | None:
         asked = ", ".join(sorted(record.get("input_requests") or {}))
         return task_id, _EVENTS.get(event, event).format(asked=asked, error=error)
     if kind == "DeleteTask":
-        why = "its TTL ran out while it was unfinished" if value.get("expired") else "TTL over"
-        return value["task_id"], f"removed ({why})"
+        if value.get("expired"):
+            return value["task_id"], "removed (its TTL ran out while it was unfinished)"
+        return value["task_id"], "removed: its TTL ran out"
     texts = {
         "StartTask": "handler started",
         "ResumeTask": "handler resumed with the answers",

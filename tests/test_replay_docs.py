@@ -108,4 +108,4 @@ def test_the_command_prints_what_the_page_shows(in_tmp: Path) -> None:
     calls = int(out.split(":")[1].split()[0])
     assert out.strip() == shape.format(calls, 0)
     page = PAGE.path.read_text()
-    assert shape.format(57, 3) in page  # the page's example has the same shape
+    assert shape.format(68, 4) in page  # the page's example has the same shape
