@@ -27,7 +27,6 @@ from ._catalog import Catalog
 from ._effects import Step
 from ._errors import ProtocolError
 from ._journal_codec import (
-    _ENCODED,
     ENTRY_POINTS,
     FORMAT,
     Redactor,
@@ -47,10 +46,10 @@ from ._server import ServerCore
 from ._wire import Implementation
 
 Draw = tuple[str, Any]
-_Entry = tuple[str, dict[str, Any], list["Draw"], Any, bool]
-"""One call: its name, its arguments by name, what it drew, its answer, whether it raised."""
 """("id", task id), ("digest", hex), ("mac", base64), ("verify", bool),
-("decode", None or the -32602 as {"code","message","data"}), ("poll", ms or None)."""
+("decode", None or the -32602 as {"code","message"}), ("poll", ms or None)."""
+_Entry = tuple[str, dict[str, Any], list[Draw], Any, bool]
+"""One call: its name, its arguments by name, what it drew, its answer, whether it raised."""
 
 MAX_HELD: Final = 4096
 """`receive` calls held for the answer to their `FetchTask` at most; past it, the oldest is
@@ -243,11 +242,8 @@ class RecordingCore(ServerCore):
         else:
             line += b"[]"
         line += b',"in":'
-        if call == "receive" or (_ENCODED[call] and redactor.sensitive):
-            accepted = call == "receive" and not _refused(out)
-            inputs = encode_inputs(call, inputs, redactor, accepted=accepted)
-        elif _ENCODED_ALWAYS[call]:
-            inputs = encode_inputs(call, inputs, redactor)
+        accepted = call == "receive" and not _refused(out)
+        inputs = encode_inputs(call, inputs, redactor, accepted=accepted)
         input_encoder.encode_into(inputs, line, -1)
         line += b',"n":%d,"out":' % self._sequence
         if raised:
@@ -257,11 +253,6 @@ class RecordingCore(ServerCore):
 
 
 _CALL_STARTS: Final = {call: b'"call":"%s","draws":' % call.encode() for call in ENTRY_POINTS}
-_ENCODED_ALWAYS: Final = {
-    call: any(codec.encode is not None and not codec.only_redacts for codec in codecs.values())
-    for call, codecs in ENTRY_POINTS.items()
-}
-"""Calls with an argument written otherwise than as it is, redacting or not."""
 
 
 def _refused(out: Any) -> bool:

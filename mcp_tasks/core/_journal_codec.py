@@ -168,9 +168,6 @@ class Redactor:
         return msgspec.structs.replace(headers, params=params)
 
 
-NO_REDACTION: Final = Redactor({}, {})
-
-
 class _Call(msgspec.Struct):
     method: Any = None
     params: Raw = Raw(b"{}")
@@ -413,9 +410,15 @@ ENTRY_POINTS: Final[dict[str, dict[str, Codec]]] = {
 """Every `ServerCore` entry point a journal records: its parameters, by name, and how each
 is written. The names are the parameters' own, so a replay calls with them as keywords."""
 
-_ENCODED: Final = {
+_REDACTING: Final = {
     call: [(name, codec) for name, codec in codecs.items() if codec.encode is not None]
     for call, codecs in ENTRY_POINTS.items()
+}
+"""The arguments of each call written otherwise than as they are, when a tool has
+sensitive arguments; `_PLAIN`, when none has."""
+_PLAIN: Final = {
+    call: [(name, codec) for name, codec in encoded if not codec.only_redacts]
+    for call, encoded in _REDACTING.items()
 }
 
 
@@ -425,8 +428,8 @@ def encode_inputs(
     """`inputs` (changed in place) as `in` says them. `accepted`: the message `receive`
     was given decoded."""
     redacting = bool(redactor.sensitive)
-    for name, codec in _ENCODED[call]:
-        if name in inputs and (redacting or not codec.only_redacts):
+    for name, codec in (_REDACTING if redacting else _PLAIN)[call]:
+        if name in inputs:
             inputs[name] = codec.encode(inputs[name], redactor)  # type: ignore[misc]
     if call == "receive":
         data = inputs["data"]
