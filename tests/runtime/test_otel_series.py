@@ -9,7 +9,10 @@ the principal appears nowhere, and the real methods and tools keep their names."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -152,3 +155,17 @@ async def test_values_the_server_names_stop_at_max_metric_values() -> None:
     assert reasons == {"1", "2", "3", OTHER}
     named = {span.name for span in telemetry.finished()}
     assert named == {"tools/call tool_0", "tools/call tool_1", "tools/call tool_2", "tools/call"}
+
+
+def test_serve_otel_as_a_process_keeps_its_series_and_memory() -> None:
+    """`soak/otel_series.py`, small: `mcp-tasks serve --otel` as a process, its OTLP
+    export read by a receiver on loopback, after made-up and megabyte-long methods."""
+    script = Path(__file__).parent.parent.parent / "soak" / "otel_series.py"
+    command = [sys.executable, str(script), "--made-up", "200", "--huge", "3", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout.splitlines()[-1])
+    assert figures["spans"] == 200 + 3 + 2
+    assert figures["request_series"] <= 4  # tools/list, tools/call, other (two codes)
+    assert figures["longest_metric_value"] <= MAX_ATTRIBUTE_LENGTH
+    assert figures["longest_span_value"] <= MAX_ATTRIBUTE_LENGTH
