@@ -50,7 +50,12 @@ class Telemetry:
     """Hooks called as requests are answered and tasks change; this base records nothing.
 
     Subclasses set `enabled = True`; callers skip the hooks whose arguments cost something
-    to prepare when it is False."""
+    to prepare when it is False.
+
+    What the hooks are given is partly a peer's (the message in `request`, its method,
+    tool name and ids): a subclass bounds it before it is kept, never lets a value a
+    peer chose become a metric attribute (a series each, for the life of the process),
+    and never reports the principal as one (`mcp_tasks.otel` shows how)."""
 
     enabled: ClassVar[bool] = False
 

@@ -28,6 +28,18 @@ Metrics (names as exported)
     mcp_tasks.store.operation.duration histogram, s   mcp_tasks.store, mcp_tasks.store.operation
     mcp_tasks.listen.streams           up-down
     mcp_tasks.refusals                 counter        mcp_tasks.refusal.reason
+
+What a peer sends
+-----------------
+A metric keeps one series per set of attribute values, for as long as the process lives, so
+no metric attribute takes a value a peer chose: a method is one this server knows, else
+`other`; a tool name is one the server itself named (a task's, or one a `tools/call` was
+answered for without a JSON-RPC error), else `other`; error codes and refusal reasons come
+from the server, and past `MAX_METRIC_VALUES` distinct ones they too are `other`. A
+principal, a task id, a request id or an argument is never a metric attribute. Span names
+follow the same rule (tracing back ends group by them); span attributes say what the peer
+sent, and every string this module writes (a span's name, attribute or status message) is
+cut to `MAX_ATTRIBUTE_LENGTH` characters, so a megabyte of method name costs a span 256.
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ import contextlib
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -59,16 +71,41 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from . import __version__
 from ._telemetry import Telemetry
 from .core import TaskEvent, TaskStatus
+from .core._envelope import KNOWN_METHODS
 
 if TYPE_CHECKING:
     from .core import Reply, RequestMeta, TaskRecord
     from .store import TaskStore
 
-__all__ = ["MAX_OPEN_TASK_SPANS", "OpenTelemetry", "configure_from_environment"]
+__all__ = [
+    "MAX_ATTRIBUTE_LENGTH",
+    "MAX_METRIC_VALUES",
+    "MAX_OPEN_TASK_SPANS",
+    "OTHER",
+    "OpenTelemetry",
+    "configure_from_environment",
+]
 
 INSTRUMENTATION_NAME: Final = "mcp_tasks"
 MAX_OPEN_TASK_SPANS: Final = 10_000
 """Task spans held open at once; past it the oldest ends early, marked truncated."""
+MAX_ATTRIBUTE_LENGTH: Final = 256
+"""The longest span name, string attribute or status message written; longer ones are cut
+to it, their last character `…`."""
+MAX_METRIC_VALUES: Final = 1_000
+"""Distinct tool names, and distinct error codes or refusal reasons, a metric attribute
+takes; past them a new one is counted as `OTHER`."""
+OTHER: Final = "other"
+"""A metric attribute's value (and a span name's) for a method this server does not know,
+a tool it never named, or a value past `MAX_METRIC_VALUES`."""
+_METHODS: Final = KNOWN_METHODS | {
+    "initialize",  # a client of an earlier revision: answered with an error, worth counting
+    "ping",
+    "notifications/cancelled",
+    "notifications/initialized",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+}
 
 _propagator: Final = TraceContextTextMapPropagator()
 
@@ -88,6 +125,37 @@ class _Envelope(Struct):
 _envelope: Final = msgspec.json.Decoder(_Envelope)
 
 
+def _cut(text: str) -> str:
+    """`text`, or its first characters and `…`: at most MAX_ATTRIBUTE_LENGTH in all."""
+    if len(text) <= MAX_ATTRIBUTE_LENGTH:
+        return text
+    return text[: MAX_ATTRIBUTE_LENGTH - 1] + "\N{HORIZONTAL ELLIPSIS}"
+
+
+class _Known:
+    """The values one metric attribute may take: those fixed from the start, and up to
+    `room` more the server itself names (`admit`); any other value is `OTHER`. A metric
+    thus keeps at most `len(fixed) + room + 1` series by this attribute, whatever is sent."""
+
+    __slots__ = ("_room", "_values")
+
+    def __init__(self, fixed: Iterable[str | int] = (), room: int = 0) -> None:
+        self._values: set[str | int] = set(fixed)
+        self._room = room
+
+    def admit(self, value: str | int) -> str | int:
+        """`value`, named by the server (not a peer), known from now on while there is
+        room; what to report for it."""
+        values = self._values
+        if value not in values and self._room > 0:
+            values.add(value)
+            self._room -= 1
+        return value if value in values else OTHER
+
+    def __call__(self, value: str | int) -> str | int:
+        return value if value in self._values else OTHER
+
+
 @dataclass
 class _OpenTask:
     span: Span
@@ -97,7 +165,11 @@ class _OpenTask:
 
 class OpenTelemetry(Telemetry):
     """Spans and metrics through OpenTelemetry's API: the global providers, or the ones
-    given (a test's in-memory exporters)."""
+    given (a test's in-memory exporters).
+
+    `max_open_task_spans` task spans are held open at once; `max_metric_values` distinct
+    tool names (and error codes, and refusal reasons) become metric attributes, the rest
+    `OTHER` (see "What a peer sends" above)."""
 
     enabled = True
 
@@ -107,11 +179,16 @@ class OpenTelemetry(Telemetry):
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
         max_open_task_spans: int = MAX_OPEN_TASK_SPANS,
+        max_metric_values: int = MAX_METRIC_VALUES,
     ) -> None:
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
         self.max_open_task_spans = max_open_task_spans
         self._tasks: OrderedDict[str, _OpenTask] = OrderedDict()
+        self._methods = _Known(_METHODS)
+        self._tools = _Known(room=max_metric_values)
+        self._codes = _Known(room=max_metric_values)
+        self._reasons = _Known(room=max_metric_values)
         self._created = meter.create_counter(
             "mcp_tasks.tasks.created", unit="{task}", description="Tasks created"
         )
@@ -150,22 +227,25 @@ class OpenTelemetry(Telemetry):
             envelope = _envelope.decode(data)
         except msgspec.DecodeError:  # the core answers it; the span says what little it can
             envelope = _Envelope()
-        method = envelope.method if isinstance(envelope.method, str) else "unknown"
+        method = _cut(envelope.method) if isinstance(envelope.method, str) else "unknown"
         params = envelope.params if isinstance(envelope.params, _Params) else _Params()
         attributes: dict[str, Any] = {"mcp.method.name": method}
-        name = method
+        known = str(self._methods(method))
+        name = known
+        tool = None
         if isinstance(params.name, str) and method == "tools/call":
-            attributes["gen_ai.tool.name"] = params.name
-            name = f"{method} {params.name}"
+            tool = attributes["gen_ai.tool.name"] = _cut(params.name)
+            if self._tools(tool) == tool:
+                name = f"{method} {tool}"
         if isinstance(params.taskId, str):
-            attributes["mcp.task.id"] = params.taskId
+            attributes["mcp.task.id"] = _cut(params.taskId)
         if isinstance(envelope.id, str | int):
-            attributes["jsonrpc.request.id"] = str(envelope.id)
+            attributes["jsonrpc.request.id"] = _cut(str(envelope.id))
         parent = _context_of(params.meta if isinstance(params.meta, dict) else None)
         span = self._tracer.start_span(
             name, context=parent, kind=SpanKind.SERVER, attributes=attributes
         )
-        observation = _RequestSpan(span, method, self._request_duration)
+        observation = _RequestSpan(span, known, self, tool)
         with trace.use_span(span, end_on_exit=True, record_exception=True):
             yield observation
 
@@ -174,7 +254,7 @@ class OpenTelemetry(Telemetry):
     def task_saved(
         self, record: TaskRecord, event: TaskEvent | None, *, created: bool, now: float
     ) -> None:
-        tool = {"gen_ai.tool.name": record.tool_name}
+        tool = {"gen_ai.tool.name": self._tool_of(record)}
         if created:
             self._created.add(1, tool)
             self._active.add(1, tool)
@@ -183,7 +263,7 @@ class OpenTelemetry(Telemetry):
         held = self._tasks.get(record.task_id)
         if event is TaskEvent.NEED_INPUT:
             if held is not None:
-                keys = sorted(record.input_requests or ())
+                keys = sorted(_cut(key) for key in record.input_requests or ())
                 held.span.add_event("input requested", {"mcp.task.input_keys": keys}, _ns(now))
                 if held.input_since is None:
                     held.input_since = now
@@ -212,13 +292,25 @@ class OpenTelemetry(Telemetry):
             held.span.set_attribute("mcp.task.status", record.status.value)
             held.span.end(_ns(now))
 
+    def _answered(self, tool: str) -> bool:
+        """A `tools/call` of `tool` was answered without an error: a registered tool. True
+        while it may be named (MAX_METRIC_VALUES)."""
+        return self._tools.admit(tool) == tool
+
+    def _tool_of(self, record: TaskRecord) -> str:
+        """The tool of a task the server made: a registered one (or, past
+        MAX_METRIC_VALUES names, `OTHER`)."""
+        return str(self._tools.admit(_cut(record.tool_name)))
+
     def _open_task_span(self, record: TaskRecord) -> None:
+        tool = self._tool_of(record)
+        task_id = _cut(record.task_id)
         span = self._tracer.start_span(
-            f"task {record.tool_name}",
-            attributes={"mcp.task.id": record.task_id, "gen_ai.tool.name": record.tool_name},
+            f"task {tool}",
+            attributes={"mcp.task.id": task_id, "gen_ai.tool.name": _cut(record.tool_name)},
             start_time=_ns(record.created_at),
         )
-        trace.get_current_span().set_attribute("mcp.task.id", record.task_id)
+        trace.get_current_span().set_attribute("mcp.task.id", task_id)
         tasks = self._tasks
         tasks[record.task_id] = _OpenTask(span, record.tool_name)
         while len(tasks) > self.max_open_task_spans:
@@ -227,9 +319,10 @@ class OpenTelemetry(Telemetry):
             oldest.span.end()
 
     def _finish(self, record: TaskRecord, status: str, now: float) -> None:
-        attributes = {"gen_ai.tool.name": record.tool_name, "mcp.task.status": status}
+        tool = self._tool_of(record)
+        attributes = {"gen_ai.tool.name": tool, "mcp.task.status": status}
         self._finished.add(1, attributes)
-        self._active.add(-1, {"gen_ai.tool.name": record.tool_name})
+        self._active.add(-1, {"gen_ai.tool.name": tool})
         self._duration.record(max(0.0, now - record.created_at), attributes)
         held = self._tasks.pop(record.task_id, None)
         if held is None:
@@ -240,7 +333,7 @@ class OpenTelemetry(Telemetry):
             span.set_attribute("rpc.jsonrpc.error_code", record.error.code)
         if status in (TaskStatus.FAILED, "expired"):
             message = None if record.error is None else record.error.message
-            span.set_status(Status(StatusCode.ERROR, message or status))
+            span.set_status(Status(StatusCode.ERROR, _cut(message or status)))
         span.end(_ns(now))
 
     @contextlib.contextmanager
@@ -251,10 +344,11 @@ class OpenTelemetry(Telemetry):
                 yield
             return
         carrier: dict[str, Any] = {"traceparent": meta.traceparent, "tracestate": meta.tracestate}
+        tool = _cut(tool_name)
         span = self._tracer.start_span(
-            f"task run {tool_name}",
+            f"task run {self._tools.admit(tool)}",
             context=_context_of(carrier),
-            attributes={"mcp.task.id": task_id, "gen_ai.tool.name": tool_name},
+            attributes={"mcp.task.id": _cut(task_id), "gen_ai.tool.name": tool},
         )
         with trace.use_span(span, end_on_exit=True, record_exception=True):
             yield
@@ -262,7 +356,7 @@ class OpenTelemetry(Telemetry):
     # --- the rest --------------------------------------------------------------------------
 
     def refused(self, reason: str) -> None:
-        self._refusals.add(1, {"mcp_tasks.refusal.reason": reason})
+        self._refusals.add(1, {"mcp_tasks.refusal.reason": self._reasons.admit(_cut(reason))})
 
     def listen_changed(self, delta: int) -> None:
         self._listen.add(delta)
@@ -275,15 +369,16 @@ class OpenTelemetry(Telemetry):
 
     @contextlib.contextmanager
     def client_request(self, method: str, params: dict[str, Any] | None) -> Iterator[_ClientSpan]:
+        method = _cut(method)
         attributes: dict[str, Any] = {"mcp.method.name": method}
         name = method
         tool = None if params is None else params.get("name")
         if method == "tools/call" and isinstance(tool, str):
-            attributes["gen_ai.tool.name"] = tool
-            name = f"{method} {tool}"
+            tool = attributes["gen_ai.tool.name"] = _cut(tool)
+            name = _cut(f"{method} {tool}")
         task_id = None if params is None else params.get("taskId")
-        if isinstance(task_id, str):
-            attributes["mcp.task.id"] = task_id
+        if isinstance(task_id, str):  # the server's word, on a task it made
+            attributes["mcp.task.id"] = _cut(task_id)
         span = self._tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
         with trace.use_span(span, end_on_exit=True, record_exception=True):
             carrier: dict[str, str] = {}
@@ -292,21 +387,30 @@ class OpenTelemetry(Telemetry):
 
 
 class _RequestSpan:
-    __slots__ = ("_attributes", "_histogram", "_started", "span")
+    """A server span, and the point it records in `mcp_tasks.server.request.duration`.
 
-    def __init__(self, span: Span, method: str, histogram: Any) -> None:
+    A `tools/call` span is named after its tool once the tool is known to be registered:
+    answered (without a JSON-RPC error) this time or before."""
+
+    __slots__ = ("_attributes", "_owner", "_started", "_tool", "span")
+
+    def __init__(self, span: Span, method: str, owner: OpenTelemetry, tool: str | None) -> None:
         self.span = span
-        self._histogram = histogram
+        self._owner = owner
+        self._tool = tool
         self._attributes: dict[str, Any] = {"mcp.method.name": method}
         self._started = time.perf_counter()
 
     def finish(self, reply: Reply | None) -> None:
+        owner = self._owner
         code = None if reply is None else reply.error_code
         if code is not None:
             self.span.set_attribute("rpc.jsonrpc.error_code", code)
             self.span.set_status(Status(StatusCode.ERROR, f"JSON-RPC error {code}"))
-            self._attributes["rpc.jsonrpc.error_code"] = code
-        self._histogram.record(time.perf_counter() - self._started, self._attributes)
+            self._attributes["rpc.jsonrpc.error_code"] = owner._codes.admit(code)
+        elif reply is not None and self._tool is not None and owner._answered(self._tool):
+            self.span.update_name(f"tools/call {self._tool}")
+        owner._request_duration.record(time.perf_counter() - self._started, self._attributes)
 
 
 class _ClientSpan:
@@ -318,7 +422,7 @@ class _ClientSpan:
 
     def failed(self, code: int, message: str) -> None:
         self.span.set_attribute("rpc.jsonrpc.error_code", code)
-        self.span.set_status(Status(StatusCode.ERROR, message))
+        self.span.set_status(Status(StatusCode.ERROR, _cut(message)))
 
 
 _TIMED: Final = frozenset(

@@ -47,14 +47,16 @@ FAST = PollPolicy(min_interval_ms=10, max_interval_ms=50)
 
 
 class Telemetry:
-    def __init__(self) -> None:
+    def __init__(self, **options: Any) -> None:
         self.spans = InMemorySpanExporter()
         tracer_provider = self.spans_provider = TracerProvider()
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.reader = InMemoryMetricReader()
         meter_provider = MeterProvider(metric_readers=[self.reader])
         self.tracer = tracer_provider.get_tracer("test")
-        self.server = OpenTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        self.server = OpenTelemetry(
+            tracer_provider=tracer_provider, meter_provider=meter_provider, **options
+        )
         self.client = OpenTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
 
     def finished(self) -> list[ReadableSpan]:
