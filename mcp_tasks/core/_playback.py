@@ -26,6 +26,7 @@ from ._errors import RemoteProtocolError
 from ._journal import redactor_for
 from ._journal_codec import (
     FORMAT,
+    WHOLLY_REDACTED,
     JournalDamaged,
     decode_inputs,
     output_encoder,
@@ -129,6 +130,8 @@ class Playback:
         if core is None:
             raise JournalDamaged("a call comes before any configuration line")
         inputs = _inputs_of(first)
+        if first.call == "receive" and inputs.get("data") is WHOLLY_REDACTED:
+            return []  # nothing of it was kept: it cannot be replayed (it called no tool)
         answer, actual, problem = core.answer(first.call, inputs, first.draws)
         replayed = [Replayed(first.n, first.call, inputs, first.out, actual, problem)]
         if then is None:
