@@ -82,10 +82,11 @@ def unframe(line: bytes | bytearray) -> bytes:
     """The JSON object of a journal line, its CRC-32 checked and removed."""
     line = bytes(line).rstrip(b"\r\n")
     head, mark, tail = line.rpartition(_CRC_MARK)
-    if not mark or not tail.endswith(b"}") or not tail[:-1].isdigit():
+    digits = tail[:-1]
+    if not mark or not tail.endswith(b"}") or not digits.isdigit() or len(digits) > 10:
         raise JournalDamaged("it has no checksum: it is not a journal line")
     body = head + b"}"
-    if zlib.crc32(body) != int(tail[:-1]):
+    if zlib.crc32(body) != int(digits):
         raise JournalDamaged("its checksum does not match: it was changed after it was written")
     return body
 
