@@ -107,7 +107,10 @@ class Redactor:
             return data, None
         arguments = params.get("arguments")
         if arguments is not None and bytes(arguments) != b"null":
-            params["arguments"] = self._arguments_of_call(tool, arguments)
+            redacted = self._arguments_of_call(tool, arguments)
+            if redacted is None:
+                return WHOLLY_REDACTED, tool
+            params["arguments"] = redacted
         members["params"] = Raw(_encoder.encode(params))
         return _encoder.encode(members), tool
 
@@ -126,13 +129,15 @@ class Redactor:
         }
         return msgspec.structs.replace(headers, params=params)
 
-    def _arguments_of_call(self, tool: str, arguments: Raw) -> Raw:
+    def _arguments_of_call(self, tool: str, arguments: Raw) -> Raw | None:
         """A call's arguments redacted; anything but an object is refused by the core all
-        the same (with the same words), so it is not kept at all."""
+        the same (with the same words), so it is not kept at all. None: they do not decode
+        (a number past a double): the core's own decoding refuses them, and nothing of the
+        message can be kept."""
         try:
             value = msgspec.json.decode(arguments)
         except (msgspec.DecodeError, RecursionError):
-            value = None
+            return None
         if not isinstance(value, dict):
             return Raw(_encoder.encode(REDACTED))
         return Raw(_encoder.encode(_redacted(value, self.sensitive[tool])))

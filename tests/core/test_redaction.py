@@ -160,3 +160,17 @@ def test_a_header_of_the_tool_mcp_name_names_is_redacted() -> None:
     h.call("nope", {"password": "x"}, headers=headers, caps=ALL_CAPS)
     assert_no_secret(lines)
     assert_replays(lines)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [b'["hunter2-s3cr3t/x"]', b'"hunter2-s3cr3t/x"', b'{"password":"hunter2-s3cr3t/x","n":1e400}'],
+    ids=["a-list", "a-string", "a-number-past-a-double"],
+)
+def test_arguments_that_are_no_object_or_do_not_decode_are_not_kept(arguments: bytes) -> None:
+    h, lines = harness()
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"log/in","_meta":'
+    body += json.dumps(meta(ALL_CAPS)).encode() + b',"arguments":' + arguments + b"}}"
+    assert h.send(body).reply is not None  # refused, or (1e400: no type to decode) served
+    assert_no_secret(lines)
+    assert_replays(lines)
