@@ -15,7 +15,10 @@ written once, with the value the core read, so a shadowed first spelling of a se
 too. The core reads the written message as it read the one received (the same members,
 the same values but the redacted ones), so a replay answers the same.
 
-A message the core could not read as a call (not UTF-8, nesting too deep, not JSON, a
+A message with no backslash spells every string as it reads, so one without the bytes
+`tools/call` or a sensitive tool's name is no such call, nor names one (the check most
+messages take: `tasks/get` and the like). A
+message the core could not read as a call (not UTF-8, nesting too deep, not JSON, a
 `tools/call` whose params are not an object naming its tool) called no tool, so nothing in
 it is an argument. It is kept as it is, unless, read leniently (its escapes undone), it
 names a tool with sensitive arguments: then none of it is kept (`WHOLLY_REDACTED`), and a
@@ -93,6 +96,8 @@ class Redactor:
         tool). `WHOLLY_REDACTED`: nothing of it can be kept."""
         if not self.sensitive:
             return data, None
+        if b"\\" not in data and b"tools/call" not in data and not self._named(data):
+            return data, None  # no string here reads tools/call or a sensitive tool
         members = _message(data)
         if members is None or _decoded(members.get("method")) != "tools/call":
             return self._unread(data, members is None), None
@@ -145,9 +150,12 @@ class Redactor:
     def _unread(self, data: bytes, doubtful: bool) -> bytes:
         """A message that called no tool: kept, unless it could not be read (`doubtful`)
         and, its escapes undone, names a tool with sensitive arguments."""
-        if doubtful and any(name in _unescaped(data) for name in self._names):
+        if doubtful and self._named(_unescaped(data)):
             return WHOLLY_REDACTED
         return data
+
+    def _named(self, text: bytes) -> bool:
+        return any(name in text for name in self._names)
 
 
 def _message(data: bytes) -> dict[str, Raw] | None:
