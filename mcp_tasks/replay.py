@@ -40,6 +40,9 @@ __all__ = [
 
 MAX_SHOWN_CHARS = 4000
 """An inbound message longer than this is shown cut, with its length."""
+MAX_DIFF_LINES = 400
+"""A report shows this many lines of a diff at most (a hostile journal's answer may be
+millions of lines long), and says how many more there were."""
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 """A journal line longer than this is refused unread: sixteen times the largest body the
 HTTP server takes by default (4 MiB), for the message, the call it makes and its answer on
@@ -250,13 +253,18 @@ def _diff(expected: bytes, actual: bytes, number: int) -> str:
         except ValueError:
             return [data.decode("utf-8", "replace")]
 
-    lines = difflib.unified_diff(
-        pretty(expected),
-        pretty(actual),
-        fromfile=f"recorded (line {number})",
-        tofile="replayed",
-        lineterm="",
+    lines = list(
+        difflib.unified_diff(
+            pretty(expected),
+            pretty(actual),
+            fromfile=f"recorded (line {number})",
+            tofile="replayed",
+            lineterm="",
+        )
     )
+    if len(lines) > MAX_DIFF_LINES:
+        more = len(lines) - MAX_DIFF_LINES
+        lines[MAX_DIFF_LINES:] = [f"... ({more} more lines of the diff)"]
     return "\n".join(lines)
 
 

@@ -238,3 +238,12 @@ def test_every_wrong_type_anywhere_is_refused_or_answers_differently(
         except ReplayFailed as failed:
             assert failed.line >= 1
     assert tried > 30
+
+
+def test_the_report_of_a_huge_answer_is_short(tmp_path: Path) -> None:
+    """A recorded answer of 300,000 lines: the diff shown is cut, saying how much more."""
+    journal = tmp_path / "long-answer.jsonl"
+    journal.write_bytes(HEADER + CONFIG + framed({**body(CALLS[0]), "out": list(range(300_000))}))
+    ran = run_replay(journal)
+    assert_refused(ran, 3)
+    assert "more lines of the diff)" in ran.stderr
