@@ -15,7 +15,8 @@ decoding and of the poll policy), in order; `out` what it returned (or `raised`)
 
 Secrets stay out: the core never sees credentials (only the MCP headers it checks), the
 sealing key is not written (only MACs the client was sent anyway, and verdicts), and the
-arguments a tool marks sensitive are written as `REDACTED`, wherever they appear.
+arguments a tool marks sensitive are written as `REDACTED`, wherever they appear, however
+the message spelled them (`_redaction` decides on the decoded message).
 """
 
 from __future__ import annotations
@@ -58,9 +59,7 @@ from ._needs import (
 )
 from ._outcomes import START_TASK, InputRequired
 from ._records import TaskRecord, decode_record
-from ._redaction import REDACTED, WHOLLY_REDACTED, Redactor
-
-__all__ = ["REDACTED", "WHOLLY_REDACTED", "JournalDamaged", "Redactor", "frame", "unframe"]
+from ._redaction import WHOLLY_REDACTED, Redactor
 
 FORMAT: Final = 1
 _CRC_MARK: Final = b',"crc":'

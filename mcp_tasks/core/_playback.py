@@ -27,7 +27,6 @@ from ._errors import RemoteProtocolError
 from ._journal import redactor_for
 from ._journal_codec import (
     FORMAT,
-    WHOLLY_REDACTED,
     JournalDamaged,
     decode_inputs,
     output_encoder,
@@ -45,6 +44,7 @@ from ._options import (
     ToolSpec,
 )
 from ._records import TaskRecord
+from ._redaction import WHOLLY_REDACTED
 from ._server import ServerCore
 
 

@@ -21,8 +21,9 @@ from mcp_tasks.core import (
     ToolSpec,
 )
 from mcp_tasks.core._journal import RecordingCore
-from mcp_tasks.core._journal_codec import CALL, REDACTED, JournalDamaged, frame, unframe
+from mcp_tasks.core._journal_codec import CALL, JournalDamaged, frame, unframe
 from mcp_tasks.core._playback import Playback, Replayed
+from mcp_tasks.core._redaction import REDACTED
 
 from .harness import ALL_CAPS, Harness, meta
 from .tools import TOOLS, ask_confirm, ask_name
