@@ -35,7 +35,8 @@ import msgspec
 from msgspec import Raw
 
 from ._depth import too_deep
-from ._envelope import HttpHeaders
+from ._envelope import HttpHeaders, _decode_header_value
+from ._errors import ProtocolError
 from ._needs import ToolCall
 from ._records import TaskRecord
 
@@ -126,13 +127,24 @@ class Redactor:
         if headers is None or not headers.params:
             return headers
         known = self._headers
-        mirrored = known.get(tool or "", set()) | known.get(headers.name or "", set())
+        mirrored = known.get(tool or "", set()) | self._named_by_header(headers.name)
         if not mirrored:
             return headers
         params = {
             name: REDACTED if name in mirrored else value for name, value in headers.params.items()
         }
         return msgspec.structs.replace(headers, params=params)
+
+    def _named_by_header(self, name: str | None) -> set[str]:
+        """The mirrored headers of the tool `Mcp-Name` names (as the core reads it, plain
+        or `=?base64?...?=`); of every tool, if it cannot be read."""
+        if name is None:
+            return set()
+        try:
+            tool = _decode_header_value(name)
+        except ProtocolError:
+            return set().union(*self._headers.values())
+        return self._headers.get(tool, set())
 
     def _arguments_of_call(self, tool: str, arguments: Raw) -> Raw | None:
         """A call's arguments redacted; anything but an object is refused by the core all

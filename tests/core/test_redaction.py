@@ -143,9 +143,15 @@ def test_a_message_the_core_cannot_read_is_not_kept_if_it_names_the_tool(message
     assert_replays(lines)  # the line is skipped, the rest replays
 
 
-def test_a_header_of_the_tool_mcp_name_names_is_redacted() -> None:
-    """The body calls another tool, the headers name `log/in` and carry its secret: the
-    core refuses the mismatch, the journal keeps no secret."""
+@pytest.mark.parametrize(
+    "name",
+    ["log/in", " log/in ", "=?base64?bG9nL2lu?=", "=?base64?!?="],
+    ids=["plain", "padded", "base64", "unreadable"],
+)
+def test_a_header_of_the_tool_mcp_name_names_is_redacted(name: str) -> None:
+    """The body calls another tool, the headers name `log/in` (plain, padded, in base64,
+    or unreadably) and carry its secret: the core refuses the mismatch, the journal keeps
+    no secret."""
     password = {"type": "string", "x-mcp-header": "Password"}
     schema = {"type": "object", "properties": {"password": password}}
     spec = ToolSpec(name="log/in", input_schema=schema, sensitive_arguments=SENSITIVE)
@@ -154,7 +160,7 @@ def test_a_header_of_the_tool_mcp_name_names_is_redacted() -> None:
     headers = HttpHeaders(
         protocol_version="2026-07-28",
         method="tools/call",
-        name="log/in",
+        name=name,
         params={"password": SECRET},
     )
     h.call("nope", {"password": "x"}, headers=headers, caps=ALL_CAPS)
