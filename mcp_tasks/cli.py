@@ -238,7 +238,10 @@ def serve(  # noqa: PLR0917 - click passes every option
         lenient = msgspec.structs.replace(server.core.options, accept_missing_task_name_header=True)
         server.use_options(lenient)
     if record_path is not None:
-        server.record(record_path, max_bytes=record_max_bytes)
+        try:
+            server.record(record_path, max_bytes=record_max_bytes)
+        except ValueError as refused:  # a symbolic link at PATH
+            raise click.ClickException(f"cannot record: {refused}") from None
     host, port = address or (DEFAULT_HOST, DEFAULT_PORT)
     if stdio and allowed_hosts:
         raise click.UsageError("--allow-host is for --http: stdio has no Host header.")

@@ -7,11 +7,18 @@ never holds a request. Writing never fails a request: a line that cannot be writ
 that would wait behind `MAX_QUEUED_BYTES` for the disk) is counted, logged (rate-limited)
 and, once writing works again, a `{"gap": N}` line says how many were lost. Calls do not
 depend on one another, so the rest of the journal still replays.
+
+A journal is the server's own record, for its operator alone: a folder it makes is made
+0700, a file it makes 0600, whatever the umask (a file or folder that exists is left as it
+is). It is never written through a symbolic link: one at `path` is refused when the writer
+is made, and at every opening (`O_NOFOLLOW`); a rotation makes the new file with `O_EXCL`,
+so nothing planted there meanwhile is written to.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import queue
@@ -51,12 +58,15 @@ BATCH_BYTES: Final = 64 * 1024
 _MAX_CHUNKS: Final = 512
 """Lines one `writev` takes (systems allow 1024)."""
 _HEADER_PREFIX: Final = b'{"journal"'
+_OPEN_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_MODE: Final = 0o600
+_FOLDER_MODE: Final = 0o700
 _CONFIG_PREFIX: Final = b'{"config"'
 
 
 class JournalWriter:
     """Appends journal lines to `path`, rotating it past `max_bytes` (keeping `backups`
-    older files: `path.1` is the newest)."""
+    older files: `path.1` is the newest). `ValueError` if `path` is a symbolic link."""
 
     def __init__(
         self,
@@ -71,6 +81,10 @@ class JournalWriter:
         if backups < 0:
             raise ValueError("backups must not be negative")
         self.path = Path(path)
+        if self.path.is_symlink():
+            raise ValueError(
+                f"{self.path} is a symbolic link: a journal is never written through one"
+            )
         self.max_bytes = max_bytes
         self.backups = backups
         self._clock = clock
@@ -191,14 +205,16 @@ class JournalWriter:
                     rest = rest[os.write(file.fileno(), rest) :]
             self._size += size
 
-    def _open(self, batch: list[bytes | bytearray]) -> None:
-        """Open the file to append; a new one starts with the header and configuration
-        (unless `batch`, the lines about to be written, has them)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        file = self.path.open("ab", buffering=0)
-        # Only a regular file is rotated: a device or a pipe (/dev/stdout) is written on.
-        self._rotates = stat.S_ISREG(os.fstat(file.fileno()).st_mode)
-        self._size = file.tell()
+    def _open(self, batch: list[bytes | bytearray], *, new: bool = False) -> None:
+        """Open the file to append (`new`: make it, or fail); a new one starts with the
+        header and configuration (unless `batch`, the lines about to be written, has them)."""
+        _make_folder(self.path.parent)
+        descriptor = _open_journal(self.path, new=new)
+        file = os.fdopen(descriptor, "ab", buffering=0)
+        # Only a regular file is rotated: a device or a pipe (a FIFO) is written on.
+        status = os.fstat(descriptor)
+        self._rotates = stat.S_ISREG(status.st_mode)
+        self._size = status.st_size if self._rotates else 0
         self._file = file
         if self._size:
             self._write(file, b"\n")  # ends a line an earlier failure cut short
@@ -219,10 +235,16 @@ class JournalWriter:
             self.path.replace(self.path.with_name(f"{self.path.name}.1"))
         else:
             self.path.unlink()
-        self._open(batch)
+        self._open(batch, new=True)
 
     def _failed(self, error: OSError, lines: int) -> None:
-        self._lose(lines, str(error.strerror or error))
+        if error.errno == errno.ELOOP:
+            why = "it is a symbolic link: a journal is never written through one"
+        elif error.errno == errno.EEXIST:
+            why = "a file appeared where the rotated one was to be made"
+        else:
+            why = str(error.strerror or error)
+        self._lose(lines, why)
 
     def _lose(self, lines: int, why: str) -> None:
         with self._done:
@@ -239,3 +261,30 @@ class JournalWriter:
         if file is not None:
             with contextlib.suppress(OSError):
                 file.close()
+
+
+def _make_folder(folder: Path) -> None:
+    """Make `folder` and its missing parents 0700, whatever the umask."""
+    missing = []
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        try:
+            os.mkdir(made, _FOLDER_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(made, _FOLDER_MODE)
+
+
+def _open_journal(path: Path, *, new: bool) -> int:
+    """A descriptor appending to `path`, never through a symbolic link: a file made here
+    is 0600 (`new`: only a file made here, `FileExistsError` otherwise)."""
+    try:
+        descriptor = os.open(path, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+    except FileExistsError:
+        if new:
+            raise
+        return os.open(path, _OPEN_FLAGS)  # ELOOP for a link
+    os.fchmod(descriptor, _FILE_MODE)  # what the umask took away
+    return descriptor

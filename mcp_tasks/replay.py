@@ -6,6 +6,12 @@ each answer with the recorded one byte for byte. At the first difference it rais
 `ReplayFailed`, whose report shows the message the call belonged to, the recorded and
 the replayed answer as a diff, and the life of the task concerned up to there.
 `timeline` tells one task's life from a journal, line by line.
+
+A journal may come from anywhere (a bug report, a colleague), so reading one is as careful
+as serving a client: a line longer than `max_line_bytes` is refused having read no more
+than that of it (not a 3 GiB line, nor `/dev/zero`, is ever held whole), and every line that
+is not one a journal wrote (cut short, nesting too deep, a wrong type anywhere, no header
+first) fails the replay with a `ReplayFailed` naming its line, never another exception.
 """
 
 from __future__ import annotations
@@ -16,13 +22,14 @@ import os
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from .core import TaskRequest
 from .core._journal_codec import JournalDamaged
 from .core._playback import Playback, Replayed
 
 __all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
     "ReplayFailed",
     "ReplayResult",
     "TimelineEvent",
@@ -33,6 +40,13 @@ __all__ = [
 
 MAX_SHOWN_CHARS = 4000
 """An inbound message longer than this is shown cut, with its length."""
+MAX_DIFF_LINES = 400
+"""A report shows this many lines of a diff at most (a hostile journal's answer may be
+millions of lines long), and says how many more there were."""
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+"""A journal line longer than this is refused unread: sixteen times the largest body the
+HTTP server takes by default (4 MiB), for the message, the call it makes and its answer on
+one line. Raise it (`max_line_bytes=`, `--max-line-bytes`) for a server taking more."""
 
 
 class ReplayFailed(AssertionError):
@@ -64,19 +78,25 @@ class TimelineEvent(NamedTuple):
     """How many calls in a row said the same (polls)."""
 
 
-def replay(path: str | os.PathLike[str]) -> ReplayResult:
-    """Replay the journal at `path`; raise `ReplayFailed` at its first difference."""
+def replay(
+    path: str | os.PathLike[str], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> ReplayResult:
+    """Replay the journal at `path`; raise `ReplayFailed` at its first difference, or at
+    its first line that is not one a journal wrote (or is longer than `max_line_bytes`)."""
     path = Path(path)
     story = _Story()
     lines = calls = 0
-    for number, held in _replayed(path, story):
+    for number, held in _replayed(path, story, max_line_bytes):
         lines = number
         calls += held
     return ReplayResult(path, lines, calls, frozenset(story.events))
 
 
 def timeline(
-    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], task_id: str
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    task_id: str,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> list[TimelineEvent]:
     """The life of task `task_id` as the journal(s) at `paths` tell it (in order), replayed
     as it goes: a journal that does not replay raises `ReplayFailed`."""
@@ -85,19 +105,23 @@ def timeline(
     events: list[TimelineEvent] = []
     for name in paths:
         story = _Story(only=task_id)
-        for _ in _replayed(Path(name), story):
+        for _ in _replayed(Path(name), story, max_line_bytes):
             pass
         events += story.events.get(task_id, [])
     return events
 
 
-def _replayed(path: Path, story: _Story) -> Iterator[tuple[int, int]]:
+def _replayed(path: Path, story: _Story, max_line_bytes: int) -> Iterator[tuple[int, int]]:
     """Each line of the journal at `path`, replayed, told to `story`: (its number, how many
     calls it held)."""
+    if max_line_bytes < 1:
+        raise ValueError("max_line_bytes must be positive")
     playback = Playback()
     with path.open("rb") as file:
-        for number, line in enumerate(file, 1):
+        for number, line in enumerate(_lines(file, max_line_bytes), 1):
             try:
+                if len(line) > max_line_bytes:
+                    raise JournalDamaged(f"it is longer than {max_line_bytes} bytes: not read")
                 calls = playback.feed(line)
             except JournalDamaged as damaged:
                 report = f"{path}, line {number}: {damaged}"
@@ -108,6 +132,16 @@ def _replayed(path: Path, story: _Story) -> Iterator[tuple[int, int]]:
                     raise ReplayFailed(report, path=path, line=number)
                 story.add(number, replayed)
             yield number, len(calls)
+    if not playback.started:  # empty, or blank lines only
+        report = f"{path}, line 1: it is empty: not a journal"
+        raise ReplayFailed(report, path=path, line=1)
+
+
+def _lines(file: IO[bytes], max_line_bytes: int) -> Iterator[bytes]:
+    """The lines of `file`, each read up to `max_line_bytes` and one byte more: a longer
+    one comes out cut there (and is refused), the rest of it never read."""
+    while line := file.readline(max_line_bytes + 1):
+        yield line
 
 
 def format_timeline(task_id: str, events: list[TimelineEvent]) -> str:
@@ -219,13 +253,18 @@ def _diff(expected: bytes, actual: bytes, number: int) -> str:
         except ValueError:
             return [data.decode("utf-8", "replace")]
 
-    lines = difflib.unified_diff(
-        pretty(expected),
-        pretty(actual),
-        fromfile=f"recorded (line {number})",
-        tofile="replayed",
-        lineterm="",
+    lines = list(
+        difflib.unified_diff(
+            pretty(expected),
+            pretty(actual),
+            fromfile=f"recorded (line {number})",
+            tofile="replayed",
+            lineterm="",
+        )
     )
+    if len(lines) > MAX_DIFF_LINES:
+        more = len(lines) - MAX_DIFF_LINES
+        lines[MAX_DIFF_LINES:] = [f"... ({more} more lines of the diff)"]
     return "\n".join(lines)
 
 

@@ -29,7 +29,6 @@ from ._errors import ProtocolError
 from ._journal_codec import (
     ENTRY_POINTS,
     FORMAT,
-    Redactor,
     encode_inputs,
     frame,
     input_encoder,
@@ -41,6 +40,7 @@ from ._needs import FetchTask, TaskRequest
 from ._options import PromptSpec, ServerOptions, TaskOptions, ToolSpec
 from ._policy import PollPolicy
 from ._records import TaskRecord, encode_record
+from ._redaction import Redactor
 from ._sealing import Sealer
 from ._server import ServerCore
 from ._wire import Implementation

@@ -15,14 +15,15 @@ decoding and of the poll policy), in order; `out` what it returned (or `raised`)
 
 Secrets stay out: the core never sees credentials (only the MCP headers it checks), the
 sealing key is not written (only MACs the client was sent anyway, and verdicts), and the
-arguments a tool marks sensitive are written as `REDACTED`, wherever they appear.
+arguments a tool marks sensitive are written as `REDACTED`, wherever they appear, however
+the message spelled them (`_redaction` decides on the decoded message).
 """
 
 from __future__ import annotations
 
 import base64
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 import msgspec
@@ -58,11 +59,9 @@ from ._needs import (
 )
 from ._outcomes import START_TASK, InputRequired
 from ._records import TaskRecord, decode_record
+from ._redaction import WHOLLY_REDACTED, Redactor
 
 FORMAT: Final = 1
-REDACTED: Final = "[redacted]"
-"""What a sensitive argument's value reads as in a journal."""
-
 _CRC_MARK: Final = b',"crc":'
 
 
@@ -82,104 +81,13 @@ def unframe(line: bytes | bytearray) -> bytes:
     """The JSON object of a journal line, its CRC-32 checked and removed."""
     line = bytes(line).rstrip(b"\r\n")
     head, mark, tail = line.rpartition(_CRC_MARK)
-    if not mark or not tail.endswith(b"}") or not tail[:-1].isdigit():
+    digits = tail[:-1]
+    if not mark or not tail.endswith(b"}") or not digits.isdigit() or len(digits) > 10:
         raise JournalDamaged("it has no checksum: it is not a journal line")
     body = head + b"}"
-    if zlib.crc32(body) != int(tail[:-1]):
+    if zlib.crc32(body) != int(digits):
         raise JournalDamaged("its checksum does not match: it was changed after it was written")
     return body
-
-
-# --- redaction ---------------------------------------------------------------------------
-
-
-class Redactor:
-    """Writes `REDACTED` for the arguments tools marked sensitive (tool -> argument names),
-    and for the `Mcp-Param-*` headers that mirror them (tool -> argument -> header)."""
-
-    def __init__(
-        self,
-        sensitive: Mapping[str, frozenset[str]],
-        header_params: Mapping[str, Mapping[str, str]],
-    ) -> None:
-        self.sensitive = dict(sensitive)
-        self._headers = {
-            tool: {header_params.get(tool, {}).get(name, "").lower() for name in names} - {""}
-            for tool, names in self.sensitive.items()
-        }
-
-    def arguments(self, tool: str, arguments: Raw | None) -> Raw | None:
-        names = self.sensitive.get(tool)
-        if not names or arguments is None:
-            return arguments
-        try:
-            value = msgspec.json.decode(arguments)
-        except msgspec.DecodeError:
-            return Raw(msgspec.json.encode(REDACTED))
-        if not isinstance(value, dict):
-            return arguments
-        return Raw(msgspec.json.encode(_redacted(value, names)))
-
-    def call(self, call: ToolCall) -> ToolCall:
-        if call.tool_name not in self.sensitive or call.arguments is None:
-            return call
-        arguments = self.arguments(call.tool_name, call.arguments)
-        return msgspec.structs.replace(call, arguments=arguments)
-
-    def record(self, record: TaskRecord | None) -> TaskRecord | None:
-        if record is None or record.tool_name not in self.sensitive or record.arguments is None:
-            return record
-        arguments = self.arguments(record.tool_name, record.arguments)
-        return msgspec.structs.replace(record, arguments=arguments)
-
-    def message(self, data: bytes) -> tuple[bytes, str | None]:
-        """An incoming message with the sensitive arguments of its tool redacted (the rest
-        of it byte for byte), and the tool it calls (None: not a call of such a tool)."""
-        if not self.sensitive or b"tools/call" not in data:
-            return data, None
-        try:
-            message = msgspec.json.decode(data, type=_Call)
-            tool = msgspec.json.decode(message.params, type=_CallParams).name
-        except (msgspec.DecodeError, ValueError):
-            named = any(tool.encode() in data for tool in self.sensitive)
-            return (REDACTED.encode() if named else data), None
-        if message.method != "tools/call" or tool not in self.sensitive:
-            return data, None
-        params = bytes(message.params)
-        arguments = bytes(msgspec.json.decode(params, type=_CallParams).arguments)
-        if arguments == b"null":
-            return data, tool  # no arguments
-        if arguments.startswith(b"{"):
-            redacted = bytes(self.arguments(tool, Raw(arguments)) or b"null")
-        else:  # not an object: refused, and not kept either
-            redacted = msgspec.json.encode(REDACTED)
-        if data.count(params) == 1 and params.count(arguments) == 1:
-            at = data.index(params) + params.index(arguments)
-            return data[:at] + redacted + data[at + len(arguments) :], tool
-        return REDACTED.encode(), tool  # nowhere to be sure of: nothing of it is kept
-
-    def headers(self, tool: str | None, headers: HttpHeaders | None) -> HttpHeaders | None:
-        mirrored = self._headers.get(tool or "")
-        if not mirrored or headers is None or not headers.params:
-            return headers
-        params = {
-            name: REDACTED if name in mirrored else value for name, value in headers.params.items()
-        }
-        return msgspec.structs.replace(headers, params=params)
-
-
-class _Call(msgspec.Struct):
-    method: Any = None
-    params: Raw = Raw(b"{}")
-
-
-class _CallParams(msgspec.Struct):
-    name: Any = None
-    arguments: Raw = Raw(b"null")
-
-
-def _redacted(arguments: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
-    return {key: REDACTED if key in names else value for key, value in arguments.items()}
 
 
 # --- the arguments of each entry point ---------------------------------------------------
@@ -201,7 +109,10 @@ def _plain(kind: Any) -> Codec:
 
 def encode_message(data: bytes, accepted: bool) -> Any:
     """A message as received: a JSON object the core accepted (it decoded, whole and not
-    too deep) as itself, on one line; anything else as a string, or ["base64", ...]."""
+    too deep) as itself, on one line; anything else as a string, or ["base64", ...], or
+    ["redacted"] when nothing of it is kept."""
+    if data is WHOLLY_REDACTED:
+        return Raw(data)
     if accepted and data[:1] == b"{" and b"\n" not in data and b"\r" not in data:
         return Raw(data)
     try:
@@ -211,12 +122,18 @@ def encode_message(data: bytes, accepted: bool) -> Any:
 
 
 def _decode_message(raw: bytes) -> bytes:
+    """A message as `encode_message` wrote it (`WHOLLY_REDACTED` itself for one of which
+    nothing was kept)."""
     if raw[:1] == b"{":
         return raw
-    value = msgspec.json.decode(raw)
+    value = msgspec.json.decode(raw, type=str | list[str])
     if isinstance(value, str):
         return value.encode("utf-8")
-    return base64.b64decode(value[1])
+    if value == ["redacted"]:
+        return WHOLLY_REDACTED
+    if len(value) != 2 or value[0] != "base64":
+        raise JournalDamaged("a message is neither JSON, text, base64 nor redacted")
+    return base64.b64decode(value[1], validate=True)
 
 
 class _StoredCall(msgspec.Struct, kw_only=True):

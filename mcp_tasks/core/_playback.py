@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import base64
 from collections import deque
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import msgspec
 from msgspec import Raw
 
 from . import _wire as w
+from ._depth import MAX_DEPTH, nesting_depth
 from ._errors import RemoteProtocolError
 from ._journal import redactor_for
 from ._journal_codec import (
@@ -43,6 +44,7 @@ from ._options import (
     ToolSpec,
 )
 from ._records import TaskRecord
+from ._redaction import WHOLLY_REDACTED
 from ._server import ServerCore
 
 
@@ -94,41 +96,50 @@ class Playback:
 
     def __init__(self) -> None:
         self._core: PlaybackCore | None = None
+        self._started = False
+
+    @property
+    def started(self) -> bool:
+        """Whether a journal's header line was fed."""
+        return self._started
 
     def feed(self, line: bytes | bytearray) -> list[Replayed]:
         """Replay one line: the calls on it (none for a header, configuration, gap or blank
         line; two for a `receive` and the `handle_task_request` that answered it). Raises
-        `JournalDamaged` for a line that is not one a journal wrote."""
+        `JournalDamaged` for a line that is not one a journal wrote, whatever it holds."""
         if not line.strip():
             return []
         try:
-            fields = _line_decoder.decode(unframe(line))
+            fields = _fields_of(line)
             if "journal" in fields:
-                if (
-                    bytes(fields["journal"]) != b'"mcp-tasks"'
-                    or bytes(fields.get("format", b"")) != b"%d" % FORMAT
-                ):
-                    raise JournalDamaged("it starts a journal this version cannot read")
+                _check_header(fields)
+                self._started = True
                 return []
+            if not self._started:
+                raise JournalDamaged("the journal does not start with its header line")
             if "config" in fields:
-                self._core = PlaybackCore(_config_decoder.decode(fields["config"]))
+                self._core = _core_of(fields["config"])
                 return []
             if "gap" in fields:
+                if msgspec.json.decode(fields["gap"], type=int) < 0:
+                    raise JournalDamaged("it says a negative number of lines were lost")
                 return []
             first = _call_of(fields)
             then = None
             if "then" in fields:
                 then = _call_of(_line_decoder.decode(fields["then"]), first.n)
+        except JournalDamaged:
+            raise
         except KeyError as missing:
             raise JournalDamaged(f"it lacks {missing.args[0]!r}") from None
-        except (msgspec.DecodeError, ValueError) as error:
-            if isinstance(error, JournalDamaged):
-                raise
-            raise JournalDamaged(f"it does not read back ({error})") from None
+        except Exception as error:  # whatever a hostile line makes the decoders raise
+            raise JournalDamaged(f"it does not read back ({_short(error)})") from None
         core = self._core
         if core is None:
             raise JournalDamaged("a call comes before any configuration line")
         inputs = _inputs_of(first)
+        if first.call == "receive" and inputs.get("data") is WHOLLY_REDACTED:
+            return []  # nothing of it was kept: it cannot be replayed (it called no tool)
         answer, actual, problem = core.answer(first.call, inputs, first.draws)
         replayed = [Replayed(first.n, first.call, inputs, first.out, actual, problem)]
         if then is None:
@@ -144,6 +155,43 @@ class Playback:
         _, actual, problem = core.answer(then.call, then_inputs, then.draws)
         replayed.append(Replayed(then.n, then.call, then_inputs, then.out, actual, problem))
         return replayed
+
+
+MAX_LINE_DEPTH: Final = MAX_DEPTH + 256
+"""Levels of arrays and objects a journal line may nest: a message the core accepted
+(`MAX_DEPTH` at most) and the few levels a line wraps around it, or what a handler
+returned. Deeper, a line is refused before it is decoded (msgspec would recurse)."""
+
+
+def _fields_of(line: bytes | bytearray) -> dict[str, Raw]:
+    body = unframe(line)
+    if body.count(b"[") + body.count(b"{") > MAX_LINE_DEPTH and (
+        nesting_depth(body) > MAX_LINE_DEPTH
+    ):
+        raise JournalDamaged(f"it nests deeper than {MAX_LINE_DEPTH} levels")
+    return _line_decoder.decode(body)
+
+
+def _check_header(fields: dict[str, Raw]) -> None:
+    if (
+        bytes(fields["journal"]) != b'"mcp-tasks"'
+        or bytes(fields.get("format", b"")) != b"%d" % FORMAT
+    ):
+        raise JournalDamaged("it starts a journal this version cannot read")
+
+
+def _core_of(config: Raw) -> PlaybackCore:
+    decoded = _config_decoder.decode(config)
+    try:
+        return PlaybackCore(decoded)
+    except Exception as refused:  # a catalog no server could have had
+        raise JournalDamaged(f"its configuration builds no core ({_short(refused)})") from None
+
+
+def _short(error: BaseException) -> str:
+    """What went wrong, in a line a report can show (never a whole hostile value)."""
+    text = str(error) or type(error).__name__
+    return text if len(text) <= 200 else f"{text[:200]}..."
 
 
 class _Call(NamedTuple):
@@ -167,10 +215,10 @@ def _call_of(fields: dict[str, Raw], n: int | None = None) -> _Call:
 def _inputs_of(call: _Call) -> dict[str, Any]:
     try:
         return decode_inputs(call.call, call.inputs)
-    except (msgspec.DecodeError, KeyError, ValueError) as error:
-        if isinstance(error, JournalDamaged):
-            raise
-        why = f"the arguments of {call.call} do not read back ({error})"
+    except JournalDamaged:
+        raise
+    except Exception as error:  # the stored types' own checks raise what they raise
+        why = f"the arguments of {call.call} do not read back ({_short(error)})"
         raise JournalDamaged(why) from None
 
 

@@ -21,8 +21,9 @@ from mcp_tasks.core import (
     ToolSpec,
 )
 from mcp_tasks.core._journal import RecordingCore
-from mcp_tasks.core._journal_codec import CALL, REDACTED, JournalDamaged, frame, unframe
+from mcp_tasks.core._journal_codec import CALL, JournalDamaged, frame, unframe
 from mcp_tasks.core._playback import Playback, Replayed
+from mcp_tasks.core._redaction import REDACTED
 
 from .harness import ALL_CAPS, Harness, meta
 from .tools import TOOLS, ask_confirm, ask_name
@@ -137,20 +138,31 @@ def test_an_edited_line_is_refused_before_anything_runs() -> None:
         (b'{"n":1,"call":"receive","in":{},"draws":[],"out":null}', "before any configuration"),
         (b'{"hello":1}', "lacks 'n'"),
         (b'{"n":"x","call":"receive","in":{},"draws":[],"out":null}', "does not read back"),
+        (b'{"gap":"x"}', "does not read back"),
+        (b'{"gap":-1}', "negative"),
+        (b'{"gap":' + b"[" * 5000 + b"]" * 5000 + b"}", "nests deeper than"),
     ],
 )
 def test_lines_no_journal_writes_are_refused(line: bytes, why: str) -> None:
+    playback = Playback()
+    if not line.startswith(b'{"journal"'):
+        playback.feed(frame(b'{"journal":"mcp-tasks","format":1}'))
     with pytest.raises(JournalDamaged, match=why):
-        Playback().feed(frame(line))
+        playback.feed(frame(line))
+
+
+def test_a_journal_starts_with_its_header() -> None:
+    with pytest.raises(JournalDamaged, match="does not start with its header"):
+        Playback().feed(frame(b'{"gap":1}'))
 
 
 def test_an_unknown_entry_point_or_parameter_is_refused() -> None:
     h = Harness(tools=TOOLS)
     lines = recording(h)
     h.call("greet", {"name": "Ada"})
-    config = lines[1]
     playback = Playback()
-    playback.feed(config)
+    playback.feed(lines[0])
+    playback.feed(lines[1])
     unknown = b'{"n":1,"call":"format_disk","in":{},"draws":[],"out":null}'
     with pytest.raises(JournalDamaged, match="no entry point"):
         playback.feed(frame(unknown))

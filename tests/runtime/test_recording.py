@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import trio
 from trio.testing import MockClock
 
 from mcp_tasks import START_TASK, CallToolResult, Server, TaskOptions, ToolContext, ToolOutcome
+from mcp_tasks.core._journal_codec import frame
 from mcp_tasks.recording import JournalWriter
 from mcp_tasks.replay import replay
 from mcp_tasks.testing import journals_in
@@ -189,3 +192,54 @@ def test_the_pytest_helper_makes_a_test_of_each_journal(tmp_path: Path) -> None:
     assert "2 failed, 1 passed" in out
     assert "test_journals[edited.jsonl]" in out and "line 4:" in out
     assert "test_none[no-journals]" in out and "no journal (*.jsonl)" in out
+
+
+def test_a_symbolic_link_planted_at_the_path_is_never_followed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Refused when the writer is made; planted later, every opening refuses it (the lines
+    are lost, counted and logged), and what it points to is left as it was."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    journal = tmp_path / "j.jsonl"
+    journal.symlink_to(victim)
+    with pytest.raises(ValueError, match="symbolic link"):
+        JournalWriter(journal)
+    journal.unlink()
+    writer = JournalWriter(journal)
+    journal.symlink_to(victim)
+    with caplog.at_level(logging.WARNING, logger="mcp_tasks.recording"):
+        writer(frame(b'{"gap":0}'))
+        assert writer.wait_written(10)
+        writer.close()
+    assert victim.read_text() == "precious\n" and journal.is_symlink()
+    assert writer.lines_lost == 1 and writer.lines_written == 0
+    assert any("symbolic link" in record.getMessage() for record in caplog.records)
+
+
+def test_every_journal_file_and_folder_made_is_private_whatever_the_umask(
+    tmp_path: Path,
+) -> None:
+    """0700 folders, 0600 files, rotated ones too, under umask 0; a folder that existed
+    is left as it was."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    kept.chmod(0o755)
+    journal = kept / "a" / "b" / "j.jsonl"
+    writer = JournalWriter(journal, max_bytes=4096, backups=2)
+    line = frame(b'{"gap":0,"pad":"' + b"x" * 1000 + b'"}')
+    previous = os.umask(0)
+    try:
+        for _ in range(12):
+            writer(line)
+            assert writer.wait_written(10)
+        writer.close()
+    finally:
+        os.umask(previous)
+    files = journals_in(journal.parent)
+    assert [path.name for path in files] == ["j.jsonl", "j.jsonl.1", "j.jsonl.2"]
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    for folder in (journal.parent, journal.parent.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o755
