@@ -12,7 +12,8 @@ A journal is the server's own record, for its operator alone: a folder it makes 
 0700, a file it makes 0600, whatever the umask (a file or folder that exists is left as it
 is). It is never written through a symbolic link: one at `path` is refused when the writer
 is made, and at every opening (`O_NOFOLLOW`); a rotation makes the new file with `O_EXCL`,
-so nothing planted there meanwhile is written to.
+so nothing planted there meanwhile is written to. `/dev/stdout` and `/dev/stderr` (links on
+Linux) name the process's own standard streams and are written to as such.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ _OPEN_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_MODE: Final = 0o600
 _FOLDER_MODE: Final = 0o700
 _CONFIG_PREFIX: Final = b'{"config"'
+_STANDARD_STREAMS: Final = {"/dev/stdout": 1, "/dev/stderr": 2}
+"""Paths that are links on Linux but name this process's own streams, never a planted file."""
 
 
 class JournalWriter:
@@ -81,7 +84,7 @@ class JournalWriter:
         if backups < 0:
             raise ValueError("backups must not be negative")
         self.path = Path(path)
-        if self.path.is_symlink():
+        if self.path.is_symlink() and str(self.path) not in _STANDARD_STREAMS:
             raise ValueError(
                 f"{self.path} is a symbolic link: a journal is never written through one"
             )
@@ -279,7 +282,11 @@ def _make_folder(folder: Path) -> None:
 
 def _open_journal(path: Path, *, new: bool) -> int:
     """A descriptor appending to `path`, never through a symbolic link: a file made here
-    is 0600 (`new`: only a file made here, `FileExistsError` otherwise)."""
+    is 0600 (`new`: only a file made here, `FileExistsError` otherwise). `/dev/stdout` and
+    `/dev/stderr` are the process's own streams."""
+    stream = _STANDARD_STREAMS.get(str(path))
+    if stream is not None:
+        return os.dup(stream)
     try:
         descriptor = os.open(path, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL, _FILE_MODE)
     except FileExistsError:

@@ -8,6 +8,8 @@ import json
 import logging
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -243,3 +245,26 @@ def test_every_journal_file_and_folder_made_is_private_whatever_the_umask(
     for folder in (journal.parent, journal.parent.parent):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
     assert stat.S_IMODE(kept.stat().st_mode) == 0o755
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_the_process_standard_streams_are_journals_though_linux_makes_them_links(
+    stream: str,
+) -> None:
+    """`/dev/stdout` is a link (to /proc/self/fd/1) that names no planted file: a journal
+    written there reaches the process's own stream."""
+    other = "stderr" if stream == "stdout" else "stdout"
+    code = (
+        "from mcp_tasks.recording import JournalWriter\n"
+        f"writer = JournalWriter('/dev/{stream}')\n"
+        "writer(b'{\"journal\":1}\\n')\n"
+        "writer.close()\n"
+        f"import sys; print('lost', writer.lines_lost, file=sys.{other})\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert ran.returncode == 0, ran.stderr
+    written, said = (ran.stdout, ran.stderr) if stream == "stdout" else (ran.stderr, ran.stdout)
+    assert written == '{"journal":1}\n'
+    assert said.strip() == "lost 0"
