@@ -99,9 +99,7 @@ def _request(connection: h11.Connection, port: int, tool: str, body: bytes) -> b
     return out + (connection.send(h11.EndOfMessage()) or b"")
 
 
-async def call(
-    port: int, tool: str, seconds: float, *, hang_up_after: float
-) -> tuple[str, float]:
+async def call(port: int, tool: str, seconds: float, *, hang_up_after: float) -> tuple[str, float]:
     """One call: its HTTP status ("cut off" if it was not answered within
     `hang_up_after`, then hung up), and how long it took."""
     started = time.monotonic()

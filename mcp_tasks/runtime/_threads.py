@@ -60,8 +60,7 @@ class ToolThreadsFull(Exception):
 
     def __init__(self, tool: str, limit: int) -> None:
         super().__init__(
-            f"No worker thread is free for tool {tool!r} (all {limit} are busy); "
-            "try again shortly"
+            f"No worker thread is free for tool {tool!r} (all {limit} are busy); try again shortly"
         )
 
     def reply(self, request_id: RequestId | None) -> Reply:
