@@ -80,6 +80,15 @@ class Tools:
             return "quick"
 
         @server.tool(task_support="required")
+        def vigil(ctx: ToolContext) -> str:
+            """A task's function that waits until its task is cancelled."""
+            with self._lock:
+                self.entered += 1
+            ctx.wait_cancelled(THREAD_SECONDS)
+            self.saw_cancelled.append(ctx.cancelled)
+            return "vigil over"
+
+        @server.tool(task_support="required")
         def chore(ctx: ToolContext) -> Any:
             if not ctx.in_task:
                 return START_TASK
@@ -253,6 +262,26 @@ async def test_a_task_waits_for_a_thread_instead_of_being_refused() -> None:
                 await trio.sleep(0.01)
         assert task["status"] == "completed"
         assert tools.entered == 2
+
+
+async def test_tasks_cancel_reaches_a_tasks_function() -> None:
+    server, tools = build(max_tool_threads=1)
+    async with server.running():
+        try:
+            created = json.loads((await call(server, "vigil")).body)["result"]
+            with trio.fail_after(DEADLINE_SECONDS):
+                while tools.entered == 0:
+                    await trio.sleep(0.01)
+            cancel = request("tasks/cancel", {"taskId": created["taskId"]})
+            cancelled = await server.handle(cancel)
+            assert cancelled is not None
+            assert "result" in json.loads(cancelled.body), cancelled
+            with trio.fail_after(DEADLINE_SECONDS):
+                while server.tool_threads.held:
+                    await trio.sleep(0.01)
+        finally:
+            tools.release.set()
+    assert tools.saw_cancelled == [True]
 
 
 def test_abandoned_tool_threads_never_starve_the_store(tmp_path: Path) -> None:
