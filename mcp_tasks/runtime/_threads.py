@@ -36,7 +36,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
@@ -81,11 +81,13 @@ class _Run:
 
     tool: str
     done: Event
-    started_at: float = field(default_factory=time.monotonic)
+    started_at: float | None = None
+    """When its thread started (None: not yet)."""
     value: Any = None
     error: BaseException | None = None
     abandoned: bool = False
-    """Its call was cancelled before the function returned."""
+    """Its call was cancelled before the function returned (or before it started: then
+    it never starts)."""
 
 
 class ToolThreads:
@@ -135,10 +137,11 @@ class ToolThreads:
         try:
             await run.done.wait()
         finally:
-            if not run.done.is_set():  # cancelled: the thread runs on
+            if not run.done.is_set():  # cancelled
                 run.abandoned = True
-                self.abandoned += 1
-                self._note_abandoned(tool)
+                if run.started_at is not None:  # the thread runs on
+                    self.abandoned += 1
+                    self._note_abandoned(tool)
         if run.error is not None:
             raise run.error
         return run.value
@@ -173,6 +176,9 @@ class ToolThreads:
         """Run `work` in a thread and hold the slot until it has returned: cancelled only
         when the server stops (the thread then runs on unheard)."""
         try:
+            if run.abandoned:  # cancelled before its turn came: never started
+                return
+            run.started_at = time.monotonic()
             run.value = await anyio.to_thread.run_sync(
                 work, abandon_on_cancel=True, limiter=self._limiter
             )
@@ -183,9 +189,9 @@ class ToolThreads:
             run.error = error
         finally:
             self._release()
-            if run.abandoned:
+            if run.abandoned and run.started_at is not None:
                 self.abandoned -= 1
-                self._note_ended(run)
+                self._note_ended(run, run.started_at)
             run.done.set()
 
     def _release(self) -> None:
@@ -206,14 +212,14 @@ class ToolThreads:
             tool=tool,
         )
 
-    def _note_ended(self, run: _Run) -> None:
+    def _note_ended(self, run: _Run, started_at: float) -> None:
         self._log.log(
             logging.INFO,
             "tool_thread_ended",
             "tool %r: the worker thread of a cancelled call ended after %.1f s "
             "(%d still running for cancelled calls)",
             run.tool,
-            time.monotonic() - run.started_at,
+            time.monotonic() - started_at,
             self.abandoned,
             tool=run.tool,
         )
