@@ -135,7 +135,7 @@ class Server(Registry):
         runner.all_ended = None
         async with anyio.create_task_group() as nursery:
             runner.nursery = nursery
-            self.tool_threads.start(nursery, self.core.options.max_tool_threads)
+            self.tool_threads.start(self.core.options.max_tool_threads)
             try:
                 if not self._state_key_given:  # the store's: any process opens a round
                     key = await self.store.shared_key(secrets.token_bytes(32))

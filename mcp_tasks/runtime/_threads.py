@@ -10,37 +10,43 @@ abandoned threads pile up without bound (120 abandoned calls, 125 threads); on t
 stays taken, so forty abandoned threads starve every later call (a quick one waited 25 s),
 and the store's threads with them. `ToolThreads` counts each thread until it has ended:
 
-* A *keeper* task in the server's nursery runs each function (`to_thread.run_sync`) and
-  holds one of `ServerOptions.max_tool_threads` slots until the function has returned.
-  The call waits for the keeper's answer; cancelling the call cancels that wait alone. So
-  the count is right without anything crossing from the thread back into the event loop.
-* The threads take their tokens from a limiter of their own, never anyio's default one
-  that the SQLite store's worker uses: tools can never starve the store.
+* A call takes one of `ServerOptions.max_tool_threads` slots before its thread starts, and
+  the thread gives it back itself, as the function returns: so a thread whose call was
+  cancelled keeps its slot for as long as it runs. The count is a plain integer under a
+  `threading.Lock`; nothing else crosses between the thread and the event loop.
+* The threads come from a limiter of their own (with no limit: the slots are the bound),
+  never anyio's default one that the SQLite store's worker uses: tools never starve it.
 * With every slot held, a call waits at most `wait_seconds` (0.25 s) for one, then is
-  refused, retryable: HTTP 503 with `Retry-After: 1`, -32603 with `data.retryAfterMs` (the
-  answer comes in well under a second, however many threads are stuck). A task's run waits
-  for a slot as long as it takes: it was accepted already, and `tasks/cancel` ends the wait.
+  refused, retryable: HTTP 503 with `Retry-After: 1`, -32603 with `data.retryAfterMs`. The
+  answer comes in well under a second however many threads are stuck. A task's run waits
+  as long as it takes: it was accepted already, and `tasks/cancel` ends the wait. A waiter
+  is woken when a call hands its slot back; a slot an abandoned thread gives back is seen
+  within `POLL_SECONDS`.
 * The call's context hears of the cancellation (`ToolContext.cancelled`, a
   `threading.Event` underneath): a function that checks it ends early, and its slot is
-  free again.
+  free again. A call cancelled before its thread started never starts the function.
 
-Log lines (rate-limited, a few per cause and window on `mcp_tasks.server`): a call cancelled
-while its function runs on (WARNING), a call refused for want of a thread (WARNING), and an
-abandoned thread that has ended (INFO).
+Measured (soak/tool_threads.py, docs/reliability.md): 500 calls hung up on leave 32
+threads, and a fresh call is refused in 0.25 s. A slot costs a lock and no task, so a
+trivial plain function is served about as fast as before.
+
+Log lines (rate-limited, a few per cause and window, on `mcp_tasks.server`): a call
+cancelled while its function runs on (WARNING), a call refused for want of a thread
+(WARNING), and an abandoned thread that has ended (INFO).
 """
 
 from __future__ import annotations
 
 import contextvars
-import functools
 import logging
+import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
-import anyio.abc
 import anyio.to_thread
 
 from .._backend import Event, event
@@ -51,6 +57,9 @@ logger = logging.getLogger("mcp_tasks.server")
 
 WAIT_SECONDS: Final = 0.25
 """How long a call (not a task's run) waits for a free tool thread before it is refused."""
+POLL_SECONDS: Final = 0.05
+"""How soon a waiter sees a slot that an abandoned thread gave back (the thread cannot wake
+it: it only counts)."""
 RETRY_AFTER_MS: Final = 1000
 """The wait a refused call is advised to leave before it tries again."""
 
@@ -77,149 +86,164 @@ class ToolThreadsFull(Exception):
 
 @dataclass(eq=False)
 class _Run:
-    """One function's run in a worker thread, as its keeper hands it back."""
+    """One function's run; its fields change under `ToolThreads._lock` only."""
 
     tool: str
-    done: Event
     started_at: float | None = None
-    """When its thread started (None: not yet)."""
-    value: Any = None
-    error: BaseException | None = None
+    """When its thread began the function (None: not yet)."""
+    returned: bool = False
     abandoned: bool = False
-    """Its call was cancelled before the function returned (or before it started: then
-    it never starts)."""
+    """Its call was cancelled while the function ran: the thread gives the slot back."""
+    dropped: bool = False
+    """Its call was cancelled before the function began: it never begins."""
 
 
 class ToolThreads:
     """The worker threads plain-function tools hold: at most `limit`, abandoned ones
-    included. `Server.running()` starts it with the server's nursery."""
+    included. `Server.running()` starts it."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.wait_seconds = WAIT_SECONDS
         """How long a call waits for a free thread before it is refused."""
-        self.abandoned = 0
-        """Threads whose call was cancelled and whose function has not returned yet."""
-        self._slots: anyio.Semaphore | None = None
+        self._lock = threading.Lock()
+        self._held = 0
+        self._abandoned = 0
+        self._waiting = 0
+        self._freed: Event | None = None
         self._limiter: anyio.CapacityLimiter | None = None
-        self._nursery: anyio.abc.TaskGroup | None = None
         self._log = RateLimitedLog(logger)
 
-    def start(self, nursery: anyio.abc.TaskGroup, limit: int) -> None:
-        """Run keepers in `nursery` from now on, with `limit` threads (`Server.running()`)."""
+    def start(self, limit: int) -> None:
+        """Hold at most `limit` threads from now on (`Server.running()`, in its event loop).
+        Threads still running from an earlier run keep their slots until they end."""
         if limit < 1:
             raise ValueError("max_tool_threads must be at least 1")
         self.limit = limit
-        self.abandoned = 0
-        self._slots = anyio.Semaphore(limit)
-        self._limiter = anyio.CapacityLimiter(limit)
-        self._nursery = nursery
+        self._freed = event()
+        self._limiter = anyio.CapacityLimiter(math.inf)
 
     @property
     def held(self) -> int:
-        """Threads running a tool's function now, abandoned ones included."""
-        return 0 if self._slots is None else self.limit - self._slots.value
+        """Threads running a tool's function now (or about to), abandoned ones included."""
+        return self._held
+
+    @property
+    def abandoned(self) -> int:
+        """Threads whose call was cancelled and whose function has not returned yet."""
+        return self._abandoned
 
     async def run(self, tool: str, function: Callable[[], Any], *, queue: bool) -> Any:
-        """`function()` in a worker thread, its slot held until it returns, even after this
-        call is cancelled. Without a free slot: wait for one (`queue`, a task's run), or
-        at most `wait_seconds`, then raise `ToolThreadsFull`."""
-        if self._nursery is None:
+        """`function()` in a worker thread, holding a slot until it returns, even after
+        this call is cancelled. Without a free slot: wait for one (`queue`: a task's run),
+        or at most `wait_seconds`, then raise `ToolThreadsFull`."""
+        if self._limiter is None:
             raise RuntimeError("the server is not running: tools run inside server.running()")
         await self._take_slot(tool, queue)
-        run = _Run(tool, event())
-        work = functools.partial(contextvars.copy_context().run, function)
-        try:
-            self._nursery.start_soon(self._keep, run, work)
-        except BaseException:
-            self._release()
-            raise
-        try:
-            await run.done.wait()
-        finally:
-            if not run.done.is_set():  # cancelled
-                run.abandoned = True
-                if run.started_at is not None:  # the thread runs on
-                    self.abandoned += 1
-                    self._note_abandoned(tool)
-        if run.error is not None:
-            raise run.error
-        return run.value
+        run = _Run(tool)
+        context = contextvars.copy_context()
 
-    async def _take_slot(self, tool: str, queue: bool) -> None:
-        assert self._slots is not None
-        try:
-            self._slots.acquire_nowait()
-            return
-        except anyio.WouldBlock:
-            pass
-        if queue:
-            await self._slots.acquire()
-            return
-        with anyio.move_on_after(self.wait_seconds):
-            await self._slots.acquire()
-            return
-        self._log.log(
-            logging.WARNING,
-            "tool_threads_full",
-            "tool %r refused (503, retryable): all %d tool threads are held, %d of them by "
-            "cancelled calls whose functions have not returned; raise max_tool_threads, or "
-            "let long plain functions check ctx.cancelled",
-            tool,
-            self.limit,
-            self.abandoned,
-            tool=tool,
-        )
-        raise ToolThreadsFull(tool, self.limit)
+        def work() -> Any:
+            with self._lock:
+                if run.dropped:
+                    return None
+                run.started_at = time.monotonic()
+            try:
+                return context.run(function)
+            finally:
+                self._returned(run)
 
-    async def _keep(self, run: _Run, work: Callable[[], Any]) -> None:
-        """Run `work` in a thread and hold the slot until it has returned: cancelled only
-        when the server stops (the thread then runs on unheard)."""
         try:
-            if run.abandoned:  # cancelled before its turn came: never started
-                return
-            run.started_at = time.monotonic()
-            run.value = await anyio.to_thread.run_sync(
+            return await anyio.to_thread.run_sync(
                 work, abandon_on_cancel=True, limiter=self._limiter
             )
-        except anyio.get_cancelled_exc_class():
-            run.error = RuntimeError("the server stopped before the tool's function returned")
+        except BaseException:
+            self._cancelled(run)
             raise
-        except BaseException as error:  # the function's failure, for its caller
-            run.error = error
         finally:
-            self._release()
-            if run.abandoned and run.started_at is not None:
-                self.abandoned -= 1
-                self._note_ended(run, run.started_at)
-            run.done.set()
+            self._wake_waiters()
 
-    def _release(self) -> None:
-        assert self._slots is not None
-        self._slots.release()
+    async def _take_slot(self, tool: str, queue: bool) -> None:
+        if self._try_take():
+            return
+        deadline = math.inf if queue else anyio.current_time() + self.wait_seconds
+        self._waiting += 1
+        try:
+            while (remaining := deadline - anyio.current_time()) > 0:
+                assert self._freed is not None
+                with anyio.move_on_after(min(remaining, POLL_SECONDS)):
+                    await self._freed.wait()
+                if self._try_take():
+                    return
+        finally:
+            self._waiting -= 1
+        with self._lock:
+            self._log.log(
+                logging.WARNING,
+                "tool_threads_full",
+                "tool %r refused (503, retryable): all %d tool threads are held, %d of them by "
+                "cancelled calls whose functions have not returned; raise max_tool_threads, "
+                "or let long plain functions check ctx.cancelled",
+                tool,
+                self.limit,
+                self._abandoned,
+                tool=tool,
+            )
+        raise ToolThreadsFull(tool, self.limit)
 
-    def _note_abandoned(self, tool: str) -> None:
-        self._log.log(
-            logging.WARNING,
-            "tool_thread_abandoned",
-            "tool %r: its call was cancelled while the function ran; its worker thread runs "
-            "on until the function returns (%d of %d tool threads held, %d by cancelled "
-            "calls); a plain function may check ctx.cancelled to end early",
-            tool,
-            self.held,
-            self.limit,
-            self.abandoned,
-            tool=tool,
-        )
+    def _try_take(self) -> bool:
+        with self._lock:
+            if self._held >= self.limit:
+                return False
+            self._held += 1
+            return True
 
-    def _note_ended(self, run: _Run, started_at: float) -> None:
-        self._log.log(
-            logging.INFO,
-            "tool_thread_ended",
-            "tool %r: the worker thread of a cancelled call ended after %.1f s "
-            "(%d still running for cancelled calls)",
-            run.tool,
-            time.monotonic() - started_at,
-            self.abandoned,
-            tool=run.tool,
-        )
+    def _wake_waiters(self) -> None:
+        """A call is over and may have given its slot back: let the waiters look."""
+        if self._waiting and self._freed is not None:
+            self._freed.set()
+            self._freed = event()
+
+    def _returned(self, run: _Run) -> None:
+        """In the thread, as the function returns (or raises): its slot is free."""
+        with self._lock:
+            run.returned = True
+            self._held -= 1
+            if not run.abandoned:
+                return
+            self._abandoned -= 1
+            assert run.started_at is not None
+            self._log.log(
+                logging.INFO,
+                "tool_thread_ended",
+                "tool %r: the worker thread of a cancelled call ended after %.1f s "
+                "(%d still running for cancelled calls)",
+                run.tool,
+                time.monotonic() - run.started_at,
+                self._abandoned,
+                tool=run.tool,
+            )
+
+    def _cancelled(self, run: _Run) -> None:
+        """In the event loop: the call stopped waiting before the function returned."""
+        with self._lock:
+            if run.returned:
+                return  # the thread gave its slot back already
+            if run.started_at is None:
+                run.dropped = True  # it will never begin: its slot is free now
+                self._held -= 1
+                return
+            run.abandoned = True
+            self._abandoned += 1
+            self._log.log(
+                logging.WARNING,
+                "tool_thread_abandoned",
+                "tool %r: its call was cancelled while the function ran; its worker thread "
+                "runs on until the function returns (%d of %d tool threads held, %d by "
+                "cancelled calls); a plain function may check ctx.cancelled to end early",
+                run.tool,
+                self._held,
+                self.limit,
+                self._abandoned,
+                tool=run.tool,
+            )
