@@ -27,6 +27,7 @@ from on_asyncio import run_asyncio, wait_until
 
 from mcp_tasks import START_TASK, Server, ServerOptions, ToolContext
 from mcp_tasks.core import Reply
+from mcp_tasks.runtime import ToolThreads
 from mcp_tasks.server import Connection
 from mcp_tasks.store import SQLiteTaskStore, TaskStore
 
@@ -304,6 +305,25 @@ def test_abandoned_tool_threads_never_starve_the_store(tmp_path: Path) -> None:
         await store.aclose()
 
     on_trio(main)
+
+
+@LOOPS
+def test_a_call_cancelled_before_its_thread_starts_never_runs_the_function(run: Run) -> None:
+    threads = ToolThreads(2)
+    ran: list[str] = []
+
+    async def main() -> None:
+        threads.start(2)
+        with anyio.CancelScope() as scope:
+            scope.cancel()  # cancelled already: the call ends at its first checkpoint
+            await threads.run("never", lambda: ran.append("ran"), queue=False)
+        assert scope.cancelled_caught
+        assert threads.held == 0
+        assert threads.abandoned == 0
+        assert await threads.run("once", lambda: ran.append("ran") or "ok", queue=False) == "ok"
+
+    run(main)
+    assert ran == ["ran"]
 
 
 def test_the_bound_must_be_positive() -> None:
