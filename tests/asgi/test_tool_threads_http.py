@@ -30,6 +30,8 @@ import h11
 import pytest
 import trio
 
+from mcp_tasks.client import RpcError, connect_http
+
 HERE = Path(__file__).resolve().parent
 SERVED = HERE / "served_threads.py"
 START_SECONDS = 30.0
@@ -239,3 +241,22 @@ async def test_serve_takes_max_tool_threads() -> None:
         assert peak - before <= 4, (before, peak)
         for answer in answers:
             assert_refused_retryable(answer)
+
+
+async def test_the_client_retries_a_call_refused_for_want_of_a_thread() -> None:
+    """`Client` honours the refusal: it waits `data.retryAfterMs` and calls again, and the
+    call is served once the cut-off call's function has returned."""
+    with serving(commands(("--max-tool-threads", "1"))["builtin"]) as served:
+        cut = await call(served.port, "block", {"seconds": 3}, hang_up_after=HANG_UP_SECONDS)
+        assert cut is None  # it holds the one thread for two seconds more
+        waits: list[tuple[str, int | None]] = []
+
+        def retrying(method: str, seconds: float, error: RpcError) -> None:
+            waits.append((method, error.retry_after_ms))
+
+        url = f"http://127.0.0.1:{served.port}/mcp"
+        with trio.fail_after(ANSWER_SECONDS):
+            async with connect_http(url, on_retry=retrying) as client:
+                result = await client.call_tool("block", {"seconds": 0.01})
+        assert result.content[0].text == "slept 0.01 s"
+        assert waits and waits[0] == ("tools/call", 1000)
