@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 import typing
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -119,6 +120,12 @@ class ToolContext(RequestContext):
 
     `in_task` is True when the handler should do the work: inside a task (then `task_id`
     names it), or in place when the client cannot hold a task (then `task_id` is None).
+
+    `cancelled` is for plain-function (`def`) tools, which run in a worker thread that
+    nothing can stop: it turns True when the call is cancelled (the client hung up or sent
+    `notifications/cancelled`, `tasks/cancel`, the server stops), and a function that
+    checks it between steps (or sleeps with `wait_cancelled`) ends early and frees its
+    thread. Async tools are cancelled at their next `await` and need neither.
     """
 
     def __init__(
@@ -134,6 +141,7 @@ class ToolContext(RequestContext):
         self._tool_call = call
         self._set_status = set_status
         self._ask = ask
+        self._cancelled = threading.Event()
 
     @property
     def in_task(self) -> bool:
@@ -146,6 +154,23 @@ class ToolContext(RequestContext):
     @property
     def tool_name(self) -> str:
         return self._tool_call.tool_name
+
+    # --- cancellation, for plain functions in worker threads ------------------------------
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the call is cancelled; safe to read from any thread."""
+        return self._cancelled.is_set()
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Block this (worker) thread until the call is cancelled or `timeout` seconds
+        have passed; True if it was cancelled. A plain function's cancellable sleep: never
+        call it from async code, which it would block."""
+        return self._cancelled.wait(timeout)
+
+    def _note_cancelled(self) -> None:
+        """The runtime's: the call was cancelled."""
+        self._cancelled.set()
 
     # --- acting from inside -----------------------------------------------------------------
 

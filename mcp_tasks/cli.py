@@ -168,6 +168,13 @@ def main() -> None:
     help="The poll interval advised to clients (default: the server's, 1).",
 )
 @click.option(
+    "--max-tool-threads",
+    type=click.IntRange(min=1),
+    help="Worker threads plain-function (def) tools may hold at once, counting those of "
+    "cancelled calls still running (default: the server's, 32); past it a call is refused, "
+    "retryable (503).",
+)
+@click.option(
     "--accept-missing-task-name",
     is_flag=True,
     help="HTTP: serve tasks/get, tasks/update and tasks/cancel that lack the Mcp-Name header "
@@ -202,6 +209,7 @@ def serve(  # noqa: PLR0917 - click passes every option
     max_tasks: int | None,
     ttl_seconds: float | None,
     poll_seconds: float | None,
+    max_tool_threads: int | None,
     accept_missing_task_name: bool,
     record_path: str | None,
     record_max_bytes: int,
@@ -230,6 +238,9 @@ def serve(  # noqa: PLR0917 - click passes every option
         changes["poll_interval_ms"] = max(1, round(poll_seconds * 1000))
     if changes:
         server.use_task_options(msgspec.structs.replace(server.core.task_options, **changes))
+    if max_tool_threads is not None:
+        threads = msgspec.structs.replace(server.core.options, max_tool_threads=max_tool_threads)
+        server.use_options(threads)
     if accept_missing_task_name:
         if stdio:
             raise click.UsageError(

@@ -92,12 +92,20 @@ class ServerOptions(Struct, frozen=True, kw_only=True):
     caller is the same nobody, and this caps streams overall."""
     max_listen_items: int = 256
     """Task ids, and resource uris, one `subscriptions/listen` may name; more is -32602."""
+    max_tool_threads: int = 32
+    """Worker threads plain-function (`def`) tools may hold at once, counting the threads
+    of cancelled calls whose functions have not returned (Python cannot stop a thread).
+    With all held, a call waits a quarter of a second for one, then is refused, retryable
+    (-32603, HTTP 503 with `Retry-After`, `data.retryAfterMs`); a task's run waits for one.
+    Apart from the threads the stores use: tools never starve them."""
 
     def __post_init__(self) -> None:
         if self.request_state_ttl_ms <= 0:
             raise ValueError("request_state_ttl_ms must be positive")
         if self.discover_ttl_ms < 0:
             raise ValueError("discover_ttl_ms must not be negative")
+        if self.max_tool_threads < 1:
+            raise ValueError("max_tool_threads must be at least 1")
         if self.max_listen_streams < 0 or self.max_listen_items < 0:
             raise ValueError("max_listen_streams and max_listen_items must not be negative")
         per_principal = self.max_listen_streams_per_principal

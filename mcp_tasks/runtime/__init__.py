@@ -1,8 +1,9 @@
 """The runtime: carries out what the core decides, under trio or asyncio (on anyio).
 
 `Server` is the facade people use; `Registry` (its decorators), `Interpreter` (needs and
-commands), `TaskRunner` (task handlers), `Background` (expiry, leases, signals) and
-`Listeners` (listen streams) are its parts. Transports depend only on `MessageHandler`.
+commands), `TaskRunner` (task handlers), `Background` (expiry, leases, signals),
+`Listeners` (listen streams) and `ToolThreads` (plain-function tools' threads) are its
+parts. Transports depend only on `MessageHandler`.
 """
 
 from ._handlers import CompletionEntry, PromptEntry, ResourceEntry, ToolEntry
@@ -12,6 +13,7 @@ from ._protocol import MessageHandler
 from ._registry import Registry
 from ._server import Server
 from ._tasks import STORE_RETRY_SECONDS, TaskRunner
+from ._threads import ToolThreads, ToolThreadsFull
 
 __all__ = [
     "MAX_CONFLICT_RETRIES",
@@ -30,4 +32,6 @@ __all__ = [
     "Server",
     "TaskRunner",
     "ToolEntry",
+    "ToolThreads",
+    "ToolThreadsFull",
 ]

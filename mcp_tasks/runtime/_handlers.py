@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import anyio.to_thread
 import msgspec
 from msgspec import UNSET
 
@@ -51,6 +50,7 @@ from ..core import (
     failure_outcome,
 )
 from ._signatures import is_object_type
+from ._threads import ToolThreads, ToolThreadsFull
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -90,23 +90,34 @@ class CompletionEntry:
 
 
 async def invoke_tool(
-    entry: ToolEntry, call: ToolCall, context: ToolContext, arguments: Any = None
+    entry: ToolEntry,
+    call: ToolCall,
+    context: ToolContext,
+    arguments: Any = None,
+    *,
+    threads: ToolThreads,
 ) -> ToolOutcome:
     """Run a tool; `arguments` as the core decoded them (None: decode `call.arguments`
-    with the tool's spec, for a run inside a task)."""
+    with the tool's spec, for a run inside a task). A plain function runs in one of
+    `threads`; with none free, a call (not a task's run) raises `ToolThreadsFull`."""
     name = entry.spec.name
     try:
         if not entry.takes_arguments:
-            value = await _call(entry, context)
+            value = await _call(entry, threads, context)
         else:
             if arguments is None:
                 arguments = entry.spec.decode_arguments(call.arguments)
             if entry.keywords is None:
-                value = await _call(entry, context, arguments)
+                value = await _call(entry, threads, context, arguments)
             else:
                 named = {key: getattr(arguments, key) for key in entry.keywords}
-                value = await _call(entry, context, **named)
+                value = await _call(entry, threads, context, **named)
         return _tool_outcome(name, value, entry.output_type)
+    except anyio.get_cancelled_exc_class():
+        context._note_cancelled()  # a plain function still running may check ctx.cancelled
+        raise
+    except ToolThreadsFull:
+        raise  # the call is refused, retryable: not the tool's failure
     except ToolError as error:
         return CallToolResult.text(str(error), is_error=True)
     except Exception as error:  # the handler's failure, not ours: it must not end the server
@@ -168,13 +179,16 @@ def _failed(
 # --- what a handler returned, as an outcome -------------------------------------------------
 
 
-async def _call(entry: ToolEntry, *args: Any, **kwargs: Any) -> Any:
-    """The tool's function: awaited, or, for a plain function, run in a worker thread
-    (a cancelled call stops waiting for the thread, which runs on to its end)."""
+async def _call(
+    entry: ToolEntry, threads: ToolThreads, context: ToolContext, *args: Any, **kwargs: Any
+) -> Any:
+    """The tool's function: awaited, or, for a plain function, run in one of `threads` (a
+    cancelled call stops waiting for the thread, which runs on to its end, holding its
+    place among them). A task's run waits for a free thread; a call waits briefly."""
     if entry.is_async:
-        return await entry.function(*args, **kwargs)
-    work = functools.partial(entry.function, *args, **kwargs)
-    return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        return await entry.function(context, *args, **kwargs)
+    work = functools.partial(entry.function, context, *args, **kwargs)
+    return await threads.run(entry.spec.name, work, queue=context.task_id is not None)
 
 
 def _tool_outcome(tool_name: str, value: Any, output_type: Any = None) -> ToolOutcome:

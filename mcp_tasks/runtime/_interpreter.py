@@ -53,6 +53,7 @@ from . import _observe
 from ._handlers import invoke_completion, invoke_prompt, invoke_resource, invoke_tool
 from ._listeners import Connection
 from ._listeners import Notify as SendNotification
+from ._threads import ToolThreadsFull
 
 if TYPE_CHECKING:
     from ._server import Server
@@ -162,7 +163,13 @@ class Interpreter:
                 notify_progress=to_client.progress,
                 notify_log=to_client.log,
             )
-            outcome = await invoke_tool(need.handler, need.call, context, need.arguments)
+            threads = self._server.tool_threads
+            try:
+                outcome = await invoke_tool(
+                    need.handler, need.call, context, need.arguments, threads=threads
+                )
+            except ToolThreadsFull as full:  # no thread for a plain function: retryable
+                return Step(reply=full.reply(need.request_id))
             return core.tool_returned(need.call, outcome, self._server.now())
         request_context = RequestContext(
             need.call, notify_progress=to_client.progress, notify_log=to_client.log

@@ -54,6 +54,7 @@ from ._interpreter import Interpreter
 from ._listeners import Connection, Listeners, Notify
 from ._registry import Registry
 from ._tasks import TaskRunner
+from ._threads import ToolThreads
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -111,6 +112,8 @@ class Server(Registry):
         """Leaving `running()`: new tool calls are refused."""
         self._journal: JournalWriter | None = None
         self.listeners = Listeners(self.core)
+        self.tool_threads = ToolThreads(self.core.options.max_tool_threads)
+        """The worker threads plain-function tools hold (`ServerOptions.max_tool_threads`)."""
         self.runner = TaskRunner(self)
         self.interpreter = Interpreter(self)
         self.background = Background(self)
@@ -132,6 +135,7 @@ class Server(Registry):
         runner.all_ended = None
         async with anyio.create_task_group() as nursery:
             runner.nursery = nursery
+            self.tool_threads.start(self.core.options.max_tool_threads)
             try:
                 if not self._state_key_given:  # the store's: any process opens a round
                     key = await self.store.shared_key(secrets.token_bytes(32))

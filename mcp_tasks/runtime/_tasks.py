@@ -167,6 +167,7 @@ class TaskRunner:
                 task_id, progress, total, message
             ),
         )
+        threads = self._server.tool_threads
         try:
             with running.scope:
                 if start.claim_lease:
@@ -176,10 +177,12 @@ class TaskRunner:
                     gone = LocalProtocolError(f"Tool {call.tool_name!r} is no longer registered")
                     running.outcome = failure_outcome(gone, f"Tool {call.tool_name!r}")
                 elif not self._server.telemetry.enabled:
-                    running.outcome = await invoke_tool(entry, call, context)
+                    running.outcome = await invoke_tool(entry, call, context, threads=threads)
                 else:
                     with self._server.telemetry.task_context(task_id, call.tool_name, call.meta):
-                        running.outcome = await invoke_tool(entry, call, context)
+                        running.outcome = await invoke_tool(
+                            entry, call, context, threads=threads
+                        )
             # Cancelled, failed or expired: the record says so already (a terminal save
             # drops the lease), or is gone with its lease. Shut down: the lease stays, so
             # the task is taken over (or failed) as one left unfinished.

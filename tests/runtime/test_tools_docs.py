@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import trio
 from doc_snippets import Page
 from trio.testing import MockClock
 
@@ -78,3 +79,25 @@ async def test_asking_the_client_with_types(autojump_clock: MockClock) -> None:
         kept = await client.wait_status(declined, "completed")
     assert done["result"]["content"][0]["text"] == "tidied tmp, labelled blue for Ada"
     assert kept["result"]["content"][0]["text"] == "kept home (decline)"
+
+
+async def test_plain_functions_that_stop_when_cancelled() -> None:
+    """Each of the page's plain functions answers, and a cancelled call of either gives
+    its thread back (it would run for hours, or a minute, otherwise)."""
+    server: Server = PAGE.run("def primes_below(")["server"]
+    async with server.running():
+        client = Client(server)
+        counted = await client.call("primes_below", {"limit": 100})
+        assert counted["result"]["content"][0]["text"] == "25"
+        done = await client.call("countdown", {"seconds": 0})
+        assert done["result"]["content"][0]["text"] == "lift-off"
+        threads = server.tool_threads
+        for name, arguments in [("primes_below", {"limit": 10**9}), ("countdown", {"seconds": 60})]:
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(client.call, name, arguments)
+                    while threads.held == 0:
+                        await trio.sleep(0.01)
+                    nursery.cancel_scope.cancel()
+                while threads.held:
+                    await trio.sleep(0.01)
