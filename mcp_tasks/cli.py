@@ -59,6 +59,7 @@ from .core._wire import (
     CallToolResult,
 )
 from .recording import DEFAULT_MAX_BYTES
+from .runtime import Server
 from .store import STORE_URL_HELP, StoreLocked, TaskStore, open_store
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Serve", "capacity", "load_server", "main"]
@@ -229,18 +230,7 @@ def serve(  # noqa: PLR0917 - click passes every option
         server.use_store(_open_store(store_url))
     if lease_seconds is not None:
         server.lease_seconds = lease_seconds
-    changes: dict[str, int] = {}
-    if max_tasks is not None:
-        changes["max_tasks"] = max_tasks
-    if ttl_seconds is not None:
-        changes["ttl_ms"] = max(1, round(ttl_seconds * 1000))
-    if poll_seconds is not None:
-        changes["poll_interval_ms"] = max(1, round(poll_seconds * 1000))
-    if changes:
-        server.use_task_options(msgspec.structs.replace(server.core.task_options, **changes))
-    if max_tool_threads is not None:
-        threads = msgspec.structs.replace(server.core.options, max_tool_threads=max_tool_threads)
-        server.use_options(threads)
+    _apply_limits(server, max_tasks, ttl_seconds, poll_seconds, max_tool_threads)
     if accept_missing_task_name:
         if stdio:
             raise click.UsageError(
@@ -273,6 +263,28 @@ def serve(  # noqa: PLR0917 - click passes every option
     finally:
         if otel:
             flush_otel()
+
+
+def _apply_limits(
+    server: Server,
+    max_tasks: int | None,
+    ttl_seconds: float | None,
+    poll_seconds: float | None,
+    max_tool_threads: int | None,
+) -> None:
+    """The task options and thread bound `serve`'s flags set (those given only)."""
+    changes: dict[str, int] = {}
+    if max_tasks is not None:
+        changes["max_tasks"] = max_tasks
+    if ttl_seconds is not None:
+        changes["ttl_ms"] = max(1, round(ttl_seconds * 1000))
+    if poll_seconds is not None:
+        changes["poll_interval_ms"] = max(1, round(poll_seconds * 1000))
+    if changes:
+        server.use_task_options(msgspec.structs.replace(server.core.task_options, **changes))
+    if max_tool_threads is not None:
+        threads = msgspec.structs.replace(server.core.options, max_tool_threads=max_tool_threads)
+        server.use_options(threads)
 
 
 def _open_store(url: str) -> TaskStore:
