@@ -54,7 +54,14 @@ from anyio.abc import TaskGroup
 from ._backend import CancelScope, Event, cancel_scope, event
 from .core import INTERNAL_ERROR, HttpHeaders, Reply, error_body
 from .runtime import Server
-from .transports._budget import ByteBudget, HeldBytes
+from .transports._budget import (
+    LINGER_BYTES,
+    LINGER_SECONDS,
+    BodyPace,
+    ByteBudget,
+    HeldBytes,
+    slow_body,
+)
 from .transports._http_access import log_access, report_refusal
 from .transports._http_health import Probes
 from .transports._http_rules import (
@@ -155,7 +162,7 @@ class AsgiApp:
         signature is the one Starlette and FastAPI call (`lifespan=mcp.lifespan`)."""
         async with self.server.running():
             self.draining = False
-            self._bodies = ByteBudget(self.config.max_body_bytes_in_flight)
+            self._bodies = ByteBudget.of(self.config)
             try:
                 yield
             finally:
@@ -221,7 +228,7 @@ class AsgiApp:
             await self._send_refusal(send, refusal)
             return
         if self._bodies is None:  # running, but not through `lifespan`
-            self._bodies = ByteBudget(self.config.max_body_bytes_in_flight)
+            self._bodies = ByteBudget.of(self.config)
         held = HeldBytes(self._bodies)
         try:
             try:
@@ -255,31 +262,52 @@ class AsgiApp:
     async def _read_body(
         self, receive: Receive, content_length: bytes | None, held: HeldBytes
     ) -> bytes | None:
-        """The whole body, counted against the limits; None if the client left."""
+        """The whole body, its bytes taken from the budget as they come, at the pace it
+        must keep (`transports._budget`); None if the client left. Refused with 413 or
+        503, the rest of it is read and dropped first (`_drop_body`)."""
         limit = self.config.max_body_bytes
-        declared = declared_body_size(content_length, limit)
-        now = anyio.current_time()
-        if declared:
-            await held.take(declared, now + self.config.body_wait_seconds)
+        try:
+            declared_body_size(content_length, limit)
+        except Refusal:
+            await _drop_body(receive)
+            raise
+        pace = BodyPace(self.config, anyio.current_time())
         chunks: list[bytes] = []
         size = 0
-        with cancel_scope(deadline=now + self.config.body_timeout_seconds) as scope:
+        with cancel_scope(deadline=pace.deadline(0)) as scope:
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
                     return None
                 chunk: bytes = message.get("body", b"")
                 size += len(chunk)
-                if size > limit:
-                    raise body_too_large(limit)
-                if size > held.size:  # chunked: taken as it comes
-                    await held.take(size - held.size, now + self.config.body_wait_seconds)
-                if not message.get("more_body", False):
+                more = message.get("more_body", False)
+                scope.deadline = math.inf  # waiting for room is not the sender's time
+                try:
+                    await self._hold(size, held, pace)
+                except Refusal:
+                    if more:
+                        await _drop_body(receive)
+                    raise
+                if not more:
                     return chunk if not chunks else b"".join([*chunks, chunk])
                 chunks.append(chunk)
+                scope.deadline = pace.deadline(size)
         assert scope.cancelled_caught
+        if scope.deadline < pace.end:
+            raise slow_body()
         timeout = "Request timeout: the request body did not arrive in time"
         raise Refusal(408, timeout, reason="timeout")
+
+    async def _hold(self, size: int, held: HeldBytes, pace: BodyPace) -> None:
+        """Hold the `size` bytes of a body received so far (413 past the limit, 503
+        without room in time)."""
+        if size > self.config.max_body_bytes:
+            raise body_too_large(self.config.max_body_bytes)
+        if size > held.size:
+            waiting_from = anyio.current_time()
+            await held.take(size - held.size, waiting_from + self.config.body_wait_seconds)
+            pace.pause(anyio.current_time() - waiting_from)
 
     async def _send_refusal(self, send: Send, refusal: Refusal, *, close: bool = False) -> None:
         report_refusal(refusal, self.server)
@@ -480,6 +508,19 @@ class _Answer:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+async def _drop_body(receive: Receive) -> None:
+    """Read and drop the rest of a refused body (for `LINGER_SECONDS`, `LINGER_BYTES` at
+    most, as the built-in server does after its answer): an ASGI server that closes a
+    connection with bytes unread resets it, and the client would lose the answer."""
+    dropped = 0
+    with anyio.move_on_after(LINGER_SECONDS):
+        while dropped < LINGER_BYTES:
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                return
+            dropped += len(message.get("body", b""))
 
 
 def _route_path(scope: Scope) -> bytes:

@@ -50,7 +50,7 @@ import trio
 from .._backend import require_trio
 from ..core import INTERNAL_ERROR, Reply, error_body
 from ..runtime import MessageHandler
-from ._budget import ByteBudget, HeldBytes
+from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyPace, ByteBudget, HeldBytes, slow_body
 from ._http_accept import accept
 from ._http_access import log_access, report_refusal
 from ._http_health import Probes
@@ -78,13 +78,9 @@ _TICK_SECONDS: Final = 0.1  # how often deadlines are checked, at the most
 _FIRST_BYTE: Final = "the first byte of a request"
 _HEAD: Final = "the request head"
 _BODY: Final = "the request body"
+_SLOW_BODY: Final = "the request body (at its minimum rate)"
 _MAX_CHUNK_SIZE: Final = 2**63 - 1
 """A chunk declared larger than any length HTTP implementations hold is malformed (400)."""
-_LINGER_SECONDS: Final = 2.0
-"""After an answer that closes (413, say), how long what the client still sends is read
-and dropped, so that closing does not reset the connection under its unread answer."""
-_LINGER_BYTES: Final = 64 * 1024 * 1024
-"""The most dropped so: a client sending more than this is cut off (with its answer)."""
 _JSON: Final = (b"content-type", b"application/json")
 _CLOSE: Final = (b"connection", b"close")
 _KEEP_ALIVE: Final = h11.Data(data=b": keep-alive\n\n")  # an SSE comment: clients skip it
@@ -136,7 +132,7 @@ class _Serving:
         self.config = config
         self.rules = RequestRules(config, loopback=loopback)
         self.probes = Probes(config)
-        self.bodies = ByteBudget(config.max_body_bytes_in_flight)
+        self.bodies = ByteBudget.of(config)
         self.draining = False
         self.connections: set[_Connection] = set()
         shortest = min(
@@ -234,9 +230,13 @@ class _Connection:
                 with self._scope:
                     await self._pump_until_closed()
                 self._nursery.cancel_scope.cancel()
-            if self._scope.cancelled_caught and self._waiting_for in (_HEAD, _BODY):
-                message = f"Request timeout: {self._waiting_for} did not arrive in time"
-                await self._refuse(Refusal(408, message, reason="timeout"), close=True)
+            waited = self._waiting_for
+            if self._scope.cancelled_caught and waited in (_HEAD, _BODY, _SLOW_BODY):
+                message = f"Request timeout: {waited} did not arrive in time"
+                timeout = (
+                    slow_body() if waited is _SLOW_BODY else Refusal(408, message, reason="timeout")
+                )
+                await self._refuse(timeout, close=True)
             if self._linger and not self._peer_closed:
                 await self._linger_then_close()
             if self._logged is not None:  # answered by a refusal that closes, or never
@@ -401,24 +401,26 @@ class _Connection:
             held.give_back()  # read and answered: its bytes are free for the next
 
     async def _read_body(self, content_length: bytes | None, held: HeldBytes) -> bytes:
+        """The body, its bytes taken from the budget as they come, at the pace it must
+        keep (`_budget`); a `Content-Length` over the limit is 413 before a byte is read."""
         limit = self.config.max_body_bytes
-        declared = declared_body_size(content_length, limit)
-        wait_until = trio.current_time() + self.config.body_wait_seconds
-        if declared:
-            await held.take(declared, wait_until)  # before a byte of it is read
-        deadline = trio.current_time() + self.config.body_timeout_seconds
+        declared_body_size(content_length, limit)
+        pace = BodyPace(self.config, trio.current_time())
         chunks: list[bytes] = []
         size = 0
         while True:
-            event = await self._next_event(_BODY, deadline, body_so_far=size)
+            deadline = pace.deadline(size)
+            what = _BODY if deadline >= pace.end else _SLOW_BODY
+            event = await self._next_event(what, deadline, body_so_far=size)
             if isinstance(event, h11.EndOfMessage):
                 return b"".join(chunks)
             assert isinstance(event, h11.Data), event
             size += len(event.data)
             if size > limit:
                 raise body_too_large(limit)
-            if size > held.size:  # chunked: taken as it comes
-                await held.take(size - held.size, wait_until)
+            waiting_from = trio.current_time()
+            await held.take(size - held.size, waiting_from + self.config.body_wait_seconds)
+            pace.pause(trio.current_time() - waiting_from)
             chunks.append(event.data)
 
     async def _answer_probe(self, kind: str) -> None:
@@ -579,10 +581,10 @@ class _Connection:
         """Half-close, and drop what the client still sends for a moment: closing a socket
         with unread bytes resets it, and the client could lose the answer just sent."""
         gone = (trio.BrokenResourceError, trio.ClosedResourceError)
-        with trio.move_on_after(_LINGER_SECONDS), contextlib.suppress(*gone):
+        with trio.move_on_after(LINGER_SECONDS), contextlib.suppress(*gone):
             await self.stream.send_eof()
             dropped = 0
-            while dropped < _LINGER_BYTES:
+            while dropped < LINGER_BYTES:
                 data = await self.stream.receive_some(_RECEIVE_BYTES)
                 if not data:
                     return

@@ -1,0 +1,88 @@
+"""Bodies declared and never sent (issue 27, point 1), over real loopback sockets: a
+`Content-Length` holds nothing of the in-flight budget until its bytes come, so 64
+connections that each declare 4 MiB and send 10 bytes lock nobody out; a body slower than
+`min_body_bytes_per_second` (after `body_grace_seconds`) is cut with 408; past its share of
+the budget, a body waits behind the smaller ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+from test_http import JOBS, HttpClient, rpc, serving
+
+from mcp_tasks.transports._budget import ByteBudget
+
+WAIT = 10
+IDLE = 64
+DECLARED = 4 * 1024 * 1024
+
+
+def idle_head(content_length: int = DECLARED) -> bytes:
+    """A POST that declares `content_length` bytes, and the first 10 of them."""
+    head = (
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json\r\nContent-Length: {content_length}\r\n\r\n"
+    )
+    return head.encode() + b'{"jsonrpc"'
+
+
+async def test_idle_body_declarations_lock_nobody_out() -> None:
+    config: dict[str, Any] = {"body_wait_seconds": 0.5}  # a refusal would come at once
+    async with serving(JOBS.server, **config) as port:
+        idle = [await trio.open_tcp_stream("127.0.0.1", port) for _ in range(IDLE)]
+        for stream in idle:
+            await stream.send_all(idle_head())
+        await trio.testing.wait_all_tasks_blocked()  # the server has read every head
+        client = await HttpClient.connect(port)
+        with trio.fail_after(WAIT):
+            statuses = [(await rpc(client, "tools/list")).status for _ in range(4)]
+        assert statuses == [200] * 4  # before: 503 (17 declarations filled 64 MiB)
+        await client.aclose()
+        for stream in idle:
+            await stream.aclose()
+
+
+async def test_a_body_below_the_minimum_rate_is_cut_with_408() -> None:
+    config: dict[str, Any] = {
+        "min_body_bytes_per_second": 1000,
+        "body_grace_seconds": 0.2,
+        "body_timeout_seconds": 60,
+    }
+    async with serving(JOBS.server, **config) as port:
+        client = await HttpClient.connect(port)
+        await client.send_raw(idle_head(1000))  # 10 bytes, then nothing
+        with trio.fail_after(WAIT):  # well inside the 60 s body timeout
+            response = await client.response()
+            rest = await client.rest_until_closed()
+        assert response.status == 408
+        assert response.headers["connection"] == "close"
+        assert "too slowly" in response.json()["error"]["message"]
+        assert rest == b""  # and closed
+
+
+async def test_a_body_past_its_share_waits_behind_a_smaller_one() -> None:
+    """Room for one of two waiting: the one within its share goes first, whichever of
+    them trio wakes first (it shuffles the order)."""
+    budget = ByteBudget(100, share=0.5)
+    order: list[str] = []
+    far = trio.current_time() + WAIT
+    assert await budget.take(20, far)  # the large body's first part
+    assert await budget.take(60, far)  # another request's, all of it
+
+    async def take(name: str, size: int, holding: int) -> None:
+        assert await budget.take(size, far, holding)
+        order.append(name)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(take, "large", 40, 20)  # to 60: past a share of 50
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(take, "small", 50, 0)  # within its share
+        await trio.testing.wait_all_tasks_blocked()
+        budget.give_back(60)  # room for one of them: 20 + 50 + 40 > 100
+        await trio.testing.wait_all_tasks_blocked()
+        assert order == ["small"]
+        budget.give_back(50)
+    assert order == ["small", "large"]
+    assert budget.held == 20 + 40
