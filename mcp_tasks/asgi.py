@@ -27,8 +27,17 @@ One keeper task (in the server's task group) looks at the requests in flight eve
 (0.1 s); one that has been with the server for a tick gets a watcher, which waits for the
 ASGI server's `http.disconnect` and then cancels the request.
 
+A body is taken from the budget as its bytes come, and must keep a pace
+(`transports._budget`): 408 when it falls behind. Refused with 413 or 503 while the client
+still sends, the rest of the body is read and dropped before the answer (2 s and 64 MiB at
+most, the bounds of the built-in server's lingering): an ASGI server closing a connection
+with bytes unread resets it, and the client would never read why.
+
 What the ASGI server does itself is left to it: parsing, the size of a request head, the
-timeouts before and between requests, keep-alive.
+timeouts before and between requests, keep-alive. What it does not pass on cannot be
+checked: an absolute-form target (`POST http://name/mcp`) has its host checked when the
+scope's `path` or `raw_path` shows it (uvicorn with h11, hypercorn); uvicorn with httptools
+passes the path alone, and only the `Host` header is checked there.
 
 Lifespan: served directly, the application runs `Server.running()` between the lifespan
 startup and shutdown events. Mounted in Starlette or FastAPI, whose routers do not pass
@@ -216,6 +225,9 @@ class AsgiApp:
         headers = scope["headers"]
         found, params = read_headers(headers)
         rules = self._rules[self._bound_to_loopback(scope)]
+        raw_path = scope.get("raw_path")
+        if raw_path and not raw_path.startswith(b"/"):
+            path = raw_path  # absolute-form, as the server passed it on: its host is checked
         try:
             refusal = rules.refusal_for(method, path, found)
             principal = None
