@@ -99,8 +99,9 @@ class HttpConfig:
     max_body_bytes: int = 4 * 1024 * 1024
     """A larger body is refused with 413, by its Content-Length or while it is counted."""
     max_body_bytes_in_flight: int = 64 * 1024 * 1024
-    """Bytes of request bodies read and being handled at once, over all connections (at
-    least `max_body_bytes`). Beyond it a request waits for room, its body left unread."""
+    """Bytes of request bodies received and being handled at once, over all connections
+    (at least `max_body_bytes`), counted as they arrive. Beyond it a request waits for
+    room, the rest of its body left unread."""
     body_wait_seconds: float = 5.0
     """How long a request waits for room in `max_body_bytes_in_flight`; then it is
     refused with 503 and `Retry-After` (and the connection closes)."""

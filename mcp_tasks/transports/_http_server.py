@@ -8,7 +8,7 @@ pump loop over an `h11.Connection`, one request at a time:
     wait for a request head    idle timeout before its first byte, then the header timeout
     a probe?                   `/healthz`, `/readyz` answered at once (`_http_health`)
     check the head             Host, Origin, path, method, Content-Type... (`_http_rules`)
-    read the body              counting bytes (413), under the body timeout (408)
+    read the body              counting bytes (413, `_budget`), at its pace (408)
     server.handle(body)        the core checks the MCP headers against the body
     answer                     JSON; SSE from the first notification on; 202 if no reply
     next cycle                 keep-alive, unless either side asked to close

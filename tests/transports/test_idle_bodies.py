@@ -6,12 +6,15 @@ the budget, a body waits behind the smaller ones."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 from test_http import JOBS, HttpClient, rpc, serving
 
+from mcp_tasks.transports import HttpConfig
 from mcp_tasks.transports._budget import ByteBudget
 
 WAIT = 10
@@ -44,7 +47,10 @@ async def test_idle_body_declarations_lock_nobody_out() -> None:
             await stream.aclose()
 
 
-async def test_a_body_below_the_minimum_rate_is_cut_with_408() -> None:
+async def test_a_body_below_the_minimum_rate_is_cut_with_408(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_tasks.transports.http")
     config: dict[str, Any] = {
         "min_body_bytes_per_second": 1000,
         "body_grace_seconds": 0.2,
@@ -60,6 +66,24 @@ async def test_a_body_below_the_minimum_rate_is_cut_with_408() -> None:
         assert response.headers["connection"] == "close"
         assert "too slowly" in response.json()["error"]["message"]
         assert rest == b""  # and closed
+    (line,) = [r for r in caplog.records if getattr(r, "reason", None) == "slow_body"]
+    assert line.getMessage() == (
+        "HTTP 408: refused a request with a body that came slower than min_body_bytes_per_second"
+    )
+
+
+@pytest.mark.parametrize(
+    ("setting", "words"),
+    [
+        ({"body_share": 0}, "body_share must be a fraction"),
+        ({"body_share": 1.5}, "body_share must be a fraction"),
+        ({"min_body_bytes_per_second": 0}, "min_body_bytes_per_second must be positive"),
+        ({"body_grace_seconds": -1}, "body_grace_seconds must be positive"),
+    ],
+)
+def test_body_pace_and_share_settings_are_checked(setting: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        HttpConfig(**setting)
 
 
 async def test_a_body_past_its_share_waits_behind_a_smaller_one() -> None:
