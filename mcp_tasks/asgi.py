@@ -241,7 +241,7 @@ class AsgiApp:
             return
         if self._bodies is None:  # running, but not through `lifespan`
             self._bodies = ByteBudget.of(self.config)
-        held = HeldBytes(self._bodies)
+        held = HeldBytes(self._bodies, self.config.body_wait_seconds)
         try:
             try:
                 body = await self._read_body(receive, found.get(b"content-length"), held)
@@ -316,10 +316,7 @@ class AsgiApp:
         without room in time)."""
         if size > self.config.max_body_bytes:
             raise body_too_large(self.config.max_body_bytes)
-        if size > held.size:
-            waiting_from = anyio.current_time()
-            await held.take(size - held.size, waiting_from + self.config.body_wait_seconds)
-            pace.pause(anyio.current_time() - waiting_from)
+        pace.pause(await held.take(size - held.size))
 
     async def _send_refusal(self, send: Send, refusal: Refusal, *, close: bool = False) -> None:
         report_refusal(refusal, self.server)

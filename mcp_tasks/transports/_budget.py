@@ -1,6 +1,6 @@
-"""Request bodies in flight: the byte budget they share, each one's share of it, and the
-pace a body must keep. Used by one `serve_http` (over all its connections) and by one ASGI
-app (over all its requests).
+"""Request bodies in flight: the byte budget they share, and the pace a body must keep.
+Used by one `serve_http` (over all its connections) and by one ASGI app (over all its
+requests).
 
 Theory of operation
 -------------------
@@ -9,9 +9,10 @@ promise, not bytes: a client that declares 4 MiB and sends 10 holds 10), and giv
 back once the server has answered. When the budget is spent, the request waits for room
 (what it has not sent stays in the socket, where TCP holds the sender back) for up to
 `body_wait_seconds`; then it is refused with 503 and `Retry-After`. A body alone never
-waits: a request that is the only one holding bytes always fits. Past its share
-(`body_share` of the budget), a body gives way to the requests holding less: while one
-of those waits for room, it waits behind it.
+waits: a request that is the only one holding bytes always fits. Bodies partly received
+can fill the budget between them, each waiting for room the others hold: when every byte
+held is a waiting body's, the one holding the least gives way at once (503), and the
+room it frees lets the others finish.
 
 A body must keep a pace (`BodyPace`): after `body_grace_seconds`, its next bytes are due
 one second later for every `min_body_bytes_per_second` bytes it has sent, and never
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 from typing import Final
 
+import anyio
+
 from .._backend import cancel_scope, event
 from ._http_rules import HttpConfig, Refusal
 
@@ -41,50 +44,61 @@ LINGER_BYTES: Final = 64 * 1024 * 1024
 
 
 class ByteBudget:
-    """The bytes of request bodies held at once, at most `limit`; `share` of them (bytes)
-    before a body gives way to smaller ones."""
+    """The bytes of request bodies held at once, at most `limit`."""
 
-    def __init__(self, limit: int, share: float = 1.0) -> None:
+    def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.share = max(1, int(limit * share))
         self.held = 0
         self._freed = event()
-        self._waiting = 0  # requests waiting for room
-        self._waiting_within_share = 0  # those of them that hold less than a share
+        self._waiters: dict[object, int] = {}  # a waiting body: the bytes it holds
+        self._held_by_waiters = 0
 
     @classmethod
     def of(cls, config: HttpConfig) -> ByteBudget:
-        return cls(config.max_body_bytes_in_flight, config.body_share)
+        return cls(config.max_body_bytes_in_flight)
 
-    async def take(self, size: int, deadline: float, holding: int = 0) -> bool:
-        """Hold `size` more bytes for a body that holds `holding`, waiting until
-        `deadline` (the loop's clock) for room; False if there was none by then."""
-        within_share = holding + size <= self.share
-        waited = False
-        while self._must_wait(size, within_share):
+    async def take(self, size: int, wait_seconds: float, holding: int = 0) -> float | None:
+        """Hold `size` more bytes for a body that holds `holding`, waiting up to
+        `wait_seconds` for room: the seconds it waited, or None if there was none (or
+        this body is the one to give way: `_must_give_way`)."""
+        if not self.held or self.held + size <= self.limit:
+            self.held += size
+            return 0.0
+        started = anyio.current_time()
+        waiter = object()
+        self._waiters[waiter] = holding
+        self._held_by_waiters += holding
+        try:
+            if not await self._wait_for_room(waiter, size, started + wait_seconds):
+                return None
+        finally:
+            del self._waiters[waiter]
+            self._held_by_waiters -= holding
+        self.held += size
+        return anyio.current_time() - started
+
+    async def _wait_for_room(self, waiter: object, size: int, deadline: float) -> bool:
+        while self.held and self.held + size > self.limit:
+            if self._must_give_way(waiter):
+                return False
             freed = self._freed
-            self._waiting += 1
-            self._waiting_within_share += within_share
-            try:
-                with cancel_scope(deadline=deadline):
-                    await freed.wait()
-            finally:
-                self._waiting -= 1
-                self._waiting_within_share -= within_share
+            with cancel_scope(deadline=deadline):
+                await freed.wait()
             if not freed.is_set():
                 return False
-            waited = True
-        self.held += size
-        if waited and within_share:
-            self._wake()  # one waiter fewer within its share: a larger body may go on
         return True
 
-    def _must_wait(self, size: int, within_share: bool) -> bool:
-        if not self.held:
-            return False
-        if self.held + size > self.limit:
+    def _must_give_way(self, waiter: object) -> bool:
+        """Whether `waiter` is to be refused at once: every byte held is a waiting
+        body's (room will never come), and it holds the least of them (the last come,
+        of those holding as little). Another is to: it is woken to see it."""
+        if self._held_by_waiters < self.held:
+            return False  # bodies being handled, or still coming: room may come
+        least = min(reversed(self._waiters.items()), key=lambda item: item[1])[0]
+        if least is waiter:
             return True
-        return not within_share and self._waiting_within_share > 0
+        self._wake()
+        return False
 
     def give_back(self, size: int) -> None:
         if size:
@@ -92,21 +106,26 @@ class ByteBudget:
             self._wake()
 
     def _wake(self) -> None:
-        if self._waiting:  # a new event only when someone waited on this one
+        if self._waiters:  # a new event only when someone waits on this one
             self._freed.set()
             self._freed = event()
 
 
 class HeldBytes:
     """The bytes of the budget one request's body holds; a refusal (503) when there is
-    no room for more by the deadline."""
+    no room for more within `wait_seconds` (of waiting in all, however many times)."""
 
-    def __init__(self, budget: ByteBudget) -> None:
+    def __init__(self, budget: ByteBudget, wait_seconds: float) -> None:
         self._budget = budget
+        self._wait_left = wait_seconds
         self.size = 0
 
-    async def take(self, size: int, deadline: float) -> None:
-        if not await self._budget.take(size, deadline, self.size):
+    async def take(self, size: int) -> float:
+        """Hold `size` more bytes: the seconds it waited for room (503 past the wait)."""
+        if size <= 0:
+            return 0.0
+        waited = await self._budget.take(size, self._wait_left, self.size)
+        if waited is None:
             raise Refusal(
                 503,
                 "The server is busy: too many request bodies in flight; try again shortly",
@@ -114,6 +133,8 @@ class HeldBytes:
                 retry_after_seconds=BUSY_RETRY_SECONDS,
             )
         self.size += size
+        self._wait_left -= waited
+        return waited
 
     def give_back(self) -> None:
         self._budget.give_back(self.size)

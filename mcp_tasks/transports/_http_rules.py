@@ -105,10 +105,6 @@ class HttpConfig:
     body_wait_seconds: float = 5.0
     """How long a request waits for room in `max_body_bytes_in_flight`; then it is
     refused with 503 and `Retry-After` (and the connection closes)."""
-    body_share: float = 1 / 32
-    """The fraction of `max_body_bytes_in_flight` one request's body may hold before it
-    gives way: past it, while requests holding less wait for room, it waits behind them
-    (2 MiB with the defaults)."""
     min_body_bytes_per_second: float | None = 1024.0
     """How fast a body must come after `body_grace_seconds`: by then plus one second for
     every this many bytes received, the next bytes are due, or the request is refused
@@ -174,8 +170,6 @@ class HttpConfig:
             raise ValueError("max_body_bytes_in_flight must be at least max_body_bytes")
         if self.body_wait_seconds < 0:
             raise ValueError("body_wait_seconds must not be negative")
-        if not 0 < self.body_share <= 1:
-            raise ValueError("body_share must be a fraction: more than 0, at most 1")
         rate = self.min_body_bytes_per_second
         if rate is not None and not rate > 0:
             raise ValueError("min_body_bytes_per_second must be positive, or None")

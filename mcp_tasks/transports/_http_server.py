@@ -385,7 +385,7 @@ class _Connection:
             if refusal is not None:
                 raise refusal  # the body is not on its way: answer and close
             await self._send(h11.InformationalResponse(status_code=100, headers=[]))
-        held = HeldBytes(self.serving.bodies)
+        held = HeldBytes(self.serving.bodies, self.config.body_wait_seconds)
         try:
             try:
                 body = await self._read_body(found.get(b"content-length"), held)
@@ -418,9 +418,7 @@ class _Connection:
             size += len(event.data)
             if size > limit:
                 raise body_too_large(limit)
-            waiting_from = trio.current_time()
-            await held.take(size - held.size, waiting_from + self.config.body_wait_seconds)
-            pace.pause(trio.current_time() - waiting_from)
+            pace.pause(await held.take(size - held.size))  # waiting for room is not its time
             chunks.append(event.data)
 
     async def _answer_probe(self, kind: str) -> None:

@@ -1,8 +1,8 @@
 """Bodies declared and never sent (issue 27, point 1), over real loopback sockets: a
 `Content-Length` holds nothing of the in-flight budget until its bytes come, so 64
 connections that each declare 4 MiB and send 10 bytes lock nobody out; a body slower than
-`min_body_bytes_per_second` (after `body_grace_seconds`) is cut with 408; past its share of
-the budget, a body waits behind the smaller ones."""
+`min_body_bytes_per_second` (after `body_grace_seconds`) is cut with 408; bodies partly
+received that fill the budget between them do not wait it out."""
 
 from __future__ import annotations
 
@@ -75,38 +75,35 @@ async def test_a_body_below_the_minimum_rate_is_cut_with_408(
 @pytest.mark.parametrize(
     ("setting", "words"),
     [
-        ({"body_share": 0}, "body_share must be a fraction"),
-        ({"body_share": 1.5}, "body_share must be a fraction"),
         ({"min_body_bytes_per_second": 0}, "min_body_bytes_per_second must be positive"),
         ({"body_grace_seconds": -1}, "body_grace_seconds must be positive"),
     ],
 )
-def test_body_pace_and_share_settings_are_checked(setting: dict[str, Any], words: str) -> None:
+def test_body_pace_settings_are_checked(setting: dict[str, Any], words: str) -> None:
     with pytest.raises(ValueError, match=words):
         HttpConfig(**setting)
 
 
-async def test_a_body_past_its_share_waits_behind_a_smaller_one() -> None:
-    """Room for one of two waiting: the one within its share goes first, whichever of
-    them trio wakes first (it shuffles the order)."""
-    budget = ByteBudget(100, share=0.5)
-    order: list[str] = []
-    far = trio.current_time() + WAIT
-    assert await budget.take(20, far)  # the large body's first part
-    assert await budget.take(60, far)  # another request's, all of it
+async def test_bodies_that_fill_the_budget_between_them_do_not_wait_it_out() -> None:
+    """Two bodies partly received hold all the room and each needs more: nothing can
+    free room but one of them, so the one holding less gives way at once (not after
+    its wait), and the other goes on as soon as that one's bytes are back."""
+    budget = ByteBudget(100)
+    assert await budget.take(40, WAIT) == 0  # the smaller body so far
+    assert await budget.take(60, WAIT) == 0  # the larger one
+    answers: dict[str, float | None] = {}
 
     async def take(name: str, size: int, holding: int) -> None:
-        assert await budget.take(size, far, holding)
-        order.append(name)
+        answers[name] = await budget.take(size, WAIT, holding)
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(take, "large", 40, 20)  # to 60: past a share of 50
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.start_soon(take, "small", 50, 0)  # within its share
-        await trio.testing.wait_all_tasks_blocked()
-        budget.give_back(60)  # room for one of them: 20 + 50 + 40 > 100
-        await trio.testing.wait_all_tasks_blocked()
-        assert order == ["small"]
-        budget.give_back(50)
-    assert order == ["small", "large"]
-    assert budget.held == 20 + 40
+    with trio.fail_after(WAIT / 2):  # well before either wait could run out
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(take, "larger", 30, 60)
+            await trio.testing.wait_all_tasks_blocked()
+            assert answers == {}  # it waits: the smaller one may yet be answered
+            nursery.start_soon(take, "smaller", 30, 40)
+            await trio.testing.wait_all_tasks_blocked()
+            assert answers == {"smaller": None}  # refused at once: it gives way
+            budget.give_back(40)  # its 503 sent, its bytes are back
+    assert answers["larger"] is not None
+    assert budget.held == 90
