@@ -298,6 +298,7 @@ class AsgiApp:
                 try:
                     await self._hold(size, held, pace)
                 except Refusal:
+                    held.give_back()  # at once: others may be waiting for this room
                     if more:
                         await _drop_body(receive)
                     raise
