@@ -103,8 +103,9 @@ class HttpConfig:
     (at least `max_body_bytes`), counted as they arrive. Beyond it a request waits for
     room, the rest of its body left unread."""
     body_wait_seconds: float = 5.0
-    """How long a request waits for room in `max_body_bytes_in_flight`; then it is
-    refused with 503 and `Retry-After` (and the connection closes)."""
+    """How long a request waits for room in `max_body_bytes_in_flight` (in all, however
+    many times its body needs more); then it is refused with 503 and `Retry-After` (and
+    the connection closes)."""
     min_body_bytes_per_second: float | None = 1024.0
     """How fast a body must come after `body_grace_seconds`: by then plus one second for
     every this many bytes received, the next bytes are due, or the request is refused
