@@ -27,8 +27,17 @@ One keeper task (in the server's task group) looks at the requests in flight eve
 (0.1 s); one that has been with the server for a tick gets a watcher, which waits for the
 ASGI server's `http.disconnect` and then cancels the request.
 
+A body is taken from the budget as its bytes come, and must keep a pace
+(`transports._budget`): 408 when it falls behind. Refused with 413 or 503 while the client
+still sends, the rest of the body is read and dropped before the answer (2 s and 64 MiB at
+most, the bounds of the built-in server's lingering): an ASGI server closing a connection
+with bytes unread resets it, and the client would never read why.
+
 What the ASGI server does itself is left to it: parsing, the size of a request head, the
-timeouts before and between requests, keep-alive.
+timeouts before and between requests, keep-alive. What it does not pass on cannot be
+checked: an absolute-form target (`POST http://name/mcp`) has its host checked when the
+scope's `path` or `raw_path` shows it (uvicorn with h11, hypercorn); uvicorn with httptools
+passes the path alone, and only the `Host` header is checked there.
 
 Lifespan: served directly, the application runs `Server.running()` between the lifespan
 startup and shutdown events. Mounted in Starlette or FastAPI, whose routers do not pass
@@ -54,7 +63,14 @@ from anyio.abc import TaskGroup
 from ._backend import CancelScope, Event, cancel_scope, event
 from .core import INTERNAL_ERROR, HttpHeaders, Reply, error_body
 from .runtime import Server
-from .transports._budget import ByteBudget, HeldBytes
+from .transports._budget import (
+    LINGER_BYTES,
+    LINGER_SECONDS,
+    BodyPace,
+    ByteBudget,
+    HeldBytes,
+    slow_body,
+)
 from .transports._http_access import log_access, report_refusal
 from .transports._http_health import Probes
 from .transports._http_rules import (
@@ -155,7 +171,7 @@ class AsgiApp:
         signature is the one Starlette and FastAPI call (`lifespan=mcp.lifespan`)."""
         async with self.server.running():
             self.draining = False
-            self._bodies = ByteBudget(self.config.max_body_bytes_in_flight)
+            self._bodies = ByteBudget.of(self.config)
             try:
                 yield
             finally:
@@ -209,6 +225,9 @@ class AsgiApp:
         headers = scope["headers"]
         found, params = read_headers(headers)
         rules = self._rules[self._bound_to_loopback(scope)]
+        raw_path = scope.get("raw_path")
+        if raw_path and not raw_path.startswith(b"/"):
+            path = raw_path  # absolute-form, as the server passed it on: its host is checked
         try:
             refusal = rules.refusal_for(method, path, found)
             principal = None
@@ -221,8 +240,8 @@ class AsgiApp:
             await self._send_refusal(send, refusal)
             return
         if self._bodies is None:  # running, but not through `lifespan`
-            self._bodies = ByteBudget(self.config.max_body_bytes_in_flight)
-        held = HeldBytes(self._bodies)
+            self._bodies = ByteBudget.of(self.config)
+        held = HeldBytes(self._bodies, self.config.body_wait_seconds)
         try:
             try:
                 body = await self._read_body(receive, found.get(b"content-length"), held)
@@ -255,31 +274,50 @@ class AsgiApp:
     async def _read_body(
         self, receive: Receive, content_length: bytes | None, held: HeldBytes
     ) -> bytes | None:
-        """The whole body, counted against the limits; None if the client left."""
+        """The whole body, its bytes taken from the budget as they come, at the pace it
+        must keep (`transports._budget`); None if the client left. Refused with 413 or
+        503, the rest of it is read and dropped first (`_drop_body`)."""
         limit = self.config.max_body_bytes
-        declared = declared_body_size(content_length, limit)
-        now = anyio.current_time()
-        if declared:
-            await held.take(declared, now + self.config.body_wait_seconds)
+        try:
+            declared_body_size(content_length, limit)
+        except Refusal:
+            await _drop_body(receive)
+            raise
+        pace = BodyPace(self.config, anyio.current_time())
         chunks: list[bytes] = []
         size = 0
-        with cancel_scope(deadline=now + self.config.body_timeout_seconds) as scope:
+        with cancel_scope(deadline=pace.deadline(0)) as scope:
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
                     return None
                 chunk: bytes = message.get("body", b"")
                 size += len(chunk)
-                if size > limit:
-                    raise body_too_large(limit)
-                if size > held.size:  # chunked: taken as it comes
-                    await held.take(size - held.size, now + self.config.body_wait_seconds)
-                if not message.get("more_body", False):
+                more = message.get("more_body", False)
+                scope.deadline = math.inf  # waiting for room is not the sender's time
+                try:
+                    await self._hold(size, held, pace)
+                except Refusal:
+                    held.give_back()  # at once: others may be waiting for this room
+                    if more:
+                        await _drop_body(receive)
+                    raise
+                if not more:
                     return chunk if not chunks else b"".join([*chunks, chunk])
                 chunks.append(chunk)
+                scope.deadline = pace.deadline(size)
         assert scope.cancelled_caught
+        if scope.deadline < pace.end:
+            raise slow_body()
         timeout = "Request timeout: the request body did not arrive in time"
         raise Refusal(408, timeout, reason="timeout")
+
+    async def _hold(self, size: int, held: HeldBytes, pace: BodyPace) -> None:
+        """Hold the `size` bytes of a body received so far (413 past the limit, 503
+        without room in time)."""
+        if size > self.config.max_body_bytes:
+            raise body_too_large(self.config.max_body_bytes)
+        pace.pause(await held.take(size - held.size))
 
     async def _send_refusal(self, send: Send, refusal: Refusal, *, close: bool = False) -> None:
         report_refusal(refusal, self.server)
@@ -480,6 +518,19 @@ class _Answer:
 
 
 # --- helpers --------------------------------------------------------------------------------
+
+
+async def _drop_body(receive: Receive) -> None:
+    """Read and drop the rest of a refused body (for `LINGER_SECONDS`, `LINGER_BYTES` at
+    most, as the built-in server does after its answer): an ASGI server that closes a
+    connection with bytes unread resets it, and the client would lose the answer."""
+    dropped = 0
+    with anyio.move_on_after(LINGER_SECONDS):
+        while dropped < LINGER_BYTES:
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                return
+            dropped += len(message.get("body", b""))
 
 
 def _route_path(scope: Scope) -> bytes:

@@ -42,6 +42,7 @@ _PROBLEMS: Final = {
     "too_large": "a body over max_body_bytes",
     "head_too_large": "a head over max_header_bytes",
     "timeout": "a head or body that did not arrive in time",
+    "slow_body": "a body that came slower than min_body_bytes_per_second",
     "unauthorized": "credentials the authenticator did not accept",
     "busy": "no room for its body in max_body_bytes_in_flight",
     "not_running": "the MCP server not running (no lifespan)",

@@ -99,11 +99,20 @@ class HttpConfig:
     max_body_bytes: int = 4 * 1024 * 1024
     """A larger body is refused with 413, by its Content-Length or while it is counted."""
     max_body_bytes_in_flight: int = 64 * 1024 * 1024
-    """Bytes of request bodies read and being handled at once, over all connections (at
-    least `max_body_bytes`). Beyond it a request waits for room, its body left unread."""
+    """Bytes of request bodies received and being handled at once, over all connections
+    (at least `max_body_bytes`), counted as they arrive. Beyond it a request waits for
+    room, the rest of its body left unread."""
     body_wait_seconds: float = 5.0
-    """How long a request waits for room in `max_body_bytes_in_flight`; then it is
-    refused with 503 and `Retry-After` (and the connection closes)."""
+    """How long a request waits for room in `max_body_bytes_in_flight` (in all, however
+    many times its body needs more); then it is refused with 503 and `Retry-After` (and
+    the connection closes)."""
+    min_body_bytes_per_second: float | None = 1024.0
+    """How fast a body must come after `body_grace_seconds`: by then plus one second for
+    every this many bytes received, the next bytes are due, or the request is refused
+    with 408 and the connection closed (never later than `body_timeout_seconds`). None:
+    only `body_timeout_seconds` bounds a slow body."""
+    body_grace_seconds: float = 5.0
+    """How long a body may take before `min_body_bytes_per_second` counts."""
     max_header_bytes: int = 16 * 1024
     """Request line and headers together; more is 431."""
     header_timeout_seconds: float = 10.0
@@ -162,6 +171,11 @@ class HttpConfig:
             raise ValueError("max_body_bytes_in_flight must be at least max_body_bytes")
         if self.body_wait_seconds < 0:
             raise ValueError("body_wait_seconds must not be negative")
+        rate = self.min_body_bytes_per_second
+        if rate is not None and not rate > 0:
+            raise ValueError("min_body_bytes_per_second must be positive, or None")
+        if not self.body_grace_seconds > 0:
+            raise ValueError("body_grace_seconds must be positive")
         if self.keep_alive_comment_seconds is not None and self.keep_alive_comment_seconds <= 0:
             raise ValueError("keep_alive_comment_seconds must be positive, or None")
         object.__setattr__(self, "allowed_hosts", _lowered(self.allowed_hosts))

@@ -8,7 +8,7 @@ pump loop over an `h11.Connection`, one request at a time:
     wait for a request head    idle timeout before its first byte, then the header timeout
     a probe?                   `/healthz`, `/readyz` answered at once (`_http_health`)
     check the head             Host, Origin, path, method, Content-Type... (`_http_rules`)
-    read the body              counting bytes (413), under the body timeout (408)
+    read the body              counting bytes (413, `_budget`), at its pace (408)
     server.handle(body)        the core checks the MCP headers against the body
     answer                     JSON; SSE from the first notification on; 202 if no reply
     next cycle                 keep-alive, unless either side asked to close
@@ -50,7 +50,7 @@ import trio
 from .._backend import require_trio
 from ..core import INTERNAL_ERROR, Reply, error_body
 from ..runtime import MessageHandler
-from ._budget import ByteBudget, HeldBytes
+from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyPace, ByteBudget, HeldBytes, slow_body
 from ._http_accept import accept
 from ._http_access import log_access, report_refusal
 from ._http_health import Probes
@@ -78,13 +78,9 @@ _TICK_SECONDS: Final = 0.1  # how often deadlines are checked, at the most
 _FIRST_BYTE: Final = "the first byte of a request"
 _HEAD: Final = "the request head"
 _BODY: Final = "the request body"
+_SLOW_BODY: Final = "the request body (at its minimum rate)"
 _MAX_CHUNK_SIZE: Final = 2**63 - 1
 """A chunk declared larger than any length HTTP implementations hold is malformed (400)."""
-_LINGER_SECONDS: Final = 2.0
-"""After an answer that closes (413, say), how long what the client still sends is read
-and dropped, so that closing does not reset the connection under its unread answer."""
-_LINGER_BYTES: Final = 64 * 1024 * 1024
-"""The most dropped so: a client sending more than this is cut off (with its answer)."""
 _JSON: Final = (b"content-type", b"application/json")
 _CLOSE: Final = (b"connection", b"close")
 _KEEP_ALIVE: Final = h11.Data(data=b": keep-alive\n\n")  # an SSE comment: clients skip it
@@ -136,7 +132,7 @@ class _Serving:
         self.config = config
         self.rules = RequestRules(config, loopback=loopback)
         self.probes = Probes(config)
-        self.bodies = ByteBudget(config.max_body_bytes_in_flight)
+        self.bodies = ByteBudget.of(config)
         self.draining = False
         self.connections: set[_Connection] = set()
         shortest = min(
@@ -234,9 +230,13 @@ class _Connection:
                 with self._scope:
                     await self._pump_until_closed()
                 self._nursery.cancel_scope.cancel()
-            if self._scope.cancelled_caught and self._waiting_for in (_HEAD, _BODY):
-                message = f"Request timeout: {self._waiting_for} did not arrive in time"
-                await self._refuse(Refusal(408, message, reason="timeout"), close=True)
+            waited = self._waiting_for
+            if self._scope.cancelled_caught and waited in (_HEAD, _BODY, _SLOW_BODY):
+                message = f"Request timeout: {waited} did not arrive in time"
+                timeout = (
+                    slow_body() if waited is _SLOW_BODY else Refusal(408, message, reason="timeout")
+                )
+                await self._refuse(timeout, close=True)
             if self._linger and not self._peer_closed:
                 await self._linger_then_close()
             if self._logged is not None:  # answered by a refusal that closes, or never
@@ -385,7 +385,7 @@ class _Connection:
             if refusal is not None:
                 raise refusal  # the body is not on its way: answer and close
             await self._send(h11.InformationalResponse(status_code=100, headers=[]))
-        held = HeldBytes(self.serving.bodies)
+        held = HeldBytes(self.serving.bodies, self.config.body_wait_seconds)
         try:
             try:
                 body = await self._read_body(found.get(b"content-length"), held)
@@ -401,24 +401,24 @@ class _Connection:
             held.give_back()  # read and answered: its bytes are free for the next
 
     async def _read_body(self, content_length: bytes | None, held: HeldBytes) -> bytes:
+        """The body, its bytes taken from the budget as they come, at the pace it must
+        keep (`_budget`); a `Content-Length` over the limit is 413 before a byte is read."""
         limit = self.config.max_body_bytes
-        declared = declared_body_size(content_length, limit)
-        wait_until = trio.current_time() + self.config.body_wait_seconds
-        if declared:
-            await held.take(declared, wait_until)  # before a byte of it is read
-        deadline = trio.current_time() + self.config.body_timeout_seconds
+        declared_body_size(content_length, limit)
+        pace = BodyPace(self.config, trio.current_time())
         chunks: list[bytes] = []
         size = 0
         while True:
-            event = await self._next_event(_BODY, deadline, body_so_far=size)
+            deadline = pace.deadline(size)
+            what = _BODY if deadline >= pace.end else _SLOW_BODY
+            event = await self._next_event(what, deadline, body_so_far=size)
             if isinstance(event, h11.EndOfMessage):
                 return b"".join(chunks)
             assert isinstance(event, h11.Data), event
             size += len(event.data)
             if size > limit:
                 raise body_too_large(limit)
-            if size > held.size:  # chunked: taken as it comes
-                await held.take(size - held.size, wait_until)
+            pace.pause(await held.take(size - held.size))  # waiting for room is not its time
             chunks.append(event.data)
 
     async def _answer_probe(self, kind: str) -> None:
@@ -579,10 +579,10 @@ class _Connection:
         """Half-close, and drop what the client still sends for a moment: closing a socket
         with unread bytes resets it, and the client could lose the answer just sent."""
         gone = (trio.BrokenResourceError, trio.ClosedResourceError)
-        with trio.move_on_after(_LINGER_SECONDS), contextlib.suppress(*gone):
+        with trio.move_on_after(LINGER_SECONDS), contextlib.suppress(*gone):
             await self.stream.send_eof()
             dropped = 0
-            while dropped < _LINGER_BYTES:
+            while dropped < LINGER_BYTES:
                 data = await self.stream.receive_some(_RECEIVE_BYTES)
                 if not data:
                     return

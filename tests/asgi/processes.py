@@ -31,6 +31,15 @@ COMMANDS: dict[str, list[str]] = {
         sys.executable, "-m", "uvicorn", "--app-dir", str(HERE), "served:app",
         "--host", "127.0.0.1", "--port", "0", "--timeout-graceful-shutdown", "3",
     ],
+    "uvicorn-h11": [
+        sys.executable, "-m", "uvicorn", "--app-dir", str(HERE), "served:app", "--http", "h11",
+        "--host", "127.0.0.1", "--port", "0", "--timeout-graceful-shutdown", "3",
+    ],
+    "uvicorn-httptools": [
+        sys.executable, "-m", "uvicorn", "--app-dir", str(HERE), "served:app",
+        "--http", "httptools",
+        "--host", "127.0.0.1", "--port", "0", "--timeout-graceful-shutdown", "3",
+    ],
     "hypercorn-trio": [
         sys.executable, "-m", "hypercorn", "--worker-class", "trio",
         "--bind", "127.0.0.1:0", "--graceful-timeout", "3", "served:app",

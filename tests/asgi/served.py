@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Mapping
 from functools import partial
+from typing import Any
 
 import anyio
 import msgspec
@@ -42,11 +43,19 @@ def authenticate(headers: Mapping[str, str]) -> str:
     return principal
 
 
+TIGHT_BODIES: dict[str, Any] = {
+    "max_body_bytes_in_flight": 1024 * 1024,  # 16 bodies of the most, declared
+    "body_wait_seconds": 0.5,
+    "min_body_bytes_per_second": 1000.0,
+    "body_grace_seconds": 1.0,
+}
+"""With `ASGI_TEST_TIGHT_BODIES=1`: a small budget, a short wait for room, a short grace."""
 config = HttpConfig(
     max_body_bytes=64 * 1024,
     keep_alive_comment_seconds=0.3,
     drain_timeout_seconds=2.0,
     authenticate=authenticate,
+    **(TIGHT_BODIES if os.environ.get("ASGI_TEST_TIGHT_BODIES") == "1" else {}),
 )
 server = Server(
     "asgi-tests",

@@ -1,6 +1,6 @@
 """The byte budget of request bodies in flight (issue 15, point 11): over real loopback
 sockets, bodies being read and handled at once never hold more than
-`max_body_bytes_in_flight`; past it a request waits, its body unread, and after
+`max_body_bytes_in_flight`; past it a request waits, the rest of its body unread, and after
 `body_wait_seconds` is refused with 503 and `Retry-After`. Nothing read is lost."""
 
 from __future__ import annotations

@@ -315,8 +315,8 @@ async def test_a_refusal_of_the_servers_own_making_is_a_warning(
         holder, refused = await HttpClient.connect(port), await HttpClient.connect(port)
         with trio.fail_after(WAIT):
             whole = holder.encode("POST", headers, b" " * 4096)
-            await holder.stream.send_all(whole[:-100])  # its body declared, and held back
-            await trio.testing.wait_all_tasks_blocked()  # the server holds room for it
+            await holder.stream.send_all(whole[:-1])  # all its body but one byte
+            await trio.testing.wait_all_tasks_blocked()  # the server holds what came
             await refused.send("POST", headers, b"{}")
             assert (await refused.response()).status == 503
         await holder.aclose()
