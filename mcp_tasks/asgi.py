@@ -28,10 +28,11 @@ One keeper task (in the server's task group) looks at the requests in flight eve
 ASGI server's `http.disconnect` and then cancels the request.
 
 A body is taken from the budget as its bytes come, and must keep a pace
-(`transports._budget`): 408 when it falls behind. Refused with 413 or 503 while the client
-still sends, the rest of the body is read and dropped before the answer (2 s and 64 MiB at
-most, the bounds of the built-in server's lingering): an ASGI server closing a connection
-with bytes unread resets it, and the client would never read why.
+(`transports._budget`): 408 when it falls behind. Refused while the client still sends (413,
+503, or any refusal made before the body is read), the rest of the body is read and dropped
+before the answer (2 s and 64 MiB at most, the bounds of the built-in server's lingering):
+an ASGI server closing a connection with bytes unread resets it, and the client would
+never read why.
 
 What the ASGI server does itself is left to it: parsing, the size of a request head, the
 timeouts before and between requests, keep-alive. What it does not pass on cannot be
@@ -220,6 +221,7 @@ class AsgiApp:
                 self._warned_not_running = True
                 logger.error(_NOT_RUNNING)
             not_running = Refusal(503, _NOT_RUNNING, reason="not_running", retry_after_seconds=1)
+            await _drop_body(receive)
             await self._send_refusal(send, not_running)
             return
         headers = scope["headers"]
@@ -237,6 +239,7 @@ class AsgiApp:
         except Refusal as refused:
             refusal = refused
         if refusal is not None:
+            await _drop_body(receive)  # refused before its body: read, or the answer is reset
             await self._send_refusal(send, refusal)
             return
         if self._bodies is None:  # running, but not through `lifespan`

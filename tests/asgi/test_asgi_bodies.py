@@ -74,13 +74,21 @@ async def test_a_stalled_body_is_cut(tight: Served) -> None:
     assert answer == b"" or answer.startswith(b"HTTP/1.1 408 "), answer
 
 
-async def test_a_client_that_writes_its_whole_oversize_body_first_reads_the_413(
-    tight: Served,
+@pytest.mark.parametrize(
+    ("target", "status"),
+    [("/mcp", b"413"), ("/elsewhere", b"404")],
+    ids=["too-large", "refused-before-its-body"],
+)
+async def test_a_client_that_writes_its_whole_oversize_body_first_reads_the_refusal(
+    tight: Served, target: str, status: bytes
 ) -> None:
+    """Refused for its size, or before its body is read (an unknown path), the client
+    that writes everything before it reads still reads the answer."""
+
     def post_everything_then_read() -> bytes:
         body = b" " * (8 * 1024 * 1024)  # more than the socket buffers hold
         head = (
-            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"POST {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Accept: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode()
         with socket.create_connection(("127.0.0.1", tight.port), timeout=WAIT) as sock:
@@ -94,7 +102,7 @@ async def test_a_client_that_writes_its_whole_oversize_body_first_reads_the_413(
             return answer
 
     answers = [await trio.to_thread.run_sync(post_everything_then_read) for _ in range(5)]
-    assert all(answer.startswith(b"HTTP/1.1 413 ") for answer in answers), answers
+    assert all(answer.startswith(b"HTTP/1.1 " + status) for answer in answers), answers
 
 
 async def test_a_foreign_absolute_form_target_is_refused_where_visible(tight: Served) -> None:
