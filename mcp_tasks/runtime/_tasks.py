@@ -180,9 +180,7 @@ class TaskRunner:
                     running.outcome = await invoke_tool(entry, call, context, threads=threads)
                 else:
                     with self._server.telemetry.task_context(task_id, call.tool_name, call.meta):
-                        running.outcome = await invoke_tool(
-                            entry, call, context, threads=threads
-                        )
+                        running.outcome = await invoke_tool(entry, call, context, threads=threads)
             # Cancelled, failed or expired: the record says so already (a terminal save
             # drops the lease), or is gone with its lease. Shut down: the lease stays, so
             # the task is taken over (or failed) as one left unfinished.
