@@ -267,3 +267,27 @@ async def test_a_question_asked_during_an_outage_is_saved_when_the_store_is_back
     assert done["status"] == "completed", done
     assert done["result"]["content"][0]["text"] == "hello bo"
 
+
+async def test_an_answer_given_while_the_holder_was_cut_off_reaches_its_handler(
+    proxied: tuple[CuttableProxy, RedisTaskStore, RedisTaskStore],
+) -> None:
+    """Found by soak/chaos.py: the answer's signal to the process holding the handler
+    went out while that process was cut off from Redis (its signal loop between two
+    subscriptions), was lost, and the handler waited in place until the task's TTL."""
+    proxy, through, direct = proxied
+    release = trio.Event()
+    release.set()
+    a = _asking_server(through, release, lease_seconds=30.0)
+    b = _asking_server(direct, release, lease_seconds=30.0)
+    async with running(a, b) as (on_a, on_b):
+        task_id = await on_a.start("asks")
+        task = await on_b.wait_status(task_id, "input_required")
+        (key,) = task["inputRequests"]
+        proxy.cut()
+        answer = {"taskId": task_id, "inputResponses": {key: ANSWER}}
+        assert "result" in await on_b.send("tasks/update", answer)
+        await trio.sleep(LEASE_SECONDS)
+        await proxy.restore()
+        record = await _status(direct, task_id, "completed", "failed")
+    assert record.status.value == "completed", record.error
+    assert record.result is not None and b"hello bo" in bytes(record.result)
