@@ -1,7 +1,7 @@
 """Chaos: a mixed workload against real servers and stores, SIGKILLs at random moments,
 and invariants checked afterwards.
 
-    python soak/chaos.py --rounds 100          # the long run (about 30 min), both stores
+    python soak/chaos.py --rounds 100          # the long run (about 23 min), both stores
     python soak/chaos.py --quick --store redis  # 3 short rounds (the test suite runs this)
 
 Theory of operation
