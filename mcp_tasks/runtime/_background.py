@@ -5,7 +5,9 @@
 * Leases: this process renews the leases of the handlers it runs every third of
   `lease_seconds`, and takes over the tasks whose lease lapsed (`task_orphaned`).
 * Signals: cancel or resume a handler running here, and `notifications/tasks` for records
-  another process saved.
+  another process saved. Signals are not stored: each time the loop starts listening
+  (again, after an outage), the handlers waiting in place here are looked up in the store,
+  and those whose answers came meanwhile are resumed.
 
 A loop that fails (the store was unreachable) starts again a moment later: a store's
 hiccup must not end the server.
@@ -177,6 +179,11 @@ class Background:
         assert signals is not None and nursery is not None
         async with signals.listen() as stream:
             task_status.started()
+            # Signals are not stored: an answer that came while this loop was not listening
+            # (Redis out of reach) is only in the record. Listening now, look there.
+            for task_id, running in list(server.runner.running.items()):
+                if running.waiting:
+                    nursery.start_soon(self._resume_if_answered, task_id)
             async for signal in stream:
                 if signal.kind == "cancel":
                     server.runner.cancel(signal.task_id)
@@ -189,6 +196,14 @@ class Background:
     async def _resume_from_signal(self, task_id: str) -> None:
         resume = self._core.task_resumed(await self._stored(task_id, "answers not delivered"))
         if resume is not None:
+            self._server.runner.resume(resume)
+
+    async def _resume_if_answered(self, task_id: str) -> None:
+        """Wake the handler waiting in place here if its record holds its answers (and it
+        still waits: never start a second run of a handler that moved on meanwhile)."""
+        resume = self._core.task_resumed(await self._stored(task_id, "answers not delivered"))
+        running = self._server.runner.running.get(task_id)
+        if resume is not None and running is not None and running.waiting:
             self._server.runner.resume(resume)
 
     async def _publish_stored_task(self, task_id: str) -> None:

@@ -292,10 +292,19 @@ class TaskRunner:
             running.asked.clear()
             return self._core.task_asked(record, request, self._server.now())
 
-        try:
-            await self._server.interpreter.transition(task_id, decide, running.record)
+        try:  # through a store outage, as an outcome is: asking is not failing
+            saved = await self._keep_trying(
+                f"task {task_id!r}: saving its question",
+                lambda: self._server.interpreter.transition(task_id, decide, running.record),
+                self.outcome_retry_seconds,
+            )
         finally:
             running.asking = None
+        if not saved:
+            raise StoreUnavailable(
+                f"the question could not be saved: the task store stayed unavailable for "
+                f"{self.outcome_retry_seconds:g} s"
+            )
         asked = list(running.asked)
         after = running.record  # as the transition saved it
         if not asked or after is None or after.status is not TaskStatus.INPUT_REQUIRED:

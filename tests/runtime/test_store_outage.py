@@ -208,3 +208,86 @@ async def test_a_handler_running_through_an_outage_keeps_its_task(
         release.set()
         record = await _settled(direct, task_id)
     assert record.status.value == "completed", record.error
+
+
+def _asking_server(store: RedisTaskStore, release: trio.Event, lease_seconds: float) -> Server:
+    server = Server(
+        "outage",
+        "1",
+        tasks=TaskOptions(ttl_ms=600_000),
+        store=store,
+        lease_seconds=lease_seconds,
+        shutdown_grace_seconds=0.5,
+    )
+
+    @server.tool(task_support="required")
+    async def asks(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        await release.wait()
+        answer = await ctx.elicit("Name?", NAME_SCHEMA)
+        return CallToolResult.text(f"hello {(answer.content or {}).get('name')}")
+
+    return server
+
+
+async def _status(store: RedisTaskStore, task_id: str, *statuses: str) -> TaskRecord:
+    """The record once its status is one of `statuses` (read straight from Redis)."""
+
+    async def reached() -> TaskRecord | None:
+        record = await store.get(task_id)
+        return record if record is not None and record.status.value in statuses else None
+
+    return await _until(reached)
+
+
+ANSWER = {"action": "accept", "content": {"name": "bo"}}
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+
+async def test_a_question_asked_during_an_outage_is_saved_when_the_store_is_back(
+    proxied: tuple[CuttableProxy, RedisTaskStore, RedisTaskStore],
+) -> None:
+    """Found by soak/chaos.py: `ctx.elicit` while Redis was down raised the store's error
+    in the handler, and the task failed with "Tool 'asks' failed with an internal error"."""
+    proxy, through, direct = proxied
+    release = trio.Event()
+    server = _asking_server(through, release, lease_seconds=30.0)
+    async with running(server) as (client,):
+        task_id = await client.start("asks")
+        proxy.cut()
+        release.set()
+        await trio.sleep(OUTAGE_SECONDS)  # it asks meanwhile
+        await proxy.restore()
+        record = await _status(direct, task_id, "input_required", "failed", "completed")
+        assert record.status.value == "input_required", record.error
+        (key,) = record.input_requests or {}
+        await client.send("tasks/update", {"taskId": task_id, "inputResponses": {key: ANSWER}})
+        done = await client.wait_status(task_id, "completed", "failed")
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "hello bo"
+
+
+async def test_an_answer_given_while_the_holder_was_cut_off_reaches_its_handler(
+    proxied: tuple[CuttableProxy, RedisTaskStore, RedisTaskStore],
+) -> None:
+    """Found by soak/chaos.py: the answer's signal to the process holding the handler
+    went out while that process was cut off from Redis (its signal loop between two
+    subscriptions), was lost, and the handler waited in place until the task's TTL."""
+    proxy, through, direct = proxied
+    release = trio.Event()
+    release.set()
+    a = _asking_server(through, release, lease_seconds=30.0)
+    b = _asking_server(direct, release, lease_seconds=30.0)
+    async with running(a, b) as (on_a, on_b):
+        task_id = await on_a.start("asks")
+        task = await on_b.wait_status(task_id, "input_required")
+        (key,) = task["inputRequests"]
+        proxy.cut()
+        answer = {"taskId": task_id, "inputResponses": {key: ANSWER}}
+        assert "result" in await on_b.send("tasks/update", answer)
+        await trio.sleep(LEASE_SECONDS)
+        await proxy.restore()
+        record = await _status(direct, task_id, "completed", "failed")
+    assert record.status.value == "completed", record.error
+    assert record.result is not None and b"hello bo" in bytes(record.result)
