@@ -6,8 +6,9 @@
   `lease_seconds`, and takes over the tasks whose lease lapsed (`task_orphaned`).
 * Signals: cancel or resume a handler running here, and `notifications/tasks` for records
   another process saved. Signals are not stored: each time the loop starts listening
-  (again, after an outage), the handlers waiting in place here are looked up in the store,
-  and those whose answers came meanwhile are resumed.
+  (again, after an outage), the handlers running here are looked up in the store: those
+  whose task ended meanwhile (cancelled, taken over, expired) are cancelled, and those
+  waiting in place whose answers came are resumed.
 
 A loop that fails (the store was unreachable) starts again a moment later: a store's
 hiccup must not end the server.
@@ -179,11 +180,10 @@ class Background:
         assert signals is not None and nursery is not None
         async with signals.listen() as stream:
             task_status.started()
-            # Signals are not stored: an answer that came while this loop was not listening
-            # (Redis out of reach) is only in the record. Listening now, look there.
-            for task_id, running in list(server.runner.running.items()):
-                if running.waiting:
-                    nursery.start_soon(self._resume_if_answered, task_id)
+            # Signals are not stored: a cancel or an answer that came while this loop was
+            # not listening (Redis out of reach) is only in the record. Listening now, look.
+            for task_id in list(server.runner.running):
+                nursery.start_soon(self._catch_up, task_id)
             async for signal in stream:
                 if signal.kind == "cancel":
                     server.runner.cancel(signal.task_id)
@@ -198,13 +198,26 @@ class Background:
         if resume is not None:
             self._server.runner.resume(resume)
 
-    async def _resume_if_answered(self, task_id: str) -> None:
-        """Wake the handler waiting in place here if its record holds its answers (and it
-        still waits: never start a second run of a handler that moved on meanwhile)."""
-        resume = self._core.task_resumed(await self._stored(task_id, "answers not delivered"))
-        running = self._server.runner.running.get(task_id)
-        if resume is not None and running is not None and running.waiting:
-            self._server.runner.resume(resume)
+    async def _catch_up(self, task_id: str) -> None:
+        """Do what the signals lost while this loop was not listening would have done to the
+        handler running here: cancel it if its task ended or is gone, wake it if it waits in
+        place and its record holds its answers (never a second run of a handler that moved
+        on meanwhile)."""
+        try:
+            record = await self._server.store.get(task_id)
+        except StoreUnavailable as error:  # out of reach again: the next listen looks again
+            logger.warning("task %s: signals not caught up: %s", task_id, error)
+            return
+        runner = self._server.runner
+        running = runner.running.get(task_id)
+        if running is None:
+            return
+        if record is None or record.status.is_terminal:
+            runner.cancel(task_id)
+            return
+        resume = self._core.task_resumed(record)
+        if resume is not None and running.waiting:
+            runner.resume(resume)
 
     async def _publish_stored_task(self, task_id: str) -> None:
         record = await self._stored(task_id, "notifications/tasks not sent")

@@ -291,3 +291,46 @@ async def test_an_answer_given_while_the_holder_was_cut_off_reaches_its_handler(
         record = await _status(direct, task_id, "completed", "failed")
     assert record.status.value == "completed", record.error
     assert record.result is not None and b"hello bo" in bytes(record.result)
+
+
+async def test_a_cancel_given_while_the_holder_was_cut_off_reaches_its_handler(
+    proxied: tuple[CuttableProxy, RedisTaskStore, RedisTaskStore],
+) -> None:
+    """The cancel's signal to the process running the handler went out while that process
+    was cut off from Redis, and was lost: the client saw `cancelled` while the handler ran
+    on to its end. Listening again, the process reads its handlers' records and cancels
+    those whose task ended."""
+    proxy, through, direct = proxied
+    started, stopped = trio.Event(), trio.Event()
+
+    def build(store: RedisTaskStore) -> Server:
+        server = Server(
+            "outage", "1", tasks=TaskOptions(ttl_ms=600_000), store=store,
+            lease_seconds=30.0, shutdown_grace_seconds=0.5,
+        )  # fmt: skip
+
+        @server.tool(task_support="required")
+        async def waits(ctx: ToolContext) -> ToolOutcome:
+            if not ctx.in_task:
+                return START_TASK
+            started.set()
+            try:
+                await trio.sleep_forever()
+            finally:
+                stopped.set()
+            return CallToolResult.text("never")  # pragma: no cover
+
+        return server
+
+    async with running(build(through), build(direct)) as (on_a, on_b):
+        task_id = await on_a.start("waits")
+        with trio.fail_after(20):
+            await started.wait()
+        proxy.cut()
+        assert "result" in await on_b.send("tasks/cancel", {"taskId": task_id})
+        await trio.sleep(LEASE_SECONDS)  # the signal goes out to no one meanwhile
+        await proxy.restore()
+        with trio.fail_after(20):
+            await stopped.wait()
+        record = await _status(direct, task_id, "cancelled", "completed", "failed")
+    assert record.status.value == "cancelled"
