@@ -66,6 +66,8 @@ class RunningTask:
     asked: list[str] = field(default_factory=list)
     outcome: ToolOutcome | None = None
     """What the handler returned, until it is saved (or dropped, the store out of reach)."""
+    early: ResumeTask | None = None
+    """Answers that came while the question was being saved, before the handler waited."""
 
 
 class TaskRunner:
@@ -113,17 +115,21 @@ class TaskRunner:
             running.asked.append(effect.key)
 
     def resume(self, effect: ResumeTask) -> None:
+        """Hand the answers to the handler running here (never a second run of it: a late
+        or repeated signal finds it running, and is done); with none, run it again."""
         running = self.running.get(effect.task_id)
-        if running is not None and running.waiting:  # a handler awaits its answers in place
+        if running is None:
+            start = StartTask(task_id=effect.task_id, call=effect.call, handler=effect.handler)
+            self.start(start)  # a handler that returned InputRequired runs again
+        elif running.waiting:  # a handler awaits its answers in place
             for key, answered in list(running.waiting.items()):
                 answer = effect.call.input_responses.get(key)
                 if answer is not None:
                     running.answers[key] = answer
                     del running.waiting[key]
                     answered.set()
-            return
-        start = StartTask(task_id=effect.task_id, call=effect.call, handler=effect.handler)
-        self.start(start)  # a handler that returned InputRequired runs again
+        elif running.asking is not None:  # its question is being saved: kept until it waits
+            running.early = effect
 
     async def route_resume(self, effect: ResumeTask) -> None:
         """Answers are in: wake the handler where it waits, here or in the process holding
@@ -314,6 +320,9 @@ class TaskRunner:
                 running.waiting.pop(key, None)
             if not answered.is_set():
                 await _stop_run(running)
+        early, running.early = running.early, None
+        if early is not None:
+            self.resume(early)
         await answered.wait()
         return running.answers.pop(asked[0])
 

@@ -334,3 +334,33 @@ async def test_a_cancel_given_while_the_holder_was_cut_off_reaches_its_handler(
             await stopped.wait()
         record = await _status(direct, task_id, "cancelled", "completed", "failed")
     assert record.status.value == "cancelled"
+
+
+async def test_a_late_resume_never_starts_a_second_run_of_a_live_handler() -> None:
+    """A resume signal that comes late or twice (the catch-up after an outage, then the
+    signal itself) finds the handler running here, not waiting: it is done with. Before,
+    `TaskRunner.resume` started the handler again beside the live one."""
+    release = trio.Event()
+    runs: list[int] = []
+    server = Server("late", "1", tasks=TaskOptions(ttl_ms=600_000))
+
+    @server.tool(task_support="required")
+    async def counts(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        runs.append(1)
+        await release.wait()
+        return CallToolResult.text(f"runs: {len(runs)}")
+
+    async with running(server) as (client,):
+        task_id = await client.start("counts")
+        await wait_for(lambda: bool(runs))
+        record = await server.store.get(task_id)
+        late = server.core.task_resumed(record)
+        assert late is not None  # a working task: what a late signal reads
+        server.runner.resume(late)
+        server.runner.resume(late)
+        release.set()
+        task = await client.wait_status(task_id, "completed", "failed")
+    assert len(runs) == 1
+    assert task["status"] == "completed"
