@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import resource
@@ -150,6 +151,48 @@ def _wait_for_url(process: subprocess.Popen[bytes], log: IO[str]) -> str:
             raise RuntimeError(f"the server exited ({process.returncode}) before serving:\n{text}")
         time.sleep(0.05)
     raise RuntimeError("the server did not say where it serves in time")
+
+
+def port_in_log(process: subprocess.Popen[bytes], log: IO[Any], pattern: re.Pattern[str]) -> int:
+    """The port `pattern`'s first group finds in the server's `log`, once it says it serves
+    (the server's exit, or 30 s, end the wait with a RuntimeError)."""
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        log.seek(0)
+        found = pattern.search(log.read())
+        if found:
+            return int(found.group(1))
+        if process.poll() is not None:
+            raise RuntimeError("the server exited before it served")
+        time.sleep(0.05)
+    raise RuntimeError(f"the server did not start within {START_TIMEOUT_SECONDS:g} s")
+
+
+def tools_call_body(tool: str, arguments: Mapping[str, Any], request_id: int) -> bytes:
+    """A 2026-07-28 `tools/call` of `tool` (a client with no capabilities), encoded."""
+    params = {
+        "name": tool,
+        "arguments": dict(arguments),
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    }
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    return json.dumps(message).encode()
+
+
+def tools_call_headers(port: int, tool: str, body: bytes) -> list[tuple[str, str]]:
+    """The HTTP headers of that call's POST to 127.0.0.1:`port`."""
+    return [
+        ("host", f"127.0.0.1:{port}"),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("content-length", str(len(body))),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", tool),
+    ]
 
 
 def cli_command(*args: str) -> list[str]:

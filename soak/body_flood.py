@@ -35,7 +35,15 @@ from typing import Any
 
 import h11
 import trio
-from _common import ROOT, cli_command, print_rows, rss_kib
+from _common import (
+    ROOT,
+    cli_command,
+    port_in_log,
+    print_rows,
+    rss_kib,
+    tools_call_body,
+    tools_call_headers,
+)
 
 from mcp_tasks import CallToolResult, Server, ToolContext, ToolOutcome
 
@@ -53,29 +61,12 @@ async def hold(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
 
 
 def call_body(pad_bytes: int, seconds: float, request_id: int) -> bytes:
-    params = {
-        "name": "hold",
-        "arguments": {"seconds": seconds, "pad": "x" * pad_bytes},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        },
-    }
-    message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
-    return json.dumps(message).encode()
+    return tools_call_body("hold", {"seconds": seconds, "pad": "x" * pad_bytes}, request_id)
 
 
 async def one_call(port: int, body: bytes, statuses: collections.Counter[str]) -> None:
     connection = h11.Connection(h11.CLIENT)
-    headers = [
-        ("host", f"127.0.0.1:{port}"),
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("content-length", str(len(body))),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/call"),
-        ("mcp-name", "hold"),
-    ]
+    headers = tools_call_headers(port, "hold", body)
     try:
         stream = await trio.open_tcp_stream("127.0.0.1", port)
         async with stream:
@@ -156,7 +147,7 @@ def main() -> None:
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=log)
         try:
-            port = _port(process, log)
+            port = port_in_log(process, log, _SERVING)
             figures = trio.run(flood, port, process.pid, options.clients, body)
         finally:
             process.terminate()
@@ -175,19 +166,6 @@ def main() -> None:
         ]
     )
     print_rows(rows)
-
-
-def _port(process: subprocess.Popen[bytes], log: Any) -> int:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        log.seek(0)
-        found = _SERVING.search(log.read())
-        if found:
-            return int(found.group(1))
-        if process.poll() is not None:
-            raise RuntimeError("the server exited before it served")
-        time.sleep(0.05)
-    raise RuntimeError("the server did not start within 30 s")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from typing import Any
 
 import h11
 import trio
-from _common import ROOT, cli_command, percentile, print_rows
+from _common import ROOT, cli_command, percentile, port_in_log, print_rows
 
 from mcp_tasks import Server
 from mcp_tasks.asgi import asgi_app
@@ -188,19 +188,6 @@ def _command(kind: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _port(process: subprocess.Popen[bytes], log: Any) -> int:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        log.seek(0)
-        found = _LISTENING.search(log.read())
-        if found:
-            return int(found.group(1))
-        if process.poll() is not None:
-            raise RuntimeError("the server exited before it served")
-        time.sleep(0.05)
-    raise RuntimeError("the server did not start within 30 s")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", choices=["builtin", "uvicorn"], default="builtin")
@@ -214,7 +201,7 @@ def main() -> None:
         command = _command(options.server)
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=log)
         try:
-            port = _port(process, log)
+            port = port_in_log(process, log, _LISTENING)
             figures = trio.run(
                 run, port, options.idle, options.seconds, options.requests, options.rounds
             )

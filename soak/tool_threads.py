@@ -43,7 +43,13 @@ from typing import Any
 
 import h11
 import trio
-from _common import cli_command, print_rows, started_server
+from _common import (
+    cli_command,
+    print_rows,
+    started_server,
+    tools_call_body,
+    tools_call_headers,
+)
 
 from mcp_tasks import Server, ToolContext
 
@@ -72,28 +78,11 @@ def patient(ctx: ToolContext, seconds: float = 60.0) -> str:
 
 
 def call_body(tool: str, seconds: float, request_id: int) -> bytes:
-    params = {
-        "name": tool,
-        "arguments": {"seconds": seconds},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        },
-    }
-    message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
-    return json.dumps(message).encode()
+    return tools_call_body(tool, {"seconds": seconds}, request_id)
 
 
 def _request(connection: h11.Connection, port: int, tool: str, body: bytes) -> bytes:
-    headers = [
-        ("host", f"127.0.0.1:{port}"),
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("content-length", str(len(body))),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/call"),
-        ("mcp-name", tool),
-    ]
+    headers = tools_call_headers(port, tool, body)
     out = connection.send(h11.Request(method="POST", target="/mcp", headers=headers)) or b""
     out += connection.send(h11.Data(data=body)) or b""
     return out + (connection.send(h11.EndOfMessage()) or b"")
