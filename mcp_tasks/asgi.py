@@ -59,11 +59,9 @@ from typing import Any, Final, TypeAlias
 
 import anyio
 import trio
-from anyio.abc import TaskGroup
 
 from ._backend import CancelScope, Event, cancel_scope, event
 from .core import INTERNAL_ERROR, HttpHeaders, Reply, error_body
-from .runtime import Server
 from .transports._budget import (
     LINGER_BYTES,
     LINGER_SECONDS,
@@ -85,6 +83,7 @@ from .transports._http_rules import (
     principal_of,
     read_headers,
 )
+from .transports._port import HostedHandler
 
 __all__ = ["AsgiApp", "HttpConfig", "asgi_app"]
 
@@ -117,9 +116,10 @@ _NOT_RUNNING: Final = (
 )
 
 
-def asgi_app(server: Server, config: HttpConfig | None = None) -> AsgiApp:
-    """An ASGI application serving `server` at `config.endpoint` (default `/mcp`, under
-    the path it is mounted at), as `serve_http` does.
+def asgi_app(server: HostedHandler, config: HttpConfig | None = None) -> AsgiApp:
+    """An ASGI application serving `server` (a `Server`: any `HostedHandler`) at
+    `config.endpoint` (default `/mcp`, under the path it is mounted at), as `serve_http`
+    does.
 
     Host checking (DNS rebinding protection) follows the address the ASGI server is bound
     to, as the built-in server's does: on a loopback address, or when the scope names
@@ -134,7 +134,7 @@ def asgi_app(server: Server, config: HttpConfig | None = None) -> AsgiApp:
 class AsgiApp:
     """The ASGI application `asgi_app` returns: call it, or give frameworks `lifespan`."""
 
-    def __init__(self, server: Server, config: HttpConfig) -> None:
+    def __init__(self, server: HostedHandler, config: HttpConfig) -> None:
         self.server = server
         self.config = config
         self._rules = {
@@ -149,7 +149,7 @@ class AsgiApp:
         self._all_answered: Event | None = None  # set while draining
         self.draining = False
         self._warned_not_running = False
-        self._keeper_in: TaskGroup | None = None  # the server task group the keeper runs in
+        self._keeper_runs = False  # in the server's task group: it ends with the server
         self._requests_came: Event | None = None  # what an idle keeper waits for
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -364,33 +364,37 @@ class AsgiApp:
 
     def spawn(self, function: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run `function()` in the server's task group (it ends with the server)."""
-        nursery = self.server.runner.nursery
-        assert nursery is not None, "the server runs: requests are answered"
-        nursery.start_soon(function)
+        self.server.start_soon(function)
 
     def _keep(self, answer: _Answer) -> None:
-        """Hand the keeper a request in flight (starting the keeper if the server has none)."""
+        """Hand the keeper a request in flight (starting the keeper if the server has none:
+        it has not had a request yet, or it ran again since)."""
         self.in_flight.add(answer)
-        nursery = self.server.runner.nursery
-        if self._keeper_in is not nursery:
-            self._keeper_in = nursery
+        if not self._keeper_runs:
+            self._keeper_runs = True
             self.spawn(self._watch_requests)
         elif self._requests_came is not None:
             self._requests_came.set()
             self._requests_came = None
 
     async def _watch_requests(self) -> None:
-        """Every tick, give each request that has been in flight for a tick a watcher."""
-        while True:
-            if not self.in_flight:
-                self._requests_came = came = event()
-                await came.wait()
-            await anyio.sleep(_TICK_SECONDS)
-            now = anyio.current_time()
-            for answer in list(self.in_flight):
-                if answer.watcher is None and now - answer.since >= _TICK_SECONDS:
-                    answer.watcher = cancel_scope()
-                    self.spawn(answer.watch_client)
+        """Every tick, give each request that has been in flight for a tick a watcher.
+        Cancelled when the server stops: the next request after it runs again starts
+        another."""
+        try:
+            while True:
+                if not self.in_flight:
+                    self._requests_came = came = event()
+                    await came.wait()
+                await anyio.sleep(_TICK_SECONDS)
+                now = anyio.current_time()
+                for answer in list(self.in_flight):
+                    if answer.watcher is None and now - answer.since >= _TICK_SECONDS:
+                        answer.watcher = cancel_scope()
+                        self.spawn(answer.watch_client)
+        finally:  # runs even for a keeper the server stopped before it began: anyio starts it
+            self._keeper_runs = False
+            self._requests_came = None
 
     def _answered(self, answer: _Answer) -> None:
         self.in_flight.discard(answer)

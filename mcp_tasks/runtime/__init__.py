@@ -3,13 +3,15 @@
 `Server` is the facade people use; `Registry` (its decorators), `Interpreter` (needs and
 commands), `TaskRunner` (task handlers), `Background` (expiry, leases, signals),
 `Listeners` (listen streams) and `ToolThreads` (plain-function tools' threads) are its
-parts. Transports depend only on `MessageHandler`.
+parts. `Server` implements the transports' port (`mcp_tasks.transports._port`:
+`MessageHandler`, `HostedHandler`); `MessageHandler`, `Connection` and `Notify` are
+importable from here as before.
 """
 
+from ..transports._port import Connection, MessageHandler, Notify
 from ._handlers import CompletionEntry, PromptEntry, ResourceEntry, ToolEntry
 from ._interpreter import MAX_CONFLICT_RETRIES, Interpreter
-from ._listeners import MAX_QUEUED_NOTIFICATIONS, Connection, Listener, Listeners, Notify
-from ._protocol import MessageHandler
+from ._listeners import MAX_QUEUED_NOTIFICATIONS, Listener, Listeners
 from ._registry import Registry
 from ._server import Server
 from ._tasks import STORE_RETRY_SECONDS, TaskRunner

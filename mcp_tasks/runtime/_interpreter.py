@@ -49,10 +49,10 @@ from ..core import (
     WakeAt,
 )
 from ..store import StoreFull
+from ..transports._port import Connection
+from ..transports._port import Notify as SendNotification
 from . import _observe
 from ._handlers import invoke_completion, invoke_prompt, invoke_resource, invoke_tool
-from ._listeners import Connection
-from ._listeners import Notify as SendNotification
 from ._threads import ToolThreadsFull
 
 if TYPE_CHECKING:

@@ -15,35 +15,20 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from .._backend import CancelScope, Event, cancel_scope, event
+from .._backend import Event, cancel_scope, event
 from .._telemetry import NO_TELEMETRY, Telemetry
-from ..core import Listen, Reply, RequestId, ServerCore, Subscription, TaskRecord
+from ..core import Listen, Reply, ServerCore, Subscription, TaskRecord
+from ..transports._port import Connection, Notify
 
 logger = logging.getLogger("mcp_tasks.server")
 
-Notify = Callable[[bytes], Awaitable[None]]
 MAX_QUEUED_NOTIFICATIONS: Final = 1024
 """Notifications a `subscriptions/listen` stream may have waiting for its client; a client
 that falls further behind gets its stream ended (it may listen again and re-read)."""
-
-
-class Connection:
-    """One client connection's requests in flight, so `notifications/cancelled` can stop
-    the one it names. Request ids are only unique per connection."""
-
-    def __init__(self) -> None:
-        self.in_flight: dict[RequestId, CancelScope] = {}
-        self.closing = False
-        """Set by a transport whose client is gone (stdio EOF): listen streams end."""
-
-    def cancel(self, request_id: RequestId) -> None:
-        scope = self.in_flight.get(request_id)
-        if scope is not None:
-            scope.cancel()
 
 
 @dataclass(eq=False)  # hashed by identity: the server keeps a set of them

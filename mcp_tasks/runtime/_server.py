@@ -27,8 +27,9 @@ import math
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -48,13 +49,17 @@ from ..core import (
 from ..core._journal import RecordingCore
 from ..recording import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, FLUSH_SECONDS, JournalWriter
 from ..store import MemoryTaskStore, StoreUnavailable, TaskStore
+from ..transports._port import Connection, Notify
 from . import _observe
 from ._background import Background
 from ._interpreter import Interpreter
-from ._listeners import Connection, Listeners, Notify
+from ._listeners import Listeners
 from ._registry import Registry
 from ._tasks import TaskRunner
 from ._threads import ToolThreads
+
+if TYPE_CHECKING:
+    from ..transports._port import HostedHandler
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -272,6 +277,15 @@ class Server(Registry):
         """True inside `async with server.running():`, where `handle` may be called."""
         return self.runner.nursery is not None
 
+    def start_soon(self, function: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run `function()` in the server's task group, beside its tasks: it is cancelled
+        when the server stops. Transports run their background work here (the ASGI app's
+        keeper). Only inside `running()`."""
+        nursery = self.runner.nursery
+        if nursery is None:
+            raise RuntimeError("start_soon() outside `async with server.running():`")
+        nursery.start_soon(function)
+
     def now(self) -> float:
         return self._clock()
 
@@ -352,6 +366,13 @@ class Server(Registry):
     def subscription_count(self) -> int:
         """How many `subscriptions/listen` streams are open."""
         return len(self.listeners)
+
+
+if TYPE_CHECKING:
+
+    def _implements_the_port(server: Server) -> HostedHandler:
+        """mypy proves that a `Server` is what the transports and the ASGI app take."""
+        return server
 
 
 def _unrecorded(call: str, error: Exception) -> None:

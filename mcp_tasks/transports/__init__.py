@@ -6,19 +6,70 @@ so instead of serving):
 * `serve_stdio`: newline-delimited JSON-RPC on stdin/stdout (what MCP clients spawn).
 * `serve_http`: the Streamable HTTP endpoint (POST `/mcp`), on h11 and trio sockets.
 
+They serve a `MessageHandler`, the port (`Server` is one): transports import the core and
+the port, never the runtime.
+
 Client side (`ClientTransport`, used by `mcp_tasks.client.Client`; on anyio, so under
 trio or asyncio):
 
 * `HttpClientTransport(url)`: Streamable HTTP over httpx2, JSON and SSE responses.
 * `open_stdio_transport(command)`: spawns a server command and talks over its pipes.
+
+The names are loaded on first use (PEP 562): `import mcp_tasks.asgi`, which needs the
+HTTP rules alone, loads neither h11 nor the HTTP client.
 """
 
-from ._client_base import ClientTransport, NotificationHandler, TransportError
-from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpClientTransport
-from ._http_rules import Authenticator, HttpConfig, Unauthorized
-from ._http_server import serve_http
-from ._stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
-from ._stdio_client import DEFAULT_MAX_CLIENT_LINE_BYTES, StdioClientTransport, open_stdio_transport
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._client_base import ClientTransport, NotificationHandler, TransportError
+    from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpClientTransport
+    from ._http_rules import Authenticator, HttpConfig, Unauthorized
+    from ._http_server import serve_http
+    from ._port import Connection, HostedHandler, MessageHandler, Notify
+    from ._stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
+    from ._stdio_client import (
+        DEFAULT_MAX_CLIENT_LINE_BYTES,
+        StdioClientTransport,
+        open_stdio_transport,
+    )
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "._client_base": ("ClientTransport", "NotificationHandler", "TransportError"),
+    "._http_client": ("DEFAULT_MAX_MESSAGE_BYTES", "HttpClientTransport"),
+    "._http_rules": ("Authenticator", "HttpConfig", "Unauthorized"),
+    "._http_server": ("serve_http",),
+    "._port": ("Connection", "HostedHandler", "MessageHandler", "Notify"),
+    "._stdio": ("DEFAULT_MAX_LINE_BYTES", "serve_stdio"),
+    "._stdio_client": (
+        "DEFAULT_MAX_CLIENT_LINE_BYTES",
+        "StdioClientTransport",
+        "open_stdio_transport",
+    ),
+}
+"""The module each exported name is loaded from, on first use."""
+
+_ORIGIN = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and a misspelt name is an error
+
+    def __getattr__(name: str) -> object:
+        module = _ORIGIN.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # the next use is a plain lookup
+        return value
+
+
+def __dir__() -> list[str]:
+    """The public names are `__all__`, loaded or not."""
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "DEFAULT_MAX_CLIENT_LINE_BYTES",
@@ -26,9 +77,13 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "Authenticator",
     "ClientTransport",
+    "Connection",
+    "HostedHandler",
     "HttpClientTransport",
     "HttpConfig",
+    "MessageHandler",
     "NotificationHandler",
+    "Notify",
     "StdioClientTransport",
     "TransportError",
     "Unauthorized",

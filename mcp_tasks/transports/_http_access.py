@@ -9,8 +9,9 @@ The built-in server (`_http_server`) and the ASGI app (`mcp_tasks.asgi`) both ca
   HTTP method and the path (without its query) are in the message; no other header is.
 * `report_refusal`: a request HTTP refused by itself (a `Refusal`), at INFO (4xx) or
   WARNING (5xx), through one `RateLimitedLog` keyed by the refusal's reason word, and
-  to the handler's telemetry (`refused(reason)`). The line names the kind of problem and
-  the status, never a value the client sent (a header may carry a secret).
+  to the handler's telemetry (`MessageHandler.telemetry`: `refused(reason)`). The line
+  names the kind of problem and the status, never a value the client sent (a header
+  may carry a secret).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from collections.abc import Iterable
 from typing import Final
 
 from .._logging import RateLimitedLog
-from .._telemetry import NO_TELEMETRY, Telemetry
 from ..core import shown
 from ._http_rules import Refusal, target_path
+from ._port import MessageHandler
 
 __all__ = ["access_logger", "log_access", "refusals", "report_refusal"]
 
@@ -50,8 +51,8 @@ _PROBLEMS: Final = {
 }
 
 
-def report_refusal(refusal: Refusal, handler: object) -> None:
-    """Log a refusal (rate-limited) and tell the telemetry of `handler` (if it has any)."""
+def report_refusal(refusal: Refusal, handler: MessageHandler) -> None:
+    """Log a refusal (rate-limited) and tell the telemetry of `handler`."""
     level = logging.WARNING if refusal.status >= 500 else logging.INFO
     problem = _PROBLEMS.get(refusal.reason, refusal.reason)
     refusals.log(
@@ -62,8 +63,7 @@ def report_refusal(refusal: Refusal, handler: object) -> None:
         problem,
         http_status=refusal.status,
     )
-    telemetry: Telemetry = getattr(handler, "telemetry", NO_TELEMETRY)
-    telemetry.refused(refusal.reason)
+    handler.telemetry.refused(refusal.reason)
 
 
 def log_access(

@@ -14,19 +14,18 @@ and its body (it should have none) is never read:
 
 No Host or Origin check and no authentication: load balancers probe by address, and the
 answers name nothing but a state. Readiness is "draining" while the transport drains,
-else what the handler's `readiness(timeout_seconds)` says ("not running", "draining",
-"store unreachable": a `Server` reads its store once); a handler without `readiness` is
-ready while it is served.
+else what the handler's `readiness(timeout_seconds)` says (`MessageHandler`: a `Server`
+says "not running", "draining" or "store unreachable", reading its store once).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
 from ._http_rules import HttpConfig
+from ._port import MessageHandler
 
 __all__ = ["ProbeAnswer", "Probes"]
 
@@ -70,7 +69,7 @@ class Probes:
         return self._kinds.get(path)
 
     async def answer(
-        self, kind: str, method: bytes, handler: object, *, draining: bool
+        self, kind: str, method: bytes, handler: MessageHandler, *, draining: bool
     ) -> ProbeAnswer:
         """The answer to a probe of `kind` with `method`, about `handler` (a `Server`, or
         any `MessageHandler`) and the transport serving it (`draining`)."""
@@ -78,12 +77,7 @@ class Probes:
             return _answer(405, {"error": "method not allowed: GET or HEAD"}, _ALLOW)
         if kind == HEALTH:
             return _answer(200, {"status": "ok"})
-        reason = "draining" if draining else await self._readiness(handler)
+        reason = "draining" if draining else await handler.readiness(self.timeout_seconds)
         if reason is None:
             return _answer(200, {"status": "ready"})
         return _answer(503, {"status": "not ready", "reason": reason})
-
-    async def _readiness(self, handler: object) -> str | None:
-        readiness: Callable[[float], Awaitable[str | None]] | None
-        readiness = getattr(handler, "readiness", None)
-        return None if readiness is None else await readiness(self.timeout_seconds)

@@ -34,12 +34,13 @@ import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
-import h11
-
 from ..core import INTERNAL_ERROR, INVALID_REQUEST, HttpHeaders, error_body, shown
+
+if TYPE_CHECKING:  # the ASGI app reads these rules without h11
+    import h11
 
 __all__ = [
     "Authenticator",

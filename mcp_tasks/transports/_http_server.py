@@ -49,7 +49,6 @@ import trio
 
 from .._backend import require_trio
 from ..core import INTERNAL_ERROR, Reply, error_body
-from ..runtime import MessageHandler
 from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyPace, ByteBudget, HeldBytes, slow_body
 from ._http_accept import accept
 from ._http_access import log_access, report_refusal
@@ -68,6 +67,7 @@ from ._http_rules import (
     read_head,
     target_path,
 )
+from ._port import MessageHandler
 
 __all__ = ["Authenticator", "HttpConfig", "Unauthorized", "serve_http"]
 

@@ -54,7 +54,7 @@ import trio
 
 from .._backend import require_trio
 from ..core import INTERNAL_ERROR, INVALID_REQUEST, RequestId, error_body
-from ..runtime import Connection, MessageHandler
+from ._port import Connection, MessageHandler
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "serve_stdio"]
 

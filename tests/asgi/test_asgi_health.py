@@ -94,6 +94,10 @@ class Exchange:
         if message["type"] == "http.response.start":
             self.started.set()
 
+    def disconnect(self) -> None:
+        """The client leaves: the app's next `receive` is `http.disconnect`."""
+        self._gone.set()
+
     async def run(self, app: AsgiApp) -> Response:
         await app(self.scope, self.receive, self.send)
         self._gone.set()

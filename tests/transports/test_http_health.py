@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import pytest
@@ -152,18 +153,39 @@ async def test_a_store_that_hangs_or_fails_is_not_ready_and_the_process_still_li
         assert_probe(await get(port, "/readyz"), 200, READY)
 
 
-async def test_a_handler_without_readiness_is_ready_while_served() -> None:
-    class Echo:
-        async def handle(self, data: bytes, **_: Any) -> None:
-            return None
+class Warming:
+    """Not a `Server`: a handler with what the port (`MessageHandler`) declares, no more."""
 
-        def end_subscriptions(self, connection: object = None) -> None:
-            pass
+    def __init__(self) -> None:
+        self.telemetry = Refusals()
+        self.asked: list[float] = []
 
+    async def handle(self, data: bytes, **_: Any) -> None:
+        return None
+
+    def end_subscriptions(self, connection: object = None) -> None:
+        pass
+
+    async def readiness(self, timeout_seconds: float) -> str | None:
+        self.asked.append(timeout_seconds)
+        return "warming up"
+
+
+async def test_any_handler_is_asked_its_readiness_and_told_its_refusals() -> None:
+    handler = Warming()
+    config = HttpConfig(ready_timeout_seconds=0.25)
     async with trio.open_nursery() as nursery:
-        port = await nursery.start(serve_http, Echo(), "127.0.0.1", 0)
-        assert_probe(await get(port, "/readyz"), 200, READY)
+        port = await nursery.start(partial(serve_http, handler, "127.0.0.1", 0, config=config))
+        with trio.fail_after(WAIT):
+            warming = {"status": "not ready", "reason": "warming up"}
+            assert_probe(await get(port, "/readyz"), 503, warming)
+            foreign = [("host", "evil.example"), *mcp_headers("server/discover")]
+            client = await HttpClient.connect(port)
+            assert (await rpc(client, "server/discover", headers=foreign)).status == 421
+            await client.aclose()
         nursery.cancel_scope.cancel()
+    assert handler.asked == [0.25]
+    assert handler.telemetry.reasons == ["host"]
 
 
 async def test_readiness_is_503_draining_while_a_request_holds_the_drain() -> None:

@@ -1,0 +1,105 @@
+"""The port: what a transport needs of the server it serves, and nothing more.
+
+Theory of operation
+-------------------
+Transports are typed against these protocols, never against `Server`: a module under
+`mcp_tasks/transports/` (and `mcp_tasks.asgi`) imports the core, the backend helpers and
+this port, and no part of `mcp_tasks.runtime`, which implements it. So anything that
+answers messages this way can be served (a test double, another runtime), and a test
+(`tests/test_imports.py`) keeps the dependency pointing that way.
+
+`MessageHandler`, what `serve_stdio` and `serve_http` use:
+
+    handle(data, *, headers, notify, connection, principal)   the reply to one message
+    end_subscriptions(connection=None)        end listen streams (all, or a connection's)
+    readiness(timeout_seconds)                what the ready probe answers (None: ready)
+    telemetry                                 where a request HTTP refused is reported
+
+`HostedHandler`, a `MessageHandler` the transport also runs (the ASGI app, from its
+lifespan):
+
+    running()                 an async context manager: the handler runs inside it
+    is_running                inside `running()`: `handle` may be called
+    start_soon(function)      run `function()` in the handler's task group, ending with it
+
+`Connection` and `Notify` are what a transport hands `handle` beside the message: the
+client connection the message came on, and how to send that client a notification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+from .._backend import CancelScope
+from .._telemetry import Telemetry
+from ..core import HttpHeaders, Reply, RequestId
+
+__all__ = ["Connection", "HostedHandler", "MessageHandler", "Notify"]
+
+Notify = Callable[[bytes], Awaitable[None]]
+"""Send one notification (its encoded JSON-RPC message) to the client of a request."""
+
+
+class Connection:
+    """One client connection's requests in flight, so `notifications/cancelled` can stop
+    the one it names. Request ids are only unique per connection."""
+
+    def __init__(self) -> None:
+        self.in_flight: dict[RequestId, CancelScope] = {}
+        self.closing = False
+        """Set by a transport whose client is gone (stdio EOF): listen streams end."""
+
+    def cancel(self, request_id: RequestId) -> None:
+        """Cancel the request `request_id` of this connection, if it is in flight."""
+        scope = self.in_flight.get(request_id)
+        if scope is not None:
+            scope.cancel()
+
+
+class MessageHandler(Protocol):
+    """What `serve_stdio` and `serve_http` need of the server they serve (`Server` is one)."""
+
+    async def handle(
+        self,
+        data: bytes,
+        *,
+        headers: HttpHeaders | None = None,
+        notify: Notify | None = None,
+        connection: Connection | None = None,
+        principal: str | None = None,
+    ) -> Reply | None:
+        """The reply to one incoming message, or None (a notification, a cancelled request)."""
+        ...
+
+    def end_subscriptions(self, connection: Connection | None = None) -> None:
+        """End the listen streams (all of them, or those of `connection`) gracefully."""
+        ...
+
+    async def readiness(self, timeout_seconds: float) -> str | None:
+        """None if requests may be sent now; otherwise why not, in a few words."""
+        ...
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """Where the transport reports what it refuses by itself (`refused(reason)`)."""
+        ...
+
+
+class HostedHandler(MessageHandler, Protocol):
+    """A `MessageHandler` that its transport also runs: what the ASGI app needs of a server."""
+
+    def running(self) -> AbstractAsyncContextManager[object]:
+        """Run the handler while the block runs; leaving it stops the handler."""
+        ...
+
+    @property
+    def is_running(self) -> bool:
+        """True inside `running()`, where `handle` may be called."""
+        ...
+
+    def start_soon(self, function: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run `function()` in the handler's task group: it is cancelled when the handler
+        stops. Only inside `running()`."""
+        ...
