@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -164,3 +165,20 @@ async def test_a_tool_runs_on_its_loop_and_on_the_other_the_log_names_it_and_the
         errors = await finish(session)
     assert errors.count(f"tool '{other}' awaited") == 1  # once per tool
     assert f"tool '{native}' awaited" not in errors
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_stdio_reads_and_writes_regular_files_on_either_loop(tmp_path: Path, loop: str) -> None:
+    """`serve --stdio < requests.jsonl > replies.jsonl`: files, which no loop can wait on."""
+    requests = tmp_path / "requests.jsonl"
+    calls = [request("tools/call", {"name": "greet", "arguments": {"name": str(n)}}, caps={})
+             for n in range(3)]  # fmt: skip
+    requests.write_bytes(b"\n".join(calls) + b"\n")
+    replies = tmp_path / "replies.jsonl"
+    with requests.open("rb") as stdin, replies.open("wb") as stdout:
+        command = cli("serve", str(JOBS), "--stdio", "--loop", loop)
+        done = subprocess.run(command, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
+                              timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    texts = sorted(text_of(json.loads(line)) for line in replies.read_bytes().splitlines())
+    assert texts == ["Hello, 0!", "Hello, 1!", "Hello, 2!"]

@@ -74,10 +74,10 @@ class _PipeReader(anyio.abc.ByteReceiveStream):
     @classmethod
     async def open(cls, fd: int) -> _PipeReader:
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=_BUFFER_BYTES, loop=loop)
+        reader = asyncio.StreamReader(limit=_BUFFER_BYTES)
         pipe = _file(fd, "rb")
         transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
         )
         return cls(reader, transport)
 
