@@ -240,6 +240,9 @@ EMBEDDED = [ASGI_UVICORN, ASGI_UVICORN_H11, ASGI_HYPERCORN, SDK_TASKS]
 """The servers that embed ours (run in the project's environment), on the task workloads."""
 INFO_LOGS, WITH_OTEL = "mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry"
 RECORDING = "mcp_tasks, recording"
+ON_TRIO = "mcp_tasks on trio"
+"""Ours served on trio (`--loop trio`); "mcp_tasks" is served on asyncio, `serve`'s default
+(uvloop's loop, installed with the bench extra)."""
 OBSERVED = [INFO_LOGS, WITH_OTEL, RECORDING]
 """Ours logging at INFO, with OpenTelemetry on as well, and recording a journal: on every
 HTTP workload."""
@@ -250,6 +253,9 @@ def http_servers(peers_python: str | None) -> list[HttpServer]:
     sdk_tasks = str(HERE / "sdk_tasks_server.py")
     found = [
         HttpServer("mcp_tasks", lambda _: [python, servers_py, "ours-http"], prints_port=True),
+        HttpServer(
+            ON_TRIO, lambda _: [python, servers_py, "ours-http", "--loop", "trio"], prints_port=True
+        ),
         HttpServer("limit", lambda _: [python, servers_py, "limit-http"], prints_port=True),
         HttpServer(INFO_LOGS, lambda _: [python, servers_py, "ours-http-info"], prints_port=True),
         HttpServer(WITH_OTEL, lambda _: [python, servers_py, "ours-http-otel"], prints_port=True),
@@ -277,6 +283,7 @@ def stdio_commands(peers_python: str | None) -> dict[str, list[str]]:
     python, servers_py = sys.executable, str(HERE / "servers.py")
     commands = {
         "mcp_tasks": [python, servers_py, "ours-stdio"],
+        ON_TRIO: [python, servers_py, "ours-stdio", "--loop", "trio"],
         "limit": [python, servers_py, "limit-stdio"],
     }
     if peers_python:
@@ -301,7 +308,7 @@ def throughput(servers: dict[str, Running], plan: Plan, log: Callable[[str], Non
         if name not in ("limit", "official SDK")
     }
     task_ids["limit"] = "tsk_limitlimitlimitlimitlimitlimit"
-    with_tasks = ["mcp_tasks", "fastmcp-tasks", "limit", *EMBEDDED, *OBSERVED]
+    with_tasks = ["mcp_tasks", ON_TRIO, "fastmcp-tasks", "limit", *EMBEDDED, *OBSERVED]
     workloads: dict[str, tuple[list[str], Callable[[Running], dict[str, Any]]]] = {
         "tasks/get": (
             with_tasks,
@@ -320,7 +327,7 @@ def throughput(servers: dict[str, Running], plan: Plan, log: Callable[[str], Non
             lambda s: loadgen.task_lives(s.port, plan.warmup, plan.seconds),
         ),
         "sync tool calls (HTTP)": (
-            ["mcp_tasks", "official SDK", "fastmcp-tasks", "limit", *OBSERVED],
+            ["mcp_tasks", ON_TRIO, "official SDK", "fastmcp-tasks", "limit", *OBSERVED],
             lambda s: loadgen.fixed_requests(
                 s.port, loadgen.greet_call(s.port), plan.warmup, plan.seconds
             ),
@@ -538,6 +545,9 @@ def _ratio(entry: dict[str, Any], ours: str, other: str, key: str = "per_second"
     return entry[ours][key] / entry[other][key]
 
 
+LOOP_WORKLOADS = ("tasks/get", "task creations", "task lives", "sync tool calls (HTTP)")
+
+
 def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
     http, stdio_, stored = figures["http"], figures["stdio"], figures["stored"]
     ours = stored["mcp_tasks"]["points"]
@@ -597,6 +607,10 @@ def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
     for workload, label, other, target in logged:
         ratio = _ratio(http[workload], INFO_LOGS, other)
         found.append(Aim(f"{label}, logging at INFO", ratio, other, target))
+    on_loops = [*((workload, http[workload]) for workload in LOOP_WORKLOADS), ("stdio", stdio_)]
+    for workload, entry in on_loops:  # `serve` on asyncio (its default) at least as fast
+        found.append(Aim(f"{workload}, asyncio vs trio", _ratio(entry, "mcp_tasks", ON_TRIO),
+                         ON_TRIO, 1.0))  # fmt: skip
     recorded = _ratio(http["tasks/get"], RECORDING, "mcp_tasks")
     found.append(Aim("tasks/get req/s, recording a journal", recorded, "mcp_tasks", 0.85))
     peer = stored.get("fastmcp-tasks", {}).get("points")
@@ -631,6 +645,25 @@ def _number(value: float | None, unit: str = "") -> str:
 def _aim_text(aim: dict[str, Any]) -> str:
     sign = "<=" if aim["at_most"] else ">="
     return f"{sign} {aim['target']:g}x"
+
+
+def _loop_table(figures: dict[str, Any]) -> list[str]:
+    """`serve` on asyncio (its default) against trio; nothing for figures measured before
+    ours ran on both."""
+    loops = [(name, figures["http"][name]) for name in LOOP_WORKLOADS]
+    loops.append(("sync tool calls (stdio)", figures["stdio"]))
+    if not any(ON_TRIO in entry for _, entry in loops):
+        return []
+    out = ["| event loop (per second) | asyncio (mcp_tasks) | trio | asyncio / trio |"]
+    out.append("| --- | ---: | ---: | ---: |")
+    for name, entry in loops:
+        cells = [_number(entry[c]["per_second"]) if c in entry else "-" for c in LOOPS_SHOWN]
+        ratio = _number(_ratio(entry, "mcp_tasks", ON_TRIO))
+        out.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+    return [*out, ""]
+
+
+LOOPS_SHOWN = ("mcp_tasks", ON_TRIO)
 
 
 def tables(figures: dict[str, Any]) -> str:
@@ -672,6 +705,7 @@ def tables(figures: dict[str, Any]) -> str:
         costs = [_number(_ratio(entry, c, "mcp_tasks")) for c in OBSERVED]
         out.append(f"| {name} | " + " | ".join(cells + costs) + " |")
     out.append("")
+    out.extend(_loop_table(figures))
     out.append(
         "| stored finished tasks | server | RSS (MiB) | bytes per task | "
         "tasks/get req/s | p50 (ms) | p99 (ms) |"

@@ -1,6 +1,8 @@
 """The servers of `compare.py` that run in the project's environment: ours, and the limit.
 
     python benchmarks/servers.py ours-http      # mcp_tasks, Streamable HTTP; prints PORT n
+    python benchmarks/servers.py ours-http --loop trio  # ... on trio (ours-*: asyncio, the
+                                                # default of `mcp-tasks serve`, uvloop's loop)
     python benchmarks/servers.py ours-http-info # ... logging at INFO (to /dev/null)
     python benchmarks/servers.py ours-http-otel # ... and OpenTelemetry on (SDK, batched)
     python benchmarks/servers.py ours-http-record # ... recording a journal (a real file)
@@ -54,6 +56,7 @@ from mcp_tasks import (
     ToolOutcome,
 )
 from mcp_tasks._logging import configure_logging
+from mcp_tasks._serving import LOOPS, run_on_loop
 from mcp_tasks.asgi import asgi_app
 from mcp_tasks.transports import serve_http, serve_stdio
 
@@ -97,8 +100,8 @@ asgi = asgi_app(server)
 
 
 async def _ours_http() -> None:
-    async with server.running(), trio.open_nursery() as nursery:
-        port = await nursery.start(serve_http, server, "127.0.0.1", 0)
+    async with server.running(), anyio.create_task_group() as nursery:
+        port = await nursery.start(partial(serve_http, server, "127.0.0.1", 0))
         print(f"PORT {port}", flush=True)
 
 
@@ -272,7 +275,7 @@ ROLES = {
 
 
 async def _for_a_while(role: str) -> None:
-    with trio.move_on_after(LIFETIME_SECONDS):
+    with anyio.move_on_after(LIFETIME_SECONDS):
         await ROLES[role]()
 
 
@@ -309,6 +312,12 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] in ASGI_ROLES:
         ASGI_ROLES[sys.argv[1]](int(sys.argv[2]))
         sys.exit()
-    if len(sys.argv) != 2 or sys.argv[1] not in ROLES:
-        sys.exit(f"usage: {sys.argv[0]} {{{','.join(ROLES)}}} | {{{','.join(ASGI_ROLES)}}} PORT")
-    trio.run(_for_a_while, sys.argv[1])
+    role, *rest = sys.argv[1:] or [""]
+    loop = rest[1] if rest[:1] == ["--loop"] and len(rest) == 2 else "asyncio"
+    if role not in ROLES or loop not in LOOPS or len(rest) not in (0, 2):
+        sys.exit(
+            f"usage: {sys.argv[0]} {{{','.join(ROLES)}}} [--loop {{{','.join(LOOPS)}}}] | "
+            f"{{{','.join(ASGI_ROLES)}}} PORT"
+        )
+    # The limit servers are written on trio; ours run on the loop asked for, as `serve` does.
+    run_on_loop("trio" if role.startswith("limit") else loop, _for_a_while, role)

@@ -13,8 +13,8 @@ import base64
 import json
 from typing import Any
 
+import anyio
 import msgspec
-import trio
 
 from mcp_tasks import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -173,7 +173,7 @@ def register(server: Server) -> None:  # noqa: PLR0915 - one fixture after anoth
         """Reports progress 0, 50 and 100 of 100, then answers."""
         for step in (0, 50, 100):
             await ctx.report_progress(step, 100, f"step {step}")
-            await trio.sleep(0.05)
+            await anyio.sleep(0.05)
         return CallToolResult.text("Progress reported")
 
     # --- stateless-wire diagnostics -------------------------------------------------------

@@ -11,8 +11,8 @@ and work inside anyio's task groups on trio, where anyio's are trio's underneath
 A store's worker thread is fed by a task tied to no caller (`spawn_detached`): trio's
 system nursery, or under asyncio a task of the loop's own.
 
-What needs trio itself (the built-in HTTP and stdio servers) says so with `require_trio`,
-instead of failing deep inside trio with "must be called from async context".
+The built-in HTTP and stdio servers are written on anyio too, with these primitives, so
+they run on either loop (`mcp-tasks serve --loop`).
 """
 
 from __future__ import annotations
@@ -63,18 +63,10 @@ def spawn_detached(function: Callable[[], Awaitable[Any]]) -> None:
     task.add_done_callback(_detached.discard)
 
 
-def require_trio(what: str, instead: str) -> None:
-    """Raise a clear `RuntimeError` unless the caller runs in a trio task: `what` needs
-    trio; `instead` says how to run it, or what to use under asyncio."""
-    if not trio.lowlevel.in_trio_task():
-        raise RuntimeError(f"{what} needs trio: {instead}")
-
-
 __all__ = [
     "CancelScope",
     "Event",
     "cancel_scope",
     "event",
-    "require_trio",
     "spawn_detached",
 ]

@@ -1,20 +1,37 @@
 """`mcp-tasks serve`: the transports it serves on, OpenTelemetry when asked for, the
-capacity line, and running a server until a signal stops it."""
+capacity line, the event loop (`--loop`), and running a server until a signal stops it."""
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import partial
+from typing import Any, Final, TypeVar
 
+import anyio
+import anyio.abc
 import click
-import trio
 
 from .core import TaskOptions
 from .server import Server
 from .transports._stdio import serve_stdio
 
 Serve = Callable[[Server], Awaitable[None]]
+T = TypeVar("T")
+
+LOOPS: Final = ("asyncio", "trio")
+"""The event loops `serve` runs on (`--loop`): asyncio's (uvloop's when it is installed)
+is the default, being what most tools' libraries are written for."""
+
+
+def run_on_loop(loop: str, function: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """`function(*args)` on a new event loop: `"asyncio"` (uvloop's when importable) or
+    `"trio"`."""
+    if loop == "trio":
+        return anyio.run(function, *args, backend="trio")
+    options = {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
+    return anyio.run(function, *args, backend="asyncio", backend_options=options)
 
 
 def stdio_transport() -> Serve:
@@ -56,8 +73,8 @@ def http_transport(
     endpoint = config.endpoint
 
     async def serve(server: Server) -> None:
-        async with trio.open_nursery() as nursery:
-            bound = await nursery.start(partial(serve_http, config=config), server, host, port)
+        async with anyio.create_task_group() as nursery:
+            bound = await nursery.start(partial(serve_http, server, host, port, config=config))
             shown = f"[{host}]" if ":" in host else host
             name = f"{server.info.name} {server.info.version}"
             say(f"serving {name} on http://{shown}:{bound}{endpoint}")
@@ -104,14 +121,14 @@ async def run_server(server: Server, serve: Serve) -> None:
     try:
         await _serve_until_stopped(server, serve)
     finally:
-        with trio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
             await server.store.aclose()
 
 
 async def _serve_until_stopped(server: Server, serve: Serve) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            transport = trio.CancelScope()
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as nursery:
+            transport = anyio.CancelScope()
             nursery.start_soon(_stop_on_signals, signals, transport, nursery.cancel_scope)
             async with server.running():
                 with transport:
@@ -122,8 +139,8 @@ async def _serve_until_stopped(server: Server, serve: Serve) -> None:
 
 async def _stop_on_signals(
     signals: AsyncIterator[int],
-    transport: trio.CancelScope,
-    everything: trio.CancelScope,
+    transport: anyio.CancelScope,
+    everything: anyio.CancelScope,
 ) -> None:
     async for number in signals:
         if not transport.cancel_called:

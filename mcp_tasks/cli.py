@@ -3,7 +3,8 @@
 `mcp-tasks serve TARGET [--http HOST:PORT | --stdio]` loads a `Server` and serves it: over
 Streamable HTTP (the default, on 127.0.0.1:8000) or over stdio. TARGET is a file path
 (`examples/jobs.py`) or a module (`package.module`), with `:attribute` to pick the server
-(default `server`).
+(default `server`). `--loop asyncio` (the default; uvloop when installed) or `--loop trio`
+is the event loop the tools run on.
 
 The first SIGINT (Ctrl-C) or SIGTERM stops the transport and leaves `Server.running()`
 normally, so running tasks get the server's shutdown grace; a second one cancels them at
@@ -29,10 +30,12 @@ from . import __version__
 from ._logging import configure_logging
 from ._replay_cli import replay_command
 from ._serving import (
+    LOOPS,
     Serve,
     capacity,
     flush_otel,
     http_transport,
+    run_on_loop,
     run_server,
     say,
     stdio_transport,
@@ -100,6 +103,14 @@ def main() -> None:
     help=f"Serve Streamable HTTP on HOST:PORT (the default, on {DEFAULT_HOST}:{DEFAULT_PORT}).",
 )
 @click.option("--stdio", is_flag=True, help="Serve newline-delimited JSON-RPC on stdin/stdout.")
+@click.option(
+    "--loop",
+    type=click.Choice(LOOPS),
+    default="asyncio",
+    show_default=True,
+    help="The event loop the tools run on: asyncio (uvloop's when installed) for tools that "
+    "await asyncio libraries, trio for trio ones; anyio tools run on either.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(_LOG_LEVELS, case_sensitive=False),
@@ -200,6 +211,7 @@ def serve(  # noqa: PLR0917 - click passes every option
     target: str,
     address: tuple[str, int] | None,
     stdio: bool,
+    loop: str,
     log_level: str,
     log_format: str,
     access_log: bool,
@@ -252,7 +264,7 @@ def serve(  # noqa: PLR0917 - click passes every option
         stdio_transport() if stdio else _http_transport(host, port, allowed_hosts, access_log)
     )
     try:
-        trio.run(run_server, server, transport)
+        run_on_loop(loop, run_server, server, transport)
     except KeyboardInterrupt:  # before the signal handlers were in place
         pass
     except Exception as error:

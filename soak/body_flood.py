@@ -33,6 +33,7 @@ import tempfile
 import time
 from typing import Any
 
+import anyio
 import h11
 import trio
 from _common import (
@@ -56,7 +57,7 @@ server = Server("body-flood", "1.0.0")
 @server.tool()
 async def hold(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     """Hold the request (and so its body) for `seconds`, then say how much came."""
-    await trio.sleep(float(args.get("seconds", 3)))
+    await anyio.sleep(float(args.get("seconds", 3)))
     return CallToolResult.text(str(len(args.get("pad", ""))))
 
 

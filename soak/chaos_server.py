@@ -20,8 +20,8 @@ import os
 import sys
 from pathlib import Path
 
+import anyio
 import msgspec
-import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -58,7 +58,7 @@ class WorkArgs(msgspec.Struct):
 async def _work(seconds: float) -> None:
     steps = max(1, math.ceil(seconds / STEP_SECONDS))
     for _ in range(steps):
-        await trio.sleep(seconds / steps)
+        await anyio.sleep(seconds / steps)
 
 
 @server.tool(task_support="required")

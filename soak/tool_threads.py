@@ -8,7 +8,7 @@ sleeps `seconds` in its worker thread, deaf to cancellation, as blocking code is
 does the same but stops as soon as its call is cancelled (`ctx.wait_cancelled`). Two ways
 of serving it:
 
-* `--kind builtin`: `mcp-tasks serve soak/tool_threads.py --http 127.0.0.1:0` (trio);
+* `--kind builtin`: `mcp-tasks serve soak/tool_threads.py --http 127.0.0.1:0 --loop trio`;
 * `--kind asyncio`: the ASGI app under uvicorn (asyncio), `python soak/tool_threads.py
   --serve-asyncio`.
 
@@ -208,7 +208,8 @@ def main() -> None:
     if not 0 < options.calls <= 10_000 or not 0 < options.concurrency <= 500:
         parser.error("--calls must be in 1..10000 and --concurrency in 1..500")
     if options.kind == "builtin":
-        command = cli_command("serve", str(Path(__file__).resolve()), "--http", "127.0.0.1:0")
+        here = str(Path(__file__).resolve())
+        command = cli_command("serve", here, "--http", "127.0.0.1:0", "--loop", "trio")
     else:
         command = [sys.executable, str(Path(__file__).resolve()), "--serve-asyncio"]
     with started_server(command, {}, cpu=None) as process:

@@ -123,7 +123,8 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     observed = {"mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry", "mcp_tasks, recording"}
     for workload, entry in figures["http"].items():
         with_tasks = workload != "sync tool calls (HTTP)"
-        expected = {"mcp_tasks", "limit", *observed} | (embedded if with_tasks else set())
+        ours = {"mcp_tasks", "mcp_tasks on trio", "limit", *observed}
+        expected = ours | (embedded if with_tasks else set())
         assert set(entry) == expected, workload
         for server, run in entry.items():
             assert run["count"] > 0 and run["failures"] == 0, (workload, server, run)
@@ -158,12 +159,12 @@ def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> 
     peers = {"fastmcp-tasks", "official SDK"}
     assert figures["versions"]["fastmcp-tasks"] == "4.1.4" and figures["versions"]["mcp"] == "2.3.0"
     observed = {"mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry", "mcp_tasks, recording"}
-    synchronous = {"mcp_tasks", "limit", *peers, *observed}
+    synchronous = {"mcp_tasks", "mcp_tasks on trio", "limit", *peers, *observed}
     assert set(figures["http"]["sync tool calls (HTTP)"]) == synchronous
     embedded = {"ASGI (uvicorn)", "ASGI (uvicorn, h11)", "ASGI (hypercorn)", "SDK + TasksExtension"}
-    with_tasks = {"mcp_tasks", "limit", "fastmcp-tasks", *embedded, *observed}
+    with_tasks = {"mcp_tasks", "mcp_tasks on trio", "limit", "fastmcp-tasks", *embedded, *observed}
     assert set(figures["http"]["tasks/get"]) == with_tasks
-    assert set(figures["stdio"]) == {"mcp_tasks", "limit", "official SDK"}
+    assert set(figures["stdio"]) == {"mcp_tasks", "mcp_tasks on trio", "limit", "official SDK"}
     for workload, entry in [*figures["http"].items(), ("stdio", figures["stdio"])]:
         for server, run in entry.items():
             assert run["count"] > 0 and run["failures"] == 0, (workload, server, run)

@@ -16,10 +16,11 @@ import logging
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import msgspec
+import sniffio
 from msgspec import UNSET
 
 from .._context import RequestContext, ToolContext
@@ -121,6 +122,7 @@ async def invoke_tool(
     except ToolError as error:
         return CallToolResult.text(str(error), is_error=True)
     except Exception as error:  # the handler's failure, not ours: it must not end the server
+        _warn_if_other_loop(name, error)
         return _failed(error, f"Tool {name!r}", task_id=call.task_id)
 
 
@@ -174,6 +176,46 @@ def _failed(
             "task %s: %s raised", task_id, what, exc_info=error, extra={"task_id": task_id}
         )
     return failure_outcome(error, what, uri)
+
+
+_OTHER_LOOP_ERRORS: Final = {
+    "asyncio": ("no running event loop", "no current event loop"),
+    "trio": ("must be called from async context",),
+}
+"""What a coroutine of one loop's library raises when awaited on another loop, by the loop
+it was written for."""
+_warned_other_loop: set[str] = set()
+"""The tools `_warn_if_other_loop` has named (once each per process)."""
+
+
+def _warn_if_other_loop(tool: str, error: Exception) -> None:
+    """A tool that awaited the other event loop's primitives (asyncio.sleep on trio,
+    trio.sleep on asyncio) fails with a RuntimeError that names neither: say which, and the
+    fix, once per tool."""
+    if not isinstance(error, RuntimeError) or tool in _warned_other_loop:
+        return
+    text = str(error)
+    for written_for, messages in _OTHER_LOOP_ERRORS.items():
+        running = _running_loop()
+        if running != written_for and any(message in text for message in messages):
+            _warned_other_loop.add(tool)
+            logger.warning(
+                "tool %r awaited %s, but this server runs on %s (%s): serve it with --loop %s "
+                "(or on that loop), or write it with anyio, which runs on both",
+                tool,
+                written_for,
+                running,
+                text,
+                written_for,
+            )
+            return
+
+
+def _running_loop() -> str:
+    try:
+        return sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return "no event loop"
 
 
 # --- what a handler returned, as an outcome -------------------------------------------------

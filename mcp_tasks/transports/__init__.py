@@ -1,10 +1,10 @@
 """Transports: thin drivers that carry messages between peers.
 
-Server side (run inside `async with server.running():`, on trio; under asyncio they say
-so instead of serving):
+Server side (run inside `async with server.running():`, on anyio, so under asyncio or
+trio, the loop the tools are written for):
 
 * `serve_stdio`: newline-delimited JSON-RPC on stdin/stdout (what MCP clients spawn).
-* `serve_http`: the Streamable HTTP endpoint (POST `/mcp`), on h11 and trio sockets.
+* `serve_http`: the Streamable HTTP endpoint (POST `/mcp`), on h11 and anyio sockets.
 
 They serve a `MessageHandler`, the port (`Server` is one): transports import the core and
 the port, never the runtime.

@@ -1,4 +1,5 @@
-"""The accept loop of `serve_http`: new connections, and patience when out of descriptors.
+"""The listeners and accept loop of `serve_http`: new connections, and patience when out of
+descriptors.
 
 A listener is closed when serving stops (no new connection is taken while the server
 drains). Out of file descriptors (or memory), `accept` waits and tries again, longer each
@@ -11,12 +12,13 @@ from __future__ import annotations
 import errno
 import logging
 import math
-from collections.abc import Awaitable, Callable
-from typing import Final
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
 
-import trio
+import anyio
+import anyio.abc
 
-__all__ = ["accept"]
+__all__ = ["accept", "listen"]
 
 logger = logging.getLogger("mcp_tasks.transports.http")
 
@@ -27,9 +29,9 @@ _LOG_SECONDS: Final = 10.0
 
 
 async def accept(
-    listener: trio.SocketListener,
-    serve: Callable[[trio.SocketStream], Awaitable[None]],
-    connections: trio.Nursery,
+    listener: anyio.abc.SocketListener,
+    serve: Callable[[anyio.abc.SocketStream], Coroutine[Any, Any, None]],
+    connections: anyio.abc.TaskGroup,
 ) -> None:
     """Accept connections into `connections` (each served by `serve`) until cancelled."""
     async with listener:  # closed when serving stops: no new connection is taken
@@ -37,9 +39,9 @@ async def accept(
 
 
 async def _accept_until_cancelled(
-    listener: trio.SocketListener,
-    serve: Callable[[trio.SocketStream], Awaitable[None]],
-    connections: trio.Nursery,
+    listener: anyio.abc.SocketListener,
+    serve: Callable[[anyio.abc.SocketStream], Coroutine[Any, Any, None]],
+    connections: anyio.abc.TaskGroup,
 ) -> None:
     backoff = _BACKOFF_SECONDS
     logged_at = -math.inf
@@ -49,7 +51,7 @@ async def _accept_until_cancelled(
         except OSError as error:
             if error.errno not in _OUT_OF_RESOURCES:
                 raise
-            now = trio.current_time()
+            now = anyio.current_time()
             if now - logged_at >= _LOG_SECONDS:
                 logged_at = now
                 logger.warning(
@@ -58,8 +60,16 @@ async def _accept_until_cancelled(
                     error.strerror or error,
                     _BACKOFF_MAX_SECONDS,
                 )
-            await trio.sleep(backoff)
+            await anyio.sleep(backoff)
             backoff = min(2 * backoff, _BACKOFF_MAX_SECONDS)
             continue
         backoff = _BACKOFF_SECONDS
         connections.start_soon(serve, stream)
+
+
+async def listen(host: str, port: int) -> list[anyio.abc.SocketListener]:
+    """A listener per address `host` resolves to (IPv4 and IPv6 for a name)."""
+    listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
+    if isinstance(listener, anyio.abc.SocketListener):
+        return [listener]
+    return [part for part in listener.listeners if isinstance(part, anyio.abc.SocketListener)]

@@ -1,4 +1,4 @@
-"""Streamable HTTP (MCP 2026-07-28) for a `Server` (any `MessageHandler`), h11 on trio sockets.
+"""Streamable HTTP (MCP 2026-07-28) for a `Server` (any `MessageHandler`), h11 on anyio sockets.
 
 Theory of operation
 -------------------
@@ -16,12 +16,16 @@ pump loop over an `h11.Connection`, one request at a time:
 Only the pump reads its socket, and a request pays for no timer. One task, the keeper,
 looks at every connection each tick (0.1 s): a wait for the client that has passed its
 deadline cancels that connection's pump (408, or a quiet close if no request had begun);
-a request that has been with the server for a tick gets a watcher task, which waits for
-the socket to turn readable and, at end-of-file, cancels the pump (closing the stream is
-how a client cancels a request); an SSE answer quiet for `keep_alive_comment_seconds` gets
+a request that has been with the server for a tick gets a watcher task, which reads the
+socket (the pump does not while the server answers) and, at end-of-file, cancels the pump
+(closing the stream is how a client cancels a request; bytes of a next request go to h11,
+and the watcher stops); an SSE answer quiet for `keep_alive_comment_seconds` gets
 a task that writes it the comment line `: keep-alive`. A trio deadline per wait and a
 reader task per connection were simpler, and cost more than all the rest of the transport
 (`benchmarks/http.py`).
+
+It runs on anyio: on asyncio (uvloop too) as on trio, the loop the server's tools are written
+for; its cancel scopes and events are that loop's own (`_backend`).
 
 What HTTP refuses on its own gets a JSON-RPC error object without an id (-32600, a
 message naming the problem), and a rate-limited log line (`_http_access`). Anything
@@ -44,13 +48,15 @@ import logging
 import math
 from typing import Final
 
+import anyio
+import anyio.abc
 import h11
-import trio
+from anyio.abc import SocketAttribute
 
-from .._backend import require_trio
+from .. import _backend
 from ..core import INTERNAL_ERROR, Reply, error_body
 from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyPace, ByteBudget, HeldBytes, slow_body
-from ._http_accept import accept
+from ._http_accept import accept, listen
 from ._http_access import log_access, report_refusal
 from ._http_health import Probes
 from ._http_rules import (
@@ -90,6 +96,7 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _REASONS: Final = {status.value: status.phrase.encode() for status in http.HTTPStatus}
+_GONE: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 
 async def serve_http(
@@ -98,28 +105,27 @@ async def serve_http(
     port: int = 8000,
     *,
     config: HttpConfig | None = None,
-    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+    task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `server` over Streamable HTTP until cancelled, then drain.
 
     Run it inside `async with server.running():`, under `nursery.start` to learn the bound
     port (`port=0` picks a free one). Bound to loopback (the default), requests whose `Host`
-    is not a loopback name are refused: DNS rebinding protection. It runs on trio only.
+    is not a loopback name are refused: DNS rebinding protection. Runs on asyncio or trio.
     """
-    require_trio("serve_http", "run it with trio.run, or use the ASGI app under asyncio")
     config = HttpConfig() if config is None else config
-    listeners = await trio.open_tcp_listeners(port, host=host)
-    addresses = [listener.socket.getsockname() for listener in listeners]
-    serving = _Serving(server, config, loopback=all(is_loopback(a[0]) for a in addresses))
-    async with trio.open_nursery() as nursery:
+    listeners = await listen(host, port)
+    addresses = [listener.extra(SocketAttribute.local_address) for listener in listeners]
+    serving = _Serving(server, config, loopback=all(is_loopback(str(a[0])) for a in addresses))
+    async with anyio.create_task_group() as nursery:
         connections = await nursery.start(serving.hold_connections)
         for listener in listeners:
             nursery.start_soon(accept, listener, serving.serve_connection, connections)
-        bound: int = addresses[0][1]
+        bound = int(addresses[0][1])
         logger.info("Streamable HTTP on %s port %d, endpoint %s", host, bound, config.endpoint)
         task_status.started(bound)
         try:
-            await trio.sleep_forever()
+            await anyio.sleep_forever()
         finally:
             serving.start_drain()
 
@@ -142,20 +148,21 @@ class _Serving:
             config.keep_alive_comment_seconds or math.inf,
         )
         self.tick = min(_TICK_SECONDS, shortest / 4)
-        self._connected = trio.Event()
-        self._drain_started = trio.Event()
-        self._hold = trio.CancelScope(shield=True)
+        self._connected = _backend.event()
+        self._drain_started = _backend.event()
+        self._hold = anyio.CancelScope(shield=True)
 
     async def hold_connections(
-        self, task_status: trio.TaskStatus[trio.Nursery] = trio.TASK_STATUS_IGNORED
+        self,
+        task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """The connections' nursery (and the keeper of their time), open until a drain
         ends and shielded from the cancellation of `serve_http`: only the drain deadline
         cancels the requests in flight."""
         with self._hold:
-            async with trio.open_nursery() as keeper:
+            async with anyio.create_task_group() as keeper:
                 keeper.start_soon(self._keep_time)
-                async with trio.open_nursery() as connections:
+                async with anyio.create_task_group() as connections:
                     task_status.started(connections)
                     await self._drain_started.wait()
                 keeper.cancel_scope.cancel()
@@ -165,10 +172,10 @@ class _Serving:
         theory of operation says why); a timeout fires up to one tick late."""
         while True:
             if not self.connections:
-                self._connected = trio.Event()
+                self._connected = _backend.event()
                 await self._connected.wait()
-            await trio.sleep(self.tick)
-            now = trio.current_time()
+            await anyio.sleep(self.tick)
+            now = anyio.current_time()
             for connection in list(self.connections):
                 connection.check_time(now)
 
@@ -176,12 +183,12 @@ class _Serving:
         logger.info("draining %d connection(s)", len(self.connections))
         self.draining = True
         self.server.end_subscriptions()  # listen streams would otherwise hold the drain
-        self._hold.deadline = trio.current_time() + self.config.drain_timeout_seconds
+        self._hold.deadline = anyio.current_time() + self.config.drain_timeout_seconds
         self._drain_started.set()
         for connection in list(self.connections):
             connection.close_if_idle()
 
-    async def serve_connection(self, stream: trio.SocketStream) -> None:
+    async def serve_connection(self, stream: anyio.abc.SocketStream) -> None:
         connection = _Connection(self, stream)
         self.connections.add(connection)
         self._connected.set()
@@ -196,29 +203,29 @@ class _Serving:
 class _Connection:
     """One client's connection: its h11 state, its deadlines, the request in flight."""
 
-    def __init__(self, serving: _Serving, stream: trio.SocketStream) -> None:
+    def __init__(self, serving: _Serving, stream: anyio.abc.SocketStream) -> None:
         self.serving = serving
         self.config = serving.config
         self.stream = stream
         self.h11 = h11.Connection(
             h11.SERVER, max_incomplete_event_size=self.config.max_header_bytes
         )
-        self.opened_at = trio.current_time()
+        self.opened_at = anyio.current_time()
         self.answered = 0
-        self._scope = trio.CancelScope()  # the pump's: client deadlines, client gone, drain
+        self._scope = _backend.cancel_scope()  # the pump's: client deadlines, client gone, drain
         self._waiting_for: str | None = None  # what the pump waits for from the client
         self._deadline = math.inf  # until when it waits
         self._handling_since = math.inf  # when the request in flight went to the server
-        self._watch: trio.CancelScope | None = None  # a watcher of the client, if any
+        self._watch: tuple[_backend.CancelScope, _backend.Event] | None = None  # scope, ended
         self._keep_alive_at = math.inf  # when the quiet SSE answer in flight gets a comment
-        self._nursery: trio.Nursery | None = None
+        self._nursery: anyio.abc.TaskGroup | None = None
         self._peer_closed = False
         self._read_for_request = 0  # bytes read since the current request's head began
         self._linger = False
         self._method = b""  # of the request being answered
         self._streaming = False  # the answer in flight is an SSE stream
         self._sse_allowed = True
-        self._send_lock = trio.StrictFIFOLock()
+        self._send_lock = anyio.Lock()
         self._status = 0  # of the answer sent last
         self._logged: h11.Request | None = None  # the request to log, with access_log on
         self._logged_at = 0.0
@@ -226,7 +233,7 @@ class _Connection:
 
     async def serve(self) -> None:
         try:
-            async with trio.open_nursery() as self._nursery:
+            async with anyio.create_task_group() as self._nursery:
                 with self._scope:
                     await self._pump_until_closed()
                 self._nursery.cancel_scope.cancel()
@@ -242,7 +249,7 @@ class _Connection:
             if self._logged is not None:  # answered by a refusal that closes, or never
                 self._log_access()
         finally:
-            await trio.aclose_forcefully(self.stream)
+            await anyio.aclose_forcefully(self.stream)
 
     def close_if_idle(self) -> None:
         if self._waiting_for is _FIRST_BYTE:
@@ -255,8 +262,8 @@ class _Connection:
             self._scope.cancel()
         elif now - self._handling_since >= self.serving.tick and self._watch is None:
             assert self._nursery is not None
-            self._watch = trio.CancelScope()
-            self._nursery.start_soon(self._watch_client, self._watch)
+            self._watch = (_backend.cancel_scope(), _backend.event())
+            self._nursery.start_soon(self._watch_client, *self._watch)
         if now >= self._keep_alive_at:
             assert self._nursery is not None
             self._keep_alive_at = math.inf  # until the comment is out
@@ -274,7 +281,7 @@ class _Connection:
                 message = f"Invalid HTTP request: {error}"
                 invalid = Refusal(error.error_status_hint, message, reason="bad_request")
                 await self._refuse(invalid, close=True)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except _GONE:
             pass  # the client went away while we wrote
 
     async def _pump(self) -> None:
@@ -301,10 +308,10 @@ class _Connection:
             if first:
                 deadline = self.opened_at + self.config.header_timeout_seconds
             else:
-                deadline = trio.current_time() + self.config.idle_timeout_seconds
+                deadline = anyio.current_time() + self.config.idle_timeout_seconds
             await self._receive(_FIRST_BYTE, deadline)
         self._read_for_request = len(self.h11.trailing_data[0])
-        started_at = self.opened_at if first else trio.current_time()
+        started_at = self.opened_at if first else anyio.current_time()
         event = await self._next_event(_HEAD, started_at + self.config.header_timeout_seconds)
         if isinstance(event, h11.ConnectionClosed):
             return None
@@ -355,8 +362,8 @@ class _Connection:
         self._waiting_for = what
         self._deadline = deadline
         try:
-            data = await self.stream.receive_some(_RECEIVE_BYTES)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            data = await self.stream.receive(_RECEIVE_BYTES)
+        except (anyio.EndOfStream, *_GONE):
             data = b""
         self._waiting_for = None
         self._read_for_request += len(data)
@@ -405,7 +412,7 @@ class _Connection:
         keep (`_budget`); a `Content-Length` over the limit is 413 before a byte is read."""
         limit = self.config.max_body_bytes
         declared_body_size(content_length, limit)
-        pace = BodyPace(self.config, trio.current_time())
+        pace = BodyPace(self.config, anyio.current_time())
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -445,7 +452,7 @@ class _Connection:
         headers = mcp_headers(found, params)
         self._streaming = False
         self._sse_allowed = self.serving.rules.allows_event_stream(found.get(b"accept"))
-        self._handling_since = trio.current_time()
+        self._handling_since = anyio.current_time()
         try:
             reply = await self.serving.server.handle(
                 body, headers=headers, notify=self._notify, principal=principal
@@ -456,9 +463,11 @@ class _Connection:
             reply = Reply(body=error_body(None, INTERNAL_ERROR, message), http_status=500)
         finally:
             self._handling_since = self._keep_alive_at = math.inf
-            if self._watch is not None:
-                self._watch.cancel()  # at once: the pump reads this socket next
-                self._watch = None
+            watch, self._watch = self._watch, None
+            if watch is not None:
+                watch[0].cancel()  # the pump reads this socket next, once the watcher ended
+        if watch is not None:
+            await watch[1].wait()
         if self._streaming:
             async with self._send_lock:
                 last = [] if reply is None else [_sse_event(reply.body)]
@@ -486,10 +495,10 @@ class _Connection:
                     await self._send(h11.Response(status_code=200, headers=headers, reason=b"OK"))
                     await self._send(_sse_event(message))
                 self._sent_on_stream()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except _GONE:
             self._peer_closed = True
             self._scope.cancel()
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
 
     async def _keep_alive(self) -> None:
         """The keeper found the SSE answer in flight quiet: a comment shows it is alive."""
@@ -498,49 +507,47 @@ class _Connection:
                 if self._streaming and self._handling_since != math.inf:  # not yet ended
                     await self._send(_KEEP_ALIVE)
                     self._sent_on_stream()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except _GONE:
             self._peer_closed = True
             self._scope.cancel()
 
     def _sent_on_stream(self) -> None:
         if self.config.keep_alive_comment_seconds is not None:
-            self._keep_alive_at = trio.current_time() + self.config.keep_alive_comment_seconds
+            self._keep_alive_at = anyio.current_time() + self.config.keep_alive_comment_seconds
 
     # --- noticing a client that leaves mid-request ----------------------------------------
 
-    async def _watch_client(self, scope: trio.CancelScope) -> None:
-        """Cancel the request in flight if the client closes the connection: wait for its
-        socket to turn readable; end-of-file (or an error) cancels the pump's scope, bytes
-        of a next request mean the client is still there."""
-        with scope:
-            if scope.cancel_called:
-                return  # the request ended before this task ran: the pump reads the socket
-            await trio.lowlevel.wait_readable(self.stream.socket)
-            if await self._peer_has_closed():
+    async def _watch_client(self, scope: _backend.CancelScope, ended: _backend.Event) -> None:
+        """Cancel the request in flight if the client closes the connection: end-of-file (or
+        an error) cancels the pump's scope; bytes of a next request go to h11, for the pump."""
+        try:
+            with scope:  # cancelled before this task ran: nothing is read
+                try:
+                    data = await self.stream.receive(_RECEIVE_BYTES)
+                except (anyio.EndOfStream, *_GONE):
+                    data = b""
+                if data:
+                    self.h11.receive_data(data)
+                    await anyio.sleep_forever()  # until the request ends
                 self._peer_closed = True
                 self._scope.cancel()
-                return
-            await trio.sleep_forever()  # until the request ends
-
-    async def _peer_has_closed(self) -> bool:
-        try:
-            return not await self.stream.socket.recv(1, trio.socket.MSG_PEEK)
-        except OSError:
-            return True
+        finally:
+            ended.set()
 
     # --- the access log (`HttpConfig.access_log`) ---------------------------------------
 
     def _start_access(self, request: h11.Request) -> None:
-        self._logged, self._logged_at, self._status = request, trio.current_time(), 0
+        self._logged, self._logged_at, self._status = request, anyio.current_time(), 0
         if self._peer is None:
-            with contextlib.suppress(OSError):
-                host, port, *_ = self.stream.socket.getpeername()
-                self._peer = f"{host}:{port}"
+            with contextlib.suppress(OSError, anyio.TypedAttributeLookupError):
+                address = self.stream.extra(SocketAttribute.remote_address)
+                if isinstance(address, tuple):
+                    self._peer = f"{address[0]}:{address[1]}"
 
     def _log_access(self) -> None:
         request, self._logged = self._logged, None
         assert request is not None
-        took = trio.current_time() - self._logged_at
+        took = anyio.current_time() - self._logged_at
         headers = request.headers.raw_items()
         log_access(request.method, request.target, headers, self._status, took, client=self._peer)
 
@@ -554,7 +561,7 @@ class _Connection:
         if close:
             headers.append(_CLOSE)
             self._linger = True
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        with contextlib.suppress(*_GONE):
             await self._send_response(refusal.status, headers, refusal.body())
 
     async def _send_response(
@@ -573,20 +580,17 @@ class _Connection:
 
     async def _send(self, *events: h11.Event) -> None:
         data = b"".join(self.h11.send(event) or b"" for event in events)
-        await self.stream.send_all(data)
+        await self.stream.send(data)
 
     async def _linger_then_close(self) -> None:
         """Half-close, and drop what the client still sends for a moment: closing a socket
         with unread bytes resets it, and the client could lose the answer just sent."""
-        gone = (trio.BrokenResourceError, trio.ClosedResourceError)
-        with trio.move_on_after(LINGER_SECONDS), contextlib.suppress(*gone):
+        gone = (anyio.EndOfStream, OSError, *_GONE)  # OSError: a reset before shutdown
+        with anyio.move_on_after(LINGER_SECONDS), contextlib.suppress(*gone):
             await self.stream.send_eof()
             dropped = 0
             while dropped < LINGER_BYTES:
-                data = await self.stream.receive_some(_RECEIVE_BYTES)
-                if not data:
-                    return
-                dropped += len(data)
+                dropped += len(await self.stream.receive(_RECEIVE_BYTES))
 
 
 # --- helpers --------------------------------------------------------------------------------

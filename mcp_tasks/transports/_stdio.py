@@ -37,6 +37,10 @@ Stdin EOF stops the pump; the nursery then waits for the requests in flight, who
 are still written, and `serve_stdio` returns. Tasks are not the transport's: they live in the
 server, and leaving `Server.running()` gives them its shutdown grace. If stdout breaks (the
 client went away) nobody can read anything more, so the session is cancelled at once.
+
+It runs on anyio, on asyncio (uvloop too) as on trio. The process's own stdin and stdout are
+read and written by the event loop, no thread per read: on trio as `FdStream`s, on asyncio
+through the loop's pipe transports (`_stdio_pipes`).
 """
 
 from __future__ import annotations
@@ -44,16 +48,18 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, TypeAlias
 
+import anyio
+import anyio.abc
 import msgspec
 import trio
 
-from .._backend import require_trio
+from .. import _backend
 from ..core import INTERNAL_ERROR, INVALID_REQUEST, RequestId, error_body
+from . import _stdio_pipes
 from ._port import Connection, MessageHandler
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "serve_stdio"]
@@ -77,6 +83,18 @@ _RECEIVE_BYTES: Final = 65536
 _JSON_WHITESPACE: Final = b" \t\r"
 _NOTIFICATION: Final = b'"notifications/'
 """In a line, the mark of a notification (or of a request that mentions one: it only waits)."""
+
+
+InStream: TypeAlias = trio.abc.ReceiveStream | anyio.abc.ByteReceiveStream
+"""What `serve_stdio` reads: a trio or an anyio byte stream."""
+OutStream: TypeAlias = trio.abc.SendStream | anyio.abc.ByteSendStream
+"""What `serve_stdio` writes to: a trio or an anyio byte stream."""
+_GONE: Final = (
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+)
 
 
 class _Skipped(enum.Enum):
@@ -132,8 +150,8 @@ class LineBuffer:
 async def serve_stdio(
     server: MessageHandler,
     *,
-    stdin: trio.abc.ReceiveStream | None = None,
-    stdout: trio.abc.SendStream | None = None,
+    stdin: InStream | None = None,
+    stdout: OutStream | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> None:
     """Answer newline-delimited JSON-RPC from `stdin` on `stdout` until stdin ends.
@@ -141,25 +159,23 @@ async def serve_stdio(
     Call it inside `async with server.running():`. Without streams it serves the process's
     fd 0 and 1 (duplicated, so they stay open afterwards; Unix only) and points `sys.stdout`
     at stderr while it runs. Returns once stdin is at EOF and every request in flight is
-    answered, or at once if stdout breaks. It runs on trio only.
+    answered, or at once if stdout breaks. The streams are trio's or anyio's byte streams;
+    it runs on asyncio (uvloop too) and on trio.
     """
-    require_trio("serve_stdio", "run it with trio.run (stdio is served on trio only)")
     lines = LineBuffer(max_line_bytes)
     async with contextlib.AsyncExitStack() as stack:
         if stdin is None:
-            stdin = trio.lowlevel.FdStream(os.dup(0))
-            stack.push_async_callback(stdin.aclose)
+            stdin = await stack.enter_async_context(_stdio_pipes.open_stdin())
         if stdout is None:
             sys.stdout.flush()
-            stdout = trio.lowlevel.FdStream(os.dup(1))
-            stack.push_async_callback(stdout.aclose)
+            stdout = await stack.enter_async_context(_stdio_pipes.open_stdout())
             stack.enter_context(contextlib.redirect_stdout(sys.stderr))
-        async with trio.open_nursery() as session_nursery:
-            writer = _Writer(stdout, session_nursery.cancel_scope)
+        async with anyio.create_task_group() as session_nursery:
+            writer = _Writer(_sender(stdout), session_nursery.cancel_scope)
             session_nursery.start_soon(writer.run)
-            async with trio.open_nursery() as requests:
+            async with anyio.create_task_group() as requests:
                 session = _Session(server, writer.send, requests, max_line_bytes)
-                await session.pump(stdin, lines)
+                await session.pump(_receiver(stdin), lines)
             session_nursery.cancel_scope.cancel()  # every reply is out: stop the writer
 
 
@@ -168,12 +184,14 @@ class _Writer:
     scheduler round, go out together in the next write, each as one whole line: replies and
     notifications never interleave, and a burst of answers costs one system call."""
 
-    def __init__(self, stdout: trio.abc.SendStream, session: trio.CancelScope) -> None:
+    def __init__(
+        self, stdout: Callable[[bytes], Awaitable[None]], session: anyio.CancelScope
+    ) -> None:
         self._stdout = stdout
         self._session = session
         self._lines: list[bytes] = []
-        self._pending = trio.Event()
-        self._written = trio.Event()
+        self._pending = _backend.event()
+        self._written = _backend.event()
         self._stopped = False
 
     async def send(self, body: bytes) -> None:
@@ -192,10 +210,10 @@ class _Writer:
             while True:
                 await self._pending.wait()
                 lines, writing = self._lines, self._written
-                self._lines, self._written, self._pending = [], trio.Event(), trio.Event()
+                self._lines, self._written, self._pending = [], _backend.event(), _backend.event()
                 try:
-                    await self._stdout.send_all(b"".join(lines))
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    await self._stdout(b"".join(lines))
+                except _GONE:
                     logger.warning("stdout is closed: the client is gone; stopping")
                     self._session.cancel()
                     return
@@ -213,7 +231,7 @@ class _Session:
         self,
         server: MessageHandler,
         write: Callable[[bytes], Awaitable[None]],
-        nursery: trio.Nursery,
+        nursery: anyio.abc.TaskGroup,
         max_line_bytes: int,
     ) -> None:
         self._server = server
@@ -222,12 +240,12 @@ class _Session:
         self._in_flight = 0
         self._bytes_in_flight = 0
         """The lines of the requests in flight and the messages waiting for stdout."""
-        self._room: trio.Event | None = None
+        self._room: _backend.Event | None = None
         self._connection = Connection()
         self._max_line_bytes = max_line_bytes
         self._not_begun = 0
         """Requests started whose `handle` has not run to its first `await` yet."""
-        self._all_begun: trio.Event | None = None
+        self._all_begun: _backend.Event | None = None
         self._too_long = error_body(
             None,
             INVALID_REQUEST,
@@ -235,8 +253,8 @@ class _Session:
             "of this stdio server (max_line_bytes); it was skipped",
         )
 
-    async def pump(self, stdin: trio.abc.ReceiveStream, lines: LineBuffer) -> None:
-        while data := await _receive(stdin):
+    async def pump(self, receive: Callable[[], Awaitable[bytes]], lines: LineBuffer) -> None:
+        while data := await receive():
             for line in lines.feed(data):
                 await self._dispatch(line)
         logger.debug("stdin is at EOF; finishing the requests in flight")
@@ -270,7 +288,7 @@ class _Session:
             self._bytes_in_flight,
         )
         while not self._has_room(most_in_flight):
-            self._room = trio.Event()
+            self._room = _backend.event()
             await self._room.wait()
 
     def _has_room(self, most_in_flight: int) -> bool:
@@ -305,7 +323,7 @@ class _Session:
         """Wait until every request started so far has entered `handle` (which registers a
         call in flight before its first `await`)."""
         if self._not_begun:
-            self._all_begun = trio.Event()
+            self._all_begun = _backend.event()
             await self._all_begun.wait()
 
     async def _answer(self, line: bytes) -> None:
@@ -322,12 +340,37 @@ class _Session:
             await self._send(body)
 
 
-async def _receive(stdin: trio.abc.ReceiveStream) -> bytes | bytearray:
-    try:
-        return await stdin.receive_some(_RECEIVE_BYTES)
-    except trio.BrokenResourceError:
-        logger.warning("reading stdin failed; treating it as EOF", exc_info=True)
-        return b""
+def _receiver(stdin: InStream) -> Callable[[], Awaitable[bytes]]:
+    """The next bytes of `stdin`, or b"" at its end (or if reading it fails)."""
+    if isinstance(stdin, trio.abc.ReceiveStream):
+        receive_some = stdin.receive_some
+
+        async def receive() -> bytes:
+            try:
+                return bytes(await receive_some(_RECEIVE_BYTES))
+            except trio.BrokenResourceError:
+                logger.warning("reading stdin failed; treating it as EOF", exc_info=True)
+                return b""
+
+        return receive
+
+    async def receive_anyio() -> bytes:
+        try:
+            return await stdin.receive(_RECEIVE_BYTES)
+        except anyio.EndOfStream:
+            return b""
+        except anyio.BrokenResourceError:
+            logger.warning("reading stdin failed; treating it as EOF", exc_info=True)
+            return b""
+
+    return receive_anyio
+
+
+def _sender(stdout: OutStream) -> Callable[[bytes], Awaitable[None]]:
+    """Write all of some bytes to `stdout`."""
+    if isinstance(stdout, trio.abc.SendStream):
+        return stdout.send_all
+    return stdout.send
 
 
 class _IdOnly(msgspec.Struct):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 from on_asyncio import run_asyncio, wait_until
 
@@ -284,13 +285,68 @@ def test_a_listen_stream_hears_a_change_made_on_the_other_server(redis_url: str)
     run_asyncio(main)
 
 
-def test_the_built_in_servers_say_they_need_trio() -> None:
+def test_the_built_in_http_server_runs_under_asyncio_and_a_client_gone_cancels_its_call() -> None:
     async def main() -> None:
         server, _ = build(MemoryTaskStore())
-        async with serving(server):
-            with pytest.raises(RuntimeError, match=r"serve_http needs trio: run it with trio\.run"):
-                await serve_http(server, port=0)
-            with pytest.raises(RuntimeError, match="serve_stdio needs trio"):
-                await serve_stdio(server)
+        entered, cancelled = anyio.Event(), anyio.Event()
+
+        @server.tool()
+        async def waits(ctx: ToolContext) -> ToolOutcome:
+            entered.set()
+            try:
+                await anyio.sleep_forever()
+            except anyio.get_cancelled_exc_class():
+                cancelled.set()
+                raise
+            raise AssertionError("unreachable")
+
+        body = request("tools/call", {"name": "waits", "arguments": {}}, caps={})
+        head = (
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\n"
+            f"Mcp-Method: tools/call\r\nMcp-Name: waits\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        async with serving(server), anyio.create_task_group() as group:
+            port = await group.start(serve_http, server, "127.0.0.1", 0)
+            stream = await anyio.connect_tcp("127.0.0.1", port)
+            await stream.send(head.encode() + body)
+            await entered.wait()
+            await stream.aclose()  # the client leaves mid-request: its call is cancelled
+            await cancelled.wait()
+            group.cancel_scope.cancel()
+
+    run_asyncio(main)
+
+
+def test_the_built_in_stdio_server_runs_under_asyncio_on_anyio_streams() -> None:
+    async def main() -> None:
+        server, _ = build(MemoryTaskStore())
+
+        @server.tool()
+        async def hello(ctx: ToolContext) -> ToolOutcome:
+            await anyio.sleep(0)
+            return CallToolResult.text("hello from asyncio")
+
+        async with serving(server), await anyio.create_tcp_listener(local_host="127.0.0.1") as lis:
+            port = lis.extra(anyio.abc.SocketAttribute.local_port)
+            client = await anyio.connect_tcp("127.0.0.1", port)
+            async with anyio.create_task_group() as group:
+                accepted: list[anyio.abc.SocketStream] = []
+
+                async def serve_one(stream: anyio.abc.SocketStream) -> None:
+                    accepted.append(stream)
+                    await serve_stdio(server, stdin=stream, stdout=stream)
+                    await stream.aclose()
+
+                group.start_soon(lis.serve, serve_one)
+                await client.send(request("tools/call", {"name": "hello", "arguments": {}}) + b"\n")
+                reply = b""
+                while not reply.endswith(b"\n"):
+                    reply += await client.receive()
+                assert json.loads(reply)["result"]["content"][0]["text"] == "hello from asyncio"
+                await client.send_eof()  # stdin at EOF: serve_stdio returns
+                with pytest.raises(anyio.EndOfStream):
+                    await client.receive()
+                group.cancel_scope.cancel()
 
     run_asyncio(main)

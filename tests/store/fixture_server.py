@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import anyio
 import msgspec
-import trio
 
 from mcp_tasks import (
     START_TASK,
@@ -75,7 +75,7 @@ async def blocks(ctx: ToolContext) -> ToolOutcome:
     if not ctx.in_task:
         return START_TASK
     await ctx.set_status_message(f"blocking in process {os.getpid()}")
-    await trio.sleep_forever()
+    await anyio.sleep_forever()
     raise AssertionError("unreachable")
 
 
@@ -113,7 +113,7 @@ async def resumable_counter(ctx: ToolContext, args: CounterArgs) -> ToolOutcome:
     count = len(path.read_text().splitlines())
     if count == 1:
         await ctx.set_status_message("first run: blocking")
-        await trio.sleep_forever()
+        await anyio.sleep_forever()
     return CallToolResult.text(f"ran {count} times")
 
 
