@@ -1,8 +1,8 @@
 """mcp_tasks: the MCP Tasks extension (io.modelcontextprotocol/tasks) on MCP 2026-07-28.
 
-`Server` runs tools and their tasks on trio or asyncio (through anyio); the built-in HTTP
-and stdio servers run on trio. The pure protocol core lives in
-`mcp_tasks.core`, task stores in `mcp_tasks.store`. The names most programs need are
+`Server` runs tools and their tasks on asyncio or trio (through anyio), and so do the
+built-in HTTP and stdio servers. The pure protocol core lives in `mcp_tasks.core`, task
+stores in `mcp_tasks.store`. The names most programs need are
 re-exported here.
 
 They are loaded on first use (PEP 562): `import mcp_tasks.core` stays free of trio and the
