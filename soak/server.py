@@ -43,6 +43,7 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 import msgspec
 import trio
 
@@ -96,7 +97,7 @@ async def _work(ctx: ToolContext, seconds: float, done: float = 0.0, total: floa
     for step in range(steps):
         progress = done + (total - done) * step / steps
         await ctx.report_progress(progress, 1.0, f"working: {progress:.0%}")
-        await trio.sleep(seconds / steps)
+        await anyio.sleep(seconds / steps)
 
 
 @server.tool(task_support="required")
