@@ -4,6 +4,7 @@ and on trio; and the page's snippets are the example's own lines."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import subprocess
 import sys
@@ -17,7 +18,10 @@ import anyio
 import pytest
 
 from mcp_tasks import CallToolResult, ElicitParams, ElicitResult, Server, ToolContext, ToolOutcome
+from mcp_tasks._telemetry import Telemetry
 from mcp_tasks.client import Client, PollPolicy
+from mcp_tasks.core import Reply
+from mcp_tasks.transports import Connection
 from tests.doc_snippets import Page
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -165,3 +169,59 @@ def test_the_page_shows_the_examples_own_lines() -> None:
     assert snippets
     for snippet in snippets:
         assert snippet in source, snippet[:200]
+
+
+class _Recording:
+    """A `MessageHandler` in front of a `Server`: what the driver asks of the port."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.ended: list[Connection | None] = []
+        self.connections: set[int] = set()
+
+    async def handle(self, data: bytes, **given: Any) -> Reply | None:
+        self.connections.add(id(given["connection"]))
+        return await self.server.handle(data, **given)
+
+    def end_subscriptions(self, connection: Connection | None = None) -> None:
+        self.ended.append(connection)
+        self.server.end_subscriptions(connection)
+
+    async def readiness(self, timeout_seconds: float) -> str | None:
+        return await self.server.readiness(timeout_seconds)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        return self.server.telemetry
+
+
+async def test_each_connection_is_its_own_and_ends_its_subscriptions_when_it_closes() -> None:
+    jobs = _load("jobs")
+    port_of_server = _Recording(jobs.server)
+    async with jobs.server.running(), anyio.create_task_group() as serving:
+        port = await serving.start(example.serve_tcp_lines, port_of_server, "127.0.0.1", 0)
+        for _ in range(2):
+            async with example.connect_tcp_lines("127.0.0.1", port) as transport:
+                await Client(transport).call_tool("greet")
+            with anyio.fail_after(DEADLINE_SECONDS):
+                while len(port_of_server.ended) < len(port_of_server.connections):
+                    await anyio.sleep(0.01)  # the server sees the close a moment later
+        serving.cancel_scope.cancel()
+    assert len(port_of_server.connections) == 2
+    assert {id(c) for c in port_of_server.ended} == port_of_server.connections
+
+
+async def test_a_line_past_the_limit_ends_that_connection_only() -> None:
+    jobs = _load("jobs")
+    async with jobs.server.running(), anyio.create_task_group() as serving:
+        port = await serving.start(example.serve_tcp_lines, jobs.server, "127.0.0.1", 0)
+        with anyio.fail_after(DEADLINE_SECONDS):
+            async with await anyio.connect_tcp("127.0.0.1", port) as hostile:
+                with contextlib.suppress(anyio.BrokenResourceError):
+                    await hostile.send(b"x" * (example.MAX_LINE_BYTES + 65536))
+                with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+                    await hostile.receive()  # closed by the server, nothing answered
+            async with example.connect_tcp_lines("127.0.0.1", port) as transport:
+                result = await Client(transport).call_tool("greet", {"name": "still"})
+        serving.cancel_scope.cancel()
+    assert _text(result) == "Hello, still!"
