@@ -48,6 +48,7 @@ RUN_ELSEWHERE: dict[str, list[str] | None] = {
     "security.md": ["single_use_request_state=True"],  # tests/test_docs.py
     "tools.md": None,  # tests/runtime/test_tools_docs.py
     "replay.md": None,  # tests/test_replay_docs.py
+    "writing-a-transport.md": None,  # tests/test_line_transport.py (the example's own lines)
 }
 RUN_HERE = {
     "index.md": ["@server.tool", "connect_http"],
