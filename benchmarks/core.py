@@ -2,13 +2,13 @@
 
 What is measured
 ----------------
-1. tasks/get per second: the whole path of one poll, i.e. `ServerCore.receive(bytes)`,
-   the `FetchTask` effect (`MemoryTaskStore.get`), `handle_task_request` and the encoded
+1. tasks/get per second: the whole path of one poll, i.e. `ServerCore.handle(Received)`,
+   the `FetchTask` need (`MemoryTaskStore.get`), its `TaskFetched` and the encoded
    reply, for a completed task with a small result. The requests are prebuilt bytes that
    differ only in their JSON-RPC id.
 2. Task lives per second: `tools/call` (`RunTool`, the handler returns `START_TASK`,
-   `tool_returned`, then `SaveTask`/`StartTask`/`WakeAt` performed), the handler run again
-   inside the task returning `CallToolResult.text("ok")`, `task_returned` and its
+   `ToolReturned`, then `SaveTask`/`StartTask`/`WakeAt` performed), the handler run again
+   inside the task returning `CallToolResult.text("ok")`, `TaskReturned` and its
    `SaveTask`, then a `tasks/get` answered from the store. The store is not pruned: each
    run starts a fresh core and store and lets it grow (its final size is printed).
 3. Memory per stored completed task: tracemalloc snapshots before and after a store is
@@ -65,6 +65,7 @@ from mcp_tasks.core import (
     ToolSpec,
     WakeAt,
 )
+from mcp_tasks.core.inputs import Received, TaskReturned
 from mcp_tasks.store import MemoryTaskStore
 
 T = TypeVar("T")
@@ -164,9 +165,9 @@ class Shell:
         while not isinstance(answer, Step):
             if isinstance(answer, FetchTask):
                 record = done(self.store.get(answer.request.task_id))
-                answer = self.core.handle_task_request(answer.request, record, now)
+                answer = self.core.handle(answer.fetched(record), now)
             elif isinstance(answer, RunTool):
-                answer = self.core.tool_returned(answer.call, job(answer.call), now)
+                answer = self.core.handle(answer.returned(job(answer.call)), now)
             else:
                 raise RuntimeError(f"unexpected need in this benchmark: {answer!r}")
         for effect in answer.effects:
@@ -191,17 +192,17 @@ class Shell:
     def live(self, call_request: bytes) -> tuple[Reply, Reply]:
         """One task's whole life; returns the replies to `tools/call` and `tasks/get`."""
         now = self.now + TICK
-        created = self.perform(self.core.receive(call_request, now), now)
+        created = self.perform(self.core.handle(Received(call_request), now), now)
         start = self.started.pop()
         record = done(self.store.get(start.task_id))
         if record is None or created is None:
             raise RuntimeError("tools/call did not store a task")
         outcome = job(start.call)
         now += TICK
-        self.perform(self.core.task_returned(record, outcome, now), now)
+        self.perform(self.core.handle(TaskReturned(record, outcome), now), now)
         now += TICK
         request = GET_HEAD + start.task_id.encode() + GET_TAIL
-        got = self.perform(self.core.receive(request, now), now)
+        got = self.perform(self.core.handle(Received(request), now), now)
         if got is None:
             raise RuntimeError("tasks/get got no reply")
         self.now = now
@@ -267,12 +268,12 @@ def tasks_get_batch() -> Batch:
     requests = get_requests(task_id)
 
     def batch(n: int) -> None:
-        receive, perform = shell.core.receive, shell.perform
+        handle, perform = shell.core.handle, shell.perform
         now = shell.now
         reply = None
         for i in range(n):
             now += TICK
-            reply = perform(receive(requests[i % ID_VARIANTS], now), now)
+            reply = perform(handle(Received(requests[i % ID_VARIANTS]), now), now)
         shell.now = now
         if reply is None or json.loads(reply.body)["result"]["status"] != "completed":
             raise RuntimeError(f"unexpected tasks/get reply: {reply!r}")

@@ -1,11 +1,12 @@
 """Drive the pure core from your own transport: a complete, synchronous shell in one page.
 
 The shell owns the clock, the id source, the store and the handlers; the core decides.
-Each incoming message goes to `core.receive`; while the core answers with a `Need` (run
-this handler, load that task), the shell fulfils it and hands the result back; then it
-performs the commands of the final `Step`, in order, and sends the reply. Here tasks run
-to completion right after they start (a real shell runs them concurrently: see the trio
-runtime).
+Each incoming message goes to `core.handle(Received(data), now)`; while the core answers
+with a `Need` (run this handler, load that task), the shell fulfils it and hands the
+result back as the input the need names (`need.returned(outcome)`, `need.fetched(record)`);
+then it performs the commands of the final `Step`, in order, and sends the reply. Here
+tasks run to completion right after they start (a real shell runs them concurrently: see
+`mcp_tasks.runtime`).
 
 Run it: `python examples/drive_core.py` prints a short exchange.
 """
@@ -38,6 +39,7 @@ from mcp_tasks.core import (
     ToolOutcome,
     ToolSpec,
 )
+from mcp_tasks.core.inputs import Received, TaskReturned
 
 
 def shout(call: ToolCall) -> ToolOutcome:
@@ -57,16 +59,16 @@ class MiniShell:
             state_key=secrets.token_bytes(32),
         )
         # One registry: the spec and its handler together; the core hands the handler back.
-        self.core.add_tool(ToolSpec(name="shout", task_support="optional"), shout)
+        self.core.catalog.add_tool(ToolSpec(name="shout", task_support="optional"), shout)
         self.pending: list[StartTask | ResumeTask] = []
 
     def handle(self, data: bytes) -> bytes | None:
-        reply = self.drive(self.core.receive(data, time.time()))
+        reply = self.drive(self.core.handle(Received(data), time.time()))
         while self.pending:  # run started tasks to the end (a real shell runs them apart)
             job = self.pending.pop(0)
             outcome = job.handler(job.call)
             record = self.records.get(job.task_id)  # as stored now: it may have been cancelled
-            self.perform(self.core.task_returned(record, outcome, time.time()))
+            self.perform(self.core.handle(TaskReturned(record, outcome), time.time()))
         return None if reply is None else reply.body
 
     def drive(self, answer: Step | Need) -> Reply | None:
@@ -74,10 +76,10 @@ class MiniShell:
         while not isinstance(answer, Step):
             if isinstance(answer, RunTool):
                 outcome = answer.handler(answer.call)
-                answer = self.core.tool_returned(answer.call, outcome, time.time())
+                answer = self.core.handle(answer.returned(outcome), time.time())
             elif isinstance(answer, FetchTask):
                 record = self.records.get(answer.request.task_id)
-                answer = self.core.handle_task_request(answer.request, record, time.time())
+                answer = self.core.handle(answer.fetched(record), time.time())
             else:
                 raise NotImplementedError(f"this shell serves tools and tasks only: {answer!r}")
         return self.perform(answer)

@@ -24,6 +24,7 @@ from typing import Any, Final
 import msgspec
 
 from ._catalog import Catalog
+from ._compat import message_of, resume_of
 from ._effects import Step
 from ._errors import ProtocolError
 from ._journal_codec import (
@@ -44,6 +45,7 @@ from ._redaction import Redactor
 from ._sealing import Sealer
 from ._server import ServerCore
 from ._wire import Implementation
+from .inputs import Input
 
 Draw = tuple[str, Any]
 """("id", task id), ("digest", hex), ("mac", base64), ("verify", bool),
@@ -163,6 +165,29 @@ class RecordingCore(ServerCore):
         super().use_info(info)
         self._revision = -1
 
+    # --- the one entry, recorded ------------------------------------------------------------
+
+    def handle(self, input: Input, now: float) -> Any:
+        """`ServerCore.handle`, written down as the call of the entry point it replaced
+        (journals of format 1 name calls: `Input.journal_name`)."""
+        if self._draws is not None:  # called from inside another call: part of its line
+            return super().handle(input, now)  # type: ignore[call-overload]
+        call = input.journal_name
+        inputs = {name: getattr(input, name) for name in input.__struct_fields__}
+        if "now" in ENTRY_POINTS[call]:
+            inputs["now"] = now
+        draws: list[Draw] = []
+        self._draws = draws
+        try:
+            out = super().handle(input, now)  # type: ignore[call-overload]
+        except Exception as error:
+            self._draws = None
+            self._write((call, inputs, draws, error, True))
+            raise
+        self._draws = None
+        self._write((call, inputs, draws, as_journal_answer(call, out), False))
+        return out
+
     # --- writing -------------------------------------------------------------------------
 
     def _encoded_record(self, record: TaskRecord) -> msgspec.Raw:
@@ -255,39 +280,34 @@ class RecordingCore(ServerCore):
 _CALL_STARTS: Final = {call: b'"call":"%s","draws":' % call.encode() for call in ENTRY_POINTS}
 
 
+def as_journal_answer(call: str, out: Any) -> Any:
+    """`out` as the entry point `call` answered before `handle` (journals of format 1
+    hold those answers): a listen stream's message, a reply, a `ResumeTask`."""
+    shape = _OLD_SHAPES.get(call)
+    return out if shape is None else shape(out)
+
+
+def _reply_of(step: Step) -> Any:
+    return step.reply
+
+
+_OLD_SHAPES: Final[dict[str, Callable[[Step], Any]]] = {
+    "task_resumed": resume_of,
+    "subscription_acknowledged": message_of,
+    "list_changed": message_of,
+    "resource_updated": message_of,
+    "task_changed": message_of,
+    "subscription_ended": _reply_of,
+    "listen_refused": _reply_of,
+    "store_unavailable": _reply_of,
+    "internal_failure": _reply_of,
+}
+
+
 def _refused(out: Any) -> bool:
     """`receive` answered with an error (the message may not even be JSON)."""
     reply = out.reply if isinstance(out, Step) else None
     return reply is not None and reply.error_code is not None
-
-
-def _recorded(call: str, names: tuple[str, ...]) -> Callable[..., Any]:
-    answer = getattr(ServerCore, call)
-
-    def entry_point(self: RecordingCore, *args: Any, **kwargs: Any) -> Any:
-        if self._draws is not None:  # called from inside another call: part of its line
-            return answer(self, *args, **kwargs)
-        inputs = dict(zip(names, args, strict=False))
-        inputs.update(kwargs)
-        draws: list[Draw] = []
-        self._draws = draws
-        try:
-            out = answer(self, *args, **kwargs)
-        except Exception as error:
-            self._draws = None
-            self._write((call, inputs, draws, error, True))
-            raise
-        self._draws = None
-        self._write((call, inputs, draws, out, False))
-        return out
-
-    entry_point.__name__ = call
-    entry_point.__doc__ = answer.__doc__
-    return entry_point
-
-
-for _call, _codecs in ENTRY_POINTS.items():
-    setattr(RecordingCore, _call, _recorded(_call, tuple(_codecs)))
 
 
 class _RecordingSealer:

@@ -4,13 +4,15 @@ A `Need` is not a command: the shell fulfils it (runs a handler, loads a record,
 stream) and hands what it got back to the core, which answers with a `Step` or another
 `Need`. The shell loops until it has a `Step`; it never recurses.
 
-    RunTool(call, handler)       run the tool handler, then `tool_returned(call, outcome, now)`
-    GetPrompt(call, handler)     run the prompt handler, then `prompt_returned`
-    ReadResource(call, handler)  run the resource handler, then `resource_returned`
-    Complete(call, handler)      run the completion handler, then `completion_returned`
-    FetchTask(request)           load `request.task_id`, then `handle_task_request`
+    RunTool(call, handler)       run the tool handler: `need.returned(outcome)`, a ToolReturned
+    GetPrompt(call, handler)     run the prompt handler: `need.returned(outcome)`
+    ReadResource(call, handler)  run the resource handler: `need.returned(outcome)`
+    Complete(call, handler)      run the completion handler: `need.returned(outcome)`
+    FetchTask(request)           load `request.task_id`: `need.fetched(record)`, a TaskFetched
     Listen(subscription, ...)    carry a `subscriptions/listen` stream until it ends, or
-                                 `listen_refused` if the server carries its limit
+                                 `need.refused(per_principal)` if the server carries its limit
+
+Each method named there makes the input (`inputs`) that answers the need.
 
 `handler` is whatever was registered with the spec (`Catalog.add_*(spec, handler)`): the
 core hands it back untouched, so the shell runs exactly what the core found.
@@ -18,7 +20,7 @@ core hands it back untouched, so the shell runs exactly what the core found.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgspec import Raw, Struct
 
@@ -31,6 +33,18 @@ from ._wire import (
     ResourceTemplateReference,
     SubscriptionFilter,
 )
+from .inputs import (
+    CompletionReturned,
+    ListenRefused,
+    PromptReturned,
+    ResourceReturned,
+    TaskFetched,
+    ToolReturned,
+)
+
+if TYPE_CHECKING:
+    from ._outcomes import CompletionOutcome, PromptOutcome, ResourceOutcome, ToolOutcome
+    from ._records import TaskRecord
 
 
 class _HandlerCall(Struct, frozen=True, kw_only=True):
@@ -105,7 +119,7 @@ class Subscription(Struct, frozen=True, kw_only=True):
 
 class TaskRequest(Struct, frozen=True, kw_only=True):
     """A `tasks/get`, `tasks/update` or `tasks/cancel` that passed every check but the
-    task lookup. The shell loads `task_id` and calls `handle_task_request`."""
+    task lookup. The shell loads `task_id` and answers `FetchTask.fetched`."""
 
     request_id: RequestId
     method: str
@@ -141,10 +155,10 @@ class UseOnce(Struct, frozen=True, kw_only=True):
 
 
 class RunTool(_HandlerNeed, frozen=True, kw_only=True):
-    """Run the tool handler for `call` now, then hand its outcome to `tool_returned`.
+    """Run the tool handler for `call` now, then hand its outcome back: `returned(outcome)`.
 
     With `use_once`, first have the store remember it (`TaskStore.use_once`); if the store
-    had it already, answer `round_replayed(need)` instead of running anything."""
+    had it already, answer `RoundReplayed(need)` instead of running anything."""
 
     call: ToolCall
     arguments: Any = None
@@ -152,34 +166,50 @@ class RunTool(_HandlerNeed, frozen=True, kw_only=True):
     use_once: UseOnce | None = None
     starts_task: bool = False
     """A `task_support="required"` tool: its handler runs only inside the task, so do not
-    run it now; answer `tool_returned(call, START_TASK, now)` at once."""
+    run it now; answer `returned(START_TASK)` at once."""
+
+    def returned(self, outcome: ToolOutcome) -> ToolReturned:
+        """The input that answers this need: the handler returned `outcome`."""
+        return ToolReturned(self.call, outcome)
 
 
 class GetPrompt(_HandlerNeed, frozen=True, kw_only=True):
-    """Run the prompt handler for `call`, then hand its outcome to `prompt_returned`."""
+    """Run the prompt handler for `call`, then hand its outcome back: `returned(outcome)`."""
 
     call: PromptCall
     arguments: Any = None
     """The arguments decoded with the prompt's `arguments_type` (None without one)."""
 
+    def returned(self, outcome: PromptOutcome) -> PromptReturned:
+        """The input that answers this need: the handler returned `outcome`."""
+        return PromptReturned(self.call, outcome)
+
 
 class ReadResource(_HandlerNeed, frozen=True, kw_only=True):
-    """Run the resource handler for `call`, then hand its outcome to `resource_returned`."""
+    """Run the resource handler for `call`, then hand its outcome back: `returned(outcome)`."""
 
     call: ResourceRead
 
+    def returned(self, outcome: ResourceOutcome) -> ResourceReturned:
+        """The input that answers this need: the handler returned `outcome`."""
+        return ResourceReturned(self.call, outcome)
+
 
 class Complete(_HandlerNeed, frozen=True, kw_only=True):
-    """Run the completion handler for `call`, then hand its values to `completion_returned`."""
+    """Run the completion handler for `call`, then hand its values back: `returned(...)`."""
 
     call: CompletionCall
 
+    def returned(self, outcome: CompletionOutcome) -> CompletionReturned:
+        """The input that answers this need: the handler returned `outcome`."""
+        return CompletionReturned(self.call, outcome)
+
 
 class Listen(Struct, frozen=True, kw_only=True):
-    """Open the stream: send `subscription_acknowledged` first, then each notification the
-    subscription wants, until the client closes it (or `subscription_ended` closes it).
-    With `max_streams` streams open already, or `max_streams_per_principal` of this
-    principal's, answer `listen_refused` instead."""
+    """Open the stream: send what `ListenStarted` words first, then each notification the
+    subscription wants, until the client closes it (or `ListenEnded` closes it). With
+    `max_streams` streams open already, or `max_streams_per_principal` of this principal's,
+    answer `refused(per_principal=...)` instead."""
 
     subscription: Subscription
     max_streams: int | None = None
@@ -189,15 +219,23 @@ class Listen(Struct, frozen=True, kw_only=True):
     def request_id(self) -> RequestId:
         return self.subscription.request_id
 
+    def refused(self, *, per_principal: bool) -> ListenRefused:
+        """The input that answers this need when there is no room for the stream."""
+        return ListenRefused(self, per_principal)
+
 
 class FetchTask(Struct, frozen=True, kw_only=True):
-    """Load the record of `request.task_id` (None if absent) and call `handle_task_request`."""
+    """Load the record of `request.task_id` (None if absent): answer `fetched(record)`."""
 
     request: TaskRequest
 
     @property
     def request_id(self) -> RequestId:
         return self.request.request_id
+
+    def fetched(self, record: TaskRecord | None) -> TaskFetched:
+        """The input that answers this need: the store holds `record` (None: nothing)."""
+        return TaskFetched(self.request, record)
 
 
 Need = RunTool | GetPrompt | ReadResource | Complete | Listen | FetchTask

@@ -1,33 +1,18 @@
-"""The server side of the protocol, without I/O: `ServerCore` dispatches to the modules
-that decide.
+"""The server side of the protocol, without I/O: `ServerCore.handle(input, now)`.
 
 Theory of operation
 -------------------
 `ServerCore` holds configuration only: the catalog (every spec with its handler), the
 options, the injected id factory, sealing key and poll policy. It keeps no per-request or
-per-task state. Each entry point takes what happened, the time `now` (seconds since the
-epoch), the caller's `principal` where it matters and, where a task is involved, its
-record; it returns a `Step` (commands, then the reply) or a `Need` (what the shell must
-fetch or run before the core can go on):
-
-    receive(bytes, now, headers, principal) -> Step, or a Need: RunTool, GetPrompt,
-                                               ReadResource, Complete, Listen, FetchTask
-    tool_returned(call, outcome, now)       -> Step (a reply; a new task), or RunTool
-    task_refused(call, per_principal=...)   -> Step: the store refused to create the task
-    listen_refused(listen, per_principal=...) -> Reply: no room for one more stream
-    prompt_returned / resource_returned /
-    completion_returned(call, outcome)      -> Step
-    handle_task_request(req, record, now)   -> Step (reply + SaveTask, ResumeTask, CancelTask)
-    task_returned(record, outcome, now)     -> Step (SaveTask, and ReleaseLease if it waits)
-    task_asked(record, request, now)        -> Step (AwaitAnswer + SaveTask, or a failure)
-    set_status_message / task_progress      -> Step (SaveTask)
-    progress / log (meta, ...)              -> Step (Notify, if the request asked)
-    task_orphaned(record, now)              -> Step (fail it, or run it again)
-    task_outcome_lost(record, waited, now)  -> Step (fail it: the store lost its outcome)
-    expire_task(record, now)                -> Step (CancelTask + DeleteTask, or WakeAt)
+per-task state. Everything that happens reaches it as one input (`inputs`: a message
+`Received`, a handler's outcome, a task's news, a timer `Due`, ...) with the time `now`
+(seconds since the epoch) beside it; `handle` looks the input's kind up in one table and
+returns a `Step` (commands, then the reply) or a `Need` (what the shell must fetch or run
+before the core can go on: RunTool, GetPrompt, ReadResource, Complete, Listen, FetchTask),
+which names the input that answers it.
 
 Incoming requests are checked in the order the conformance suite expects (`_envelope`);
-any `ProtocolError` raised on the way becomes the error reply in `receive`, the single
+any `ProtocolError` raised on the way becomes the error reply in `_received`, the single
 place where peer input is converted.
 """
 
@@ -35,7 +20,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final, overload
 
 import msgspec
 from msgspec import UNSET, Raw
@@ -44,7 +29,7 @@ from . import _wire as w
 from ._catalog import Catalog
 from ._catalog_calls import CatalogCalls
 from ._compat import CompatibleNames
-from ._effects import CancelRequest, Notify, Reply, ResumeTask, SaveTask, Step
+from ._effects import CancelRequest, Notify, Step
 from ._encode import (
     Encoder,
     log_notification,
@@ -72,29 +57,46 @@ from ._errors import (
 )
 from ._listen import Listening
 from ._needs import (
-    CompletionCall,
-    Listen,
     Need,
-    PromptCall,
-    ResourceRead,
-    RunTool,
-    Subscription,
-    TaskRequest,
-    ToolCall,
 )
 from ._options import ServerOptions, TaskOptions, ToolSpec
-from ._outcomes import (
-    CompletionOutcome,
-    PromptOutcome,
-    ResourceOutcome,
-    ToolOutcome,
-)
 from ._policy import MinPollInterval, PollPolicy
-from ._records import TaskRecord
 from ._rounds import Rounds
 from ._sealing import HmacSealer
 from ._tasks import Tasks, progress_text
 from ._tools import ToolCalls
+from .inputs import (
+    INPUTS,
+    AnswersArrived,
+    CallRefused,
+    CompletionReturned,
+    Due,
+    Input,
+    LeaseLapsed,
+    ListChanged,
+    ListenEnded,
+    ListenRefused,
+    ListenStarted,
+    LogEmitted,
+    OutcomeLost,
+    ProgressReported,
+    PromptReturned,
+    Received,
+    ResourceReturned,
+    ResourceUpdated,
+    RoundReplayed,
+    ServerFailed,
+    StatusMessageSet,
+    StepInput,
+    StoreUnreachable,
+    TaskAsked,
+    TaskChanged,
+    TaskFetched,
+    TaskProgressed,
+    TaskRefused,
+    TaskReturned,
+    ToolReturned,
+)
 
 SHUTTING_DOWN_MESSAGE: typing.Final = "The server is shutting down; try again later"
 
@@ -169,21 +171,32 @@ class ServerCore(CompatibleNames):
     def poll_policy(self) -> PollPolicy | None:
         return self._tasks.poll_policy
 
-    # --- receiving ---------------------------------------------------------------------
+    # --- the one entry ---------------------------------------------------------------------
 
-    def receive(
-        self,
-        data: bytes,
-        now: float,
-        headers: HttpHeaders | None = None,
-        principal: str | None = None,
-    ) -> Step | Need:
-        """Check one incoming JSON-RPC message and say what happens next.
+    @overload
+    def handle(self, input: Received | ToolReturned, now: float) -> Step | Need: ...
+    @overload
+    def handle(self, input: StepInput, now: float) -> Step: ...
+    def handle(self, input: Input, now: float) -> Step | Need:
+        """Decide what `input` leads to at `now` (seconds since the epoch): a `Step`
+        (commands, then the reply), or a `Need` the shell fulfils and answers with the
+        input the need names."""
+        try:
+            answer = _ANSWERS[type(input)]
+        except KeyError:
+            raise TypeError(f"the core takes no {type(input).__name__}: not an input") from None
+        return answer(self, input, now)
 
-        `principal` is who sent it, as the transport's authenticator established (None:
-        nobody known). Tasks are bound to their creator's principal, and so are input
-        rounds: another principal's requests see neither.
-        """
+    def completion_result(self, completion: w.Completion) -> w.CompleteResult:
+        return self._calls.completion_result(completion)
+
+    # --- a message came in -------------------------------------------------------------
+
+    def _received(self, input: Received, now: float) -> Step | Need:
+        """Check one incoming JSON-RPC message and say what happens next. Tasks and
+        input rounds are bound to `input.principal`: another principal's requests see
+        neither."""
+        data = input.data
         try:
             message = decode_message(data)
         except ProtocolError as unreadable:
@@ -207,7 +220,12 @@ class ServerCore(CompatibleNames):
             if message.id is UNSET:
                 return self._incoming_notification(method, message.params)
             return self._request(
-                message.id, method, message.params, now=now, headers=headers, principal=principal
+                message.id,
+                method,
+                message.params,
+                now=now,
+                headers=input.headers,
+                principal=input.principal,
             )
         except (ProtocolError, RecursionError) as failure:
             if is_notification:
@@ -277,206 +295,116 @@ class ServerCore(CompatibleNames):
             return self._result(request_id, self.catalog.list_resources(meta_out))
         return self._result(request_id, self.catalog.list_templates(meta_out))
 
-    # --- tools/call ---------------------------------------------------------------------
+    # --- what the handlers returned ----------------------------------------------------
 
-    def tool_returned(
-        self,
-        call: ToolCall,
-        outcome: ToolOutcome,
-        now: float,
-        *,
-        stored_tasks: int | None = None,
-        active_for_principal: int | None = None,
-    ) -> Step | Need:
-        """The handler of `call` (run for `RunTool`) returned `outcome`: the reply, a new
-        task (the store checks the task limits as it saves it), or, for a client that
-        cannot hold a task, the handler run again in place.
+    def _tool_returned(self, input: ToolReturned, now: float) -> Step | Need:
+        return self._tools.returned(input.call, input.outcome, now)
 
-        `stored_tasks` and `active_for_principal` are the old way to check the limits
-        here, for shells whose store cannot: a count at a limit refuses the task."""
-        answer = self._tools.returned(call, outcome, now)
-        if stored_tasks is None and active_for_principal is None:
-            return answer
-        if isinstance(answer, Step) and any(
-            isinstance(effect, SaveTask) and effect.limits is not None for effect in answer.effects
-        ):
-            options = self.task_options
-            most = options.max_active_per_principal
-            if stored_tasks is not None and stored_tasks >= options.max_tasks:
-                return self.task_refused(call, per_principal=False)
-            if (
-                most is not None
-                and active_for_principal is not None
-                and active_for_principal >= most
-            ):
-                return self.task_refused(call, per_principal=True)
-        return answer
-
-    def task_refused(
-        self,
-        call: ToolCall,
-        *,
-        per_principal: bool,
-        stored: bool = False,
-        data: bool = False,
-        next_expiry_at: float | None = None,
-        now: float | None = None,
-    ) -> Step:
-        """The store refused the task `tool_returned` created: it holds its limit of tasks
-        (retryable: the reply says to come back when the next stored task expires, at
-        `next_expiry_at`) or, `per_principal`, of this caller's unfinished tasks, or
-        (`stored` too) of its stored tasks (retryable, `next_expiry_at` its first's expiry),
-        or (`data`) of bytes of task data (retryable like the task limit)."""
-        assert call.request_id is not None
+    def _task_refused(self, input: TaskRefused, now: float) -> Step:
+        request_id = input.call.request_id
+        assert request_id is not None
         return self._tasks.refused(
-            call.request_id,
-            per_principal=per_principal,
-            stored=stored,
-            data=data,
-            next_expiry_at=next_expiry_at,
+            request_id,
+            per_principal=input.per_principal,
+            stored=input.stored,
+            data=input.data,
+            next_expiry_at=input.next_expiry_at,
             now=now,
         )
 
-    def round_replayed(self, need: RunTool) -> Step:
-        """The store already had `need.use_once`: the `requestState` of this call was
-        accepted once before, and its tool accepts each only once (-32602)."""
-        return self._tools.replayed(need)
+    def _round_replayed(self, input: RoundReplayed, now: float) -> Step:
+        return self._tools.replayed(input.need)
 
-    def call_refused(self, need: Need) -> Step:
-        """The server is shutting down: it runs no new handler."""
+    def _call_refused(self, input: CallRefused, now: float) -> Step:
         error = w.ErrorObject(code=INTERNAL_ERROR, message=SHUTTING_DOWN_MESSAGE)
-        return Step(reply=self._encode.error_object(need.request_id, error))
+        return Step(reply=self._encode.error_object(input.need.request_id, error))
 
-    # --- prompts, resources, completion -------------------------------------------------
+    def _prompt_returned(self, input: PromptReturned, now: float) -> Step:
+        return self._calls.prompt_returned(input.call, input.outcome, now)
 
-    def prompt_returned(self, call: PromptCall, outcome: PromptOutcome, now: float) -> Step:
-        """The handler of `call` (run for `GetPrompt`) returned `outcome`."""
-        return self._calls.prompt_returned(call, outcome, now)
+    def _resource_returned(self, input: ResourceReturned, now: float) -> Step:
+        return self._calls.resource_returned(input.call, input.outcome, now)
 
-    def resource_returned(self, call: ResourceRead, outcome: ResourceOutcome, now: float) -> Step:
-        """The handler of `call` (run for `ReadResource`) returned `outcome`."""
-        return self._calls.resource_returned(call, outcome, now)
-
-    def completion_returned(self, call: CompletionCall, outcome: CompletionOutcome) -> Step:
-        """The handler of `call` (run for `Complete`) returned `outcome`. More than
-        `MAX_COMPLETION_VALUES` values are cut to that many, with `hasMore`."""
-        return self._calls.completion_returned(call, outcome)
-
-    def completion_result(self, completion: w.Completion) -> w.CompleteResult:
-        return self._calls.completion_result(completion)
+    def _completion_returned(self, input: CompletionReturned, now: float) -> Step:
+        return self._calls.completion_returned(input.call, input.outcome)
 
     # --- tasks -----------------------------------------------------------------------------
 
-    def handle_task_request(
-        self, request: TaskRequest, record: TaskRecord | None, now: float
-    ) -> Step:
-        """Answer a `FetchTask`: `record` is what the store holds for the id, or None."""
-        return self._tasks.handle_request(request, record, now)
+    def _task_fetched(self, input: TaskFetched, now: float) -> Step:
+        return self._tasks.handle_request(input.request, input.record, now)
 
-    def task_returned(self, record: TaskRecord | None, outcome: ToolOutcome, now: float) -> Step:
-        """The handler running task `record` returned `outcome` (`record` as stored now;
-        None: it is gone)."""
-        return Step() if record is None else self._tasks.returned(record, outcome, now)
+    def _task_returned(self, input: TaskReturned, now: float) -> Step:
+        record = input.record
+        return Step() if record is None else self._tasks.returned(record, input.outcome, now)
 
-    def task_asked(self, record: TaskRecord | None, request: w.InputRequest, now: float) -> Step:
-        """The handler running task `record` asks `request` and waits for the answer in
-        place (`ctx.elicit`): `AwaitAnswer` names the key it waits on."""
-        return self._tasks.asked(record, request, now)
+    def _task_asked(self, input: TaskAsked, now: float) -> Step:
+        return self._tasks.asked(input.record, input.request, now)
 
-    def set_status_message(
-        self, record: TaskRecord | None, message: str | None, now: float
-    ) -> Step:
-        """Show `message` as the task's `statusMessage`; no status change."""
-        return self._tasks.set_status_message(record, message, now)
+    def _status_message_set(self, input: StatusMessageSet, now: float) -> Step:
+        return self._tasks.set_status_message(input.record, input.message, now)
 
-    def task_progress(
-        self,
-        record: TaskRecord | None,
-        progress: float,
-        total: float | None,
-        message: str | None,
-        now: float,
-    ) -> Step:
-        """Progress inside a task shows as its `statusMessage` (tasks carry no progress
-        notifications)."""
-        return self._tasks.set_status_message(record, progress_text(progress, total, message), now)
+    def _task_progressed(self, input: TaskProgressed, now: float) -> Step:
+        text = progress_text(input.progress, input.total, input.message)
+        return self._tasks.set_status_message(input.record, text, now)
 
-    def task_orphaned(self, record: TaskRecord | None, now: float) -> Step:
-        """The process running `record`'s handler stopped before the task ended (a
-        restart, a crash, a lease that lapsed). A resumable tool runs again from the start,
-        keeping the answers it was given; any other task fails, saying why."""
-        return self._tasks.orphaned(record, now)
+    def _lease_lapsed(self, input: LeaseLapsed, now: float) -> Step:
+        return self._tasks.orphaned(input.record, now)
 
-    def task_outcome_lost(self, record: TaskRecord | None, waited: float, now: float) -> Step:
-        """The handler running `record` finished, but the store could not take its outcome
-        for `waited` seconds: the task fails with an error that says so."""
-        return self._tasks.outcome_lost(record, waited, now)
+    def _outcome_lost(self, input: OutcomeLost, now: float) -> Step:
+        return self._tasks.outcome_lost(input.record, input.waited, now)
 
-    def task_resumed(self, record: TaskRecord | None) -> ResumeTask | None:
-        """What resumes `record`'s handler with every answer it has (its answers came in
-        on another process), or None if it is not working."""
-        return self._tasks.resumed(record)
+    def _answers_arrived(self, input: AnswersArrived, now: float) -> Step:
+        resume = self._tasks.resumed(input.record)
+        return Step() if resume is None else Step(effects=(resume,))
 
-    def expire_task(self, record: TaskRecord | None, now: float) -> Step:
-        """A `WakeAt` came due: remove the record if its TTL has run out."""
-        return self._tasks.expire(record, now)
+    def _due(self, input: Due, now: float) -> Step:
+        return self._tasks.expire(input.record, now)
 
     # --- notifications to the request's client ------------------------------------------
 
-    def progress(
-        self, meta: w.RequestMeta, progress: float, total: float | None, message: str | None
-    ) -> Step:
-        """`notifications/progress` if the request asked for it (a `progressToken`)."""
-        return _notify(progress_notification(meta, progress, total, message))
+    def _progress_reported(self, input: ProgressReported, now: float) -> Step:
+        message = progress_notification(input.meta, input.progress, input.total, input.message)
+        return _notify(message)
 
-    def log(
-        self, meta: w.RequestMeta, level: w.LoggingLevel, data: Any, logger: str | None
-    ) -> Step:
-        """`notifications/message` if the request asked for log messages at `level` or a
-        lower one (`_meta` `io.modelcontextprotocol/logLevel`)."""
-        return _notify(log_notification(meta, level, data, logger))
+    def _log_emitted(self, input: LogEmitted, now: float) -> Step:
+        return _notify(log_notification(input.meta, input.level, input.data, input.logger))
 
     # --- subscriptions/listen -----------------------------------------------------------
 
-    def subscription_acknowledged(self, subscription: Subscription) -> bytes:
-        """The stream's first message: which notifications it will carry."""
-        return self._listening.acknowledged(subscription)
+    def _listen_started(self, input: ListenStarted, now: float) -> Step:
+        return _notify(self._listening.acknowledged(input.subscription))
 
-    def list_changed(self, subscription: Subscription, kind: str) -> bytes | None:
-        """`notifications/<kind>/list_changed` for this stream, or None if it did not ask."""
-        return self._listening.list_changed(subscription, kind)
+    def _list_changed(self, input: ListChanged, now: float) -> Step:
+        return _notify(self._listening.list_changed(input.subscription, input.kind))
 
-    def resource_updated(self, subscription: Subscription, uri: str) -> bytes | None:
-        """`notifications/resources/updated` for this stream, or None if it did not ask."""
-        return self._listening.resource_updated(subscription, uri)
+    def _resource_updated(self, input: ResourceUpdated, now: float) -> Step:
+        return _notify(self._listening.resource_updated(input.subscription, input.uri))
 
-    def task_changed(self, subscription: Subscription, record: TaskRecord) -> bytes | None:
-        """`notifications/tasks` for this stream, or None if it did not ask (or may not
-        know of the task)."""
-        return self._listening.task_changed(subscription, record)
+    def _task_changed(self, input: TaskChanged, now: float) -> Step:
+        return _notify(self._listening.task_changed(input.subscription, input.record))
 
-    def subscription_ended(self, subscription: Subscription) -> Reply:
-        """The response that ends a stream gracefully (the server is shutting down)."""
-        return self._listening.ended(subscription)
+    def _listen_ended(self, input: ListenEnded, now: float) -> Step:
+        return Step(reply=self._listening.ended(input.subscription))
 
-    def listen_refused(self, listen: Listen, *, per_principal: bool) -> Reply:
-        """No room for one more stream (`Listening.refused`): -32603, retryable."""
-        return self._listening.refused(listen, per_principal=per_principal)
+    def _listen_refused(self, input: ListenRefused, now: float) -> Step:
+        reply = self._listening.refused(input.listen, per_principal=input.per_principal)
+        return Step(reply=reply)
 
     # --- replies for the shell's own failures --------------------------------------------
 
-    def store_unavailable(self, request_id: w.RequestId) -> Reply:
-        """The reply when the task store could not be reached for this request (503). It
-        names no store: a URL, a path or a password is for the server's log alone."""
+    def _store_unreachable(self, input: StoreUnreachable, now: float) -> Step:
+        """It names no store: a URL, a path or a password is for the server's log alone."""
         message = "The task store is unavailable; try again shortly"
-        return self._encode.retryable(
-            request_id, INTERNAL_ERROR, message, http_status=503, retry_after_ms=1000
+        reply = self._encode.retryable(
+            input.request_id, INTERNAL_ERROR, message, http_status=503, retry_after_ms=1000
         )
+        return Step(reply=reply)
 
-    def internal_failure(self, request_id: w.RequestId) -> Reply:
-        """The reply when the server failed on this request (a bug or a store fault)."""
+    def _server_failed(self, input: ServerFailed, now: float) -> Step:
         message = "Internal error: the server failed on this request"
-        return self.error_reply(request_id, INTERNAL_ERROR, message, http_status=500)
+        error = w.ErrorObject(code=INTERNAL_ERROR, message=message)
+        reply = self._encode.error_object(input.request_id, error)
+        return Step(reply=msgspec.structs.replace(reply, http_status=500))
 
     # --- results --------------------------------------------------------------------------
 
@@ -501,3 +429,36 @@ class ServerCore(CompatibleNames):
 
 def _notify(message: bytes | None) -> Step:
     return Step() if message is None else Step(effects=(Notify(message=message),))
+
+
+_ANSWERS: Final[dict[type[Input], Callable[[ServerCore, Any, float], Step | Need]]] = {
+    Received: ServerCore._received,
+    ToolReturned: ServerCore._tool_returned,
+    TaskRefused: ServerCore._task_refused,
+    RoundReplayed: ServerCore._round_replayed,
+    CallRefused: ServerCore._call_refused,
+    PromptReturned: ServerCore._prompt_returned,
+    ResourceReturned: ServerCore._resource_returned,
+    CompletionReturned: ServerCore._completion_returned,
+    TaskFetched: ServerCore._task_fetched,
+    TaskReturned: ServerCore._task_returned,
+    TaskAsked: ServerCore._task_asked,
+    StatusMessageSet: ServerCore._status_message_set,
+    TaskProgressed: ServerCore._task_progressed,
+    LeaseLapsed: ServerCore._lease_lapsed,
+    OutcomeLost: ServerCore._outcome_lost,
+    AnswersArrived: ServerCore._answers_arrived,
+    Due: ServerCore._due,
+    ProgressReported: ServerCore._progress_reported,
+    LogEmitted: ServerCore._log_emitted,
+    ListenStarted: ServerCore._listen_started,
+    ListChanged: ServerCore._list_changed,
+    ResourceUpdated: ServerCore._resource_updated,
+    TaskChanged: ServerCore._task_changed,
+    ListenEnded: ServerCore._listen_ended,
+    ListenRefused: ServerCore._listen_refused,
+    StoreUnreachable: ServerCore._store_unreachable,
+    ServerFailed: ServerCore._server_failed,
+}
+"""How the core answers each kind of input: one table, read once per input."""
+assert set(_ANSWERS) == set(INPUTS), "every input has its answer"

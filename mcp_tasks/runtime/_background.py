@@ -1,7 +1,7 @@
 """The server's background loops: expiry, and with a shared store leases and signals.
 
 * Expiry sleeps until the store's next deadline (or an earlier one a `WakeAt` named), then
-  hands each record that came due to the core (`expire_task`).
+  hands each record that came due to the core (`Due`).
 * Leases: this process renews the leases of the handlers it runs every third of
   `lease_seconds`, and takes over the tasks whose lease lapsed (`task_orphaned`).
 * Signals: cancel or resume a handler running here, and `notifications/tasks` for records
@@ -16,7 +16,6 @@ hiccup must not end the server.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -26,7 +25,9 @@ import anyio
 import anyio.abc
 
 from .._backend import Event, event
-from ..core import TaskRecord, VersionConflict
+from ..core import Step, TaskRecord, VersionConflict
+from ..core._compat import resume_of
+from ..core.inputs import AnswersArrived, Due, LeaseLapsed
 from ..store import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ REAP_BATCH: Final = 100
 class Background:
     def __init__(self, server: Server) -> None:
         self._server = server
-        self._core = server.core
+        self._decide = server.decide
         self._wake: Event | None = None
         """Set to wake the expiry loop (None while it does not run: it reads the store's
         next deadline when it starts)."""
@@ -117,10 +118,15 @@ class Background:
         now = server.now()
         for record in await server.store.pop_due(now):
             try:
-                await server.interpreter.perform(self._core.expire_task(record, now))
+                await server.interpreter.perform(self._decide(Due(record)))
             except VersionConflict:  # changed since it came due: decide on it anew
-                decide = functools.partial(self._core.expire_task, now=now)
-                await server.interpreter.transition(record.task_id, decide)
+                await server.interpreter.transition(record.task_id, self._due)
+
+    def _due(self, record: TaskRecord | None) -> Step:
+        return self._decide(Due(record))
+
+    def _lease_lapsed(self, record: TaskRecord | None) -> Step:
+        return self._decide(LeaseLapsed(record))
 
     async def _lease_loop(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -159,8 +165,7 @@ class Background:
                     task_id,
                     extra={"task_id": task_id},
                 )
-                decide = functools.partial(self._core.task_orphaned, now=now)
-                await server.interpreter.transition(task_id, decide)
+                await server.interpreter.transition(task_id, self._lease_lapsed)
             seen.update(fresh)
             if len(lapsed) < REAP_BATCH or not fresh:
                 break
@@ -194,7 +199,8 @@ class Background:
                     nursery.start_soon(self._publish_stored_task, signal.task_id)
 
     async def _resume_from_signal(self, task_id: str) -> None:
-        resume = self._core.task_resumed(await self._stored(task_id, "answers not delivered"))
+        record = await self._stored(task_id, "answers not delivered")
+        resume = resume_of(self._decide(AnswersArrived(record)))
         if resume is not None:
             self._server.runner.resume(resume)
 
@@ -215,7 +221,7 @@ class Background:
         if record is None or record.status.is_terminal:
             runner.cancel(task_id)
             return
-        resume = self._core.task_resumed(record)
+        resume = resume_of(self._decide(AnswersArrived(record)))
         if resume is not None and running.waiting:
             runner.resume(resume)
 

@@ -39,19 +39,25 @@ from ..core import (
     ResumeTask,
     RunTool,
     SaveTask,
-    ServerCore,
     StartTask,
     Step,
     TaskRecord,
-    TaskRequest,
     ToolCall,
     VersionConflict,
     WakeAt,
+)
+from ..core.inputs import (
+    CallRefused,
+    LogEmitted,
+    ProgressReported,
+    RoundReplayed,
+    TaskRefused,
 )
 from ..store import StoreFull
 from ..transports._port import Connection
 from ..transports._port import Notify as SendNotification
 from . import _observe
+from ._decide import Decide
 from ._handlers import invoke_completion, invoke_prompt, invoke_resource, invoke_tool
 from ._threads import ToolThreadsFull
 
@@ -63,13 +69,14 @@ logger = logging.getLogger("mcp_tasks.server")
 MAX_CONFLICT_RETRIES: Final = 50
 """How often one transition is decided anew after losing a compare-and-set race."""
 
-Decide = Callable[[TaskRecord | None], Step]
+DecideOnRecord = Callable[[TaskRecord | None], Step]
+"""What `transition` asks: the core's step for the record as read (None: no record)."""
 
 
 class Interpreter:
     def __init__(self, server: Server) -> None:
         self._server = server
-        self._core = server.core
+        self._decide = server.decide
 
     # --- needs ------------------------------------------------------------------------------
 
@@ -91,35 +98,28 @@ class Interpreter:
                     next_expiry_at = full.room_at  # the principal's first to expire
                     if not full.per_principal:  # retryable once the next task expires
                         next_expiry_at = await self._server.store.next_deadline()
-                    answer = self._core.task_refused(
-                        tool_call,
-                        per_principal=full.per_principal,
-                        stored=full.stored,
-                        data=full.data,
-                        next_expiry_at=next_expiry_at,
-                        now=self._server.now(),
+                    refused = TaskRefused(
+                        tool_call, full.per_principal, full.stored, full.data, next_expiry_at
                     )
+                    answer = self._decide(refused)
                     tool_call = None
                     continue
             if isinstance(answer, FetchTask):
-                request = answer.request
-                decide = functools.partial(
-                    _handle_task_request, self._core, request, now=self._server.now()
-                )
-                return await self.transition(request.task_id, decide)
+                fetched = functools.partial(_fetched, self._decide, answer)
+                return await self.transition(answer.request.task_id, fetched)
             if isinstance(answer, Listen):
                 return await self._server.listeners.carry(
                     answer, notify, connection, closing=self._server.closing
                 )
             if isinstance(answer, RunTool):
                 if self._server.closing:
-                    answer = self._core.call_refused(answer)
+                    answer = self._decide(CallRefused(answer))
                     continue
                 once = answer.use_once
                 if once is not None and not await self._server.store.use_once(
                     once.key, once.until, self._server.now()
                 ):
-                    answer = self._core.round_replayed(answer)
+                    answer = self._decide(RoundReplayed(answer))
                     continue
                 tool_call = answer.call
             fulfilled = await self._in_request(answer, notify, connection)
@@ -148,12 +148,12 @@ class Interpreter:
     async def _run_handler(
         self, need: RunTool | GetPrompt | ReadResource | Complete, notify: SendNotification | None
     ) -> Step | Need:
-        core = self._core
+        decide = self._decide
         if isinstance(need, Complete):
             completion = await invoke_completion(need.handler, need.call)
-            return core.completion_returned(need.call, completion)
+            return decide(need.returned(completion))
         if isinstance(need, RunTool) and need.starts_task:
-            return core.tool_returned(need.call, START_TASK, self._server.now())
+            return decide(need.returned(START_TASK))
         to_client = _ToClient(self, need.call.meta, notify)
         if isinstance(need, RunTool):
             context = ToolContext(
@@ -170,15 +170,15 @@ class Interpreter:
                 )
             except ToolThreadsFull as full:  # no thread for a plain function: retryable
                 return Step(reply=full.reply(need.request_id))
-            return core.tool_returned(need.call, outcome, self._server.now())
+            return decide(need.returned(outcome))
         request_context = RequestContext(
             need.call, notify_progress=to_client.progress, notify_log=to_client.log
         )
         if isinstance(need, GetPrompt):
             prompt = await invoke_prompt(need.handler, need.call, request_context, need.arguments)
-            return core.prompt_returned(need.call, prompt, self._server.now())
+            return decide(need.returned(prompt))
         read = await invoke_resource(need.handler, need.call, request_context)
-        return core.resource_returned(need.call, read, self._server.now())
+        return decide(need.returned(read))
 
     # --- commands ---------------------------------------------------------------------------
 
@@ -240,7 +240,7 @@ class Interpreter:
         return step.reply
 
     async def transition(
-        self, task_id: str, decide: Decide, known: TaskRecord | None = None
+        self, task_id: str, decide: DecideOnRecord, known: TaskRecord | None = None
     ) -> Reply | None:
         """Read the record (or take `known`, as this process last wrote it), let `decide`
         (the core) say what happens, perform it; when a write finds the record changed
@@ -258,10 +258,8 @@ class Interpreter:
         )
 
 
-def _handle_task_request(
-    core: ServerCore, request: TaskRequest, record: TaskRecord | None, *, now: float
-) -> Step:
-    return core.handle_task_request(request, record, now)
+def _fetched(decide: Decide, need: FetchTask, record: TaskRecord | None) -> Step:
+    return decide(need.fetched(record))
 
 
 class _ToClient:
@@ -278,11 +276,11 @@ class _ToClient:
         self._notify = notify
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        step = self._interpreter._core.progress(self._meta, progress, total, message)
+        step = self._interpreter._decide(ProgressReported(self._meta, progress, total, message))
         await self._interpreter.perform(step, self._notify)
 
     async def log(self, level: LoggingLevel, data: Any, logger_name: str | None) -> None:
-        step = self._interpreter._core.log(self._meta, level, data, logger_name)
+        step = self._interpreter._decide(LogEmitted(self._meta, level, data, logger_name))
         await self._interpreter.perform(step, self._notify)
 
 

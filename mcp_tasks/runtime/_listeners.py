@@ -1,11 +1,11 @@
 """`subscriptions/listen` streams: each one a queue its request task drains to the client.
 
-The core words every message (`list_changed`, `resource_updated`, `task_changed`); a
+The core words every message (`ListChanged`, `ResourceUpdated`, `TaskChanged`); a
 `Listener` queues what its stream asked for, and `carry` sends the acknowledgement, then
 the queue, until the client closes the stream or the server ends it.
 
 `Listeners` counts the open streams, in all and per principal, against the limits the
-core's `Listen` carries (one too many gets the core's `listen_refused`), and indexes them
+core's `Listen` carries (one too many gets the core's `ListenRefused`), and indexes them
 by the task ids and resource uris they agreed to: a task write, or a resource update,
 costs as much as the streams watching that task or uri, whatever the number of others.
 List changes (a tool registered or removed: rare) go through every open stream.
@@ -21,8 +21,18 @@ from typing import Final
 
 from .._backend import Event, cancel_scope, event
 from .._telemetry import NO_TELEMETRY, Telemetry
-from ..core import Listen, Reply, ServerCore, Subscription, TaskRecord
+from ..core import Listen, Reply, Subscription, TaskRecord
+from ..core._compat import message_of
+from ..core.inputs import (
+    ListChanged,
+    ListenEnded,
+    ListenRefused,
+    ListenStarted,
+    ResourceUpdated,
+    TaskChanged,
+)
 from ..transports._port import Connection, Notify
+from ._decide import Decide
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -59,8 +69,8 @@ class Listener:
 
 
 class Listeners:
-    def __init__(self, core: ServerCore) -> None:
-        self._core = core
+    def __init__(self, decide: Decide) -> None:
+        self._decide = decide
         self.telemetry: Telemetry = NO_TELEMETRY
         self._open: set[Listener] = set()
         self._per_principal: collections.Counter[str | None] = collections.Counter()
@@ -87,7 +97,7 @@ class Listeners:
         are reached."""
         subscription = listen.subscription
         if notify is None:
-            return self._core.subscription_ended(subscription)  # nowhere to send anything
+            return self._ended(subscription)  # nowhere to send anything
         refusal = self._refusal(listen)
         if refusal is not None:
             return refusal
@@ -100,7 +110,9 @@ class Listeners:
             connection.in_flight[subscription.request_id] = scope
         try:
             with scope:
-                await notify(self._core.subscription_acknowledged(subscription))
+                acknowledgement = message_of(self._decide(ListenStarted(subscription)))
+                if acknowledgement is not None:
+                    await notify(acknowledgement)
                 while listener.queued or not listener.ended:  # what was queued goes out first
                     if not listener.queued:
                         await listener.wake.wait()
@@ -113,7 +125,10 @@ class Listeners:
                 connection.in_flight.pop(subscription.request_id, None)
         if scope.cancelled_caught:
             return None
-        return self._core.subscription_ended(subscription)
+        return self._ended(subscription)
+
+    def _ended(self, subscription: Subscription) -> Reply | None:
+        return self._decide(ListenEnded(subscription)).reply
 
     def end(self, connection: Connection | None = None) -> None:
         """End the streams (all, or those of `connection`) after what they have queued."""
@@ -126,9 +141,9 @@ class Listeners:
     def _refusal(self, listen: Listen) -> Reply | None:
         most = listen.max_streams_per_principal
         if most is not None and self._per_principal[listen.subscription.principal] >= most:
-            return self._core.listen_refused(listen, per_principal=True)
+            return self._decide(ListenRefused(listen, per_principal=True)).reply
         if listen.max_streams is not None and len(self._open) >= listen.max_streams:
-            return self._core.listen_refused(listen, per_principal=False)
+            return self._decide(ListenRefused(listen, per_principal=False)).reply
         return None
 
     def _add(self, listener: Listener) -> None:
@@ -154,16 +169,17 @@ class Listeners:
 
     def list_changed(self, kind: str) -> None:
         for listener in self._open:
-            listener.push(self._core.list_changed(listener.subscription, kind))
+            listener.push(message_of(self._decide(ListChanged(listener.subscription, kind))))
 
     def resource_updated(self, uri: str) -> None:
         for listener in self._by_uri.get(uri):
-            listener.push(self._core.resource_updated(listener.subscription, uri))
+            updated = ResourceUpdated(listener.subscription, uri)
+            listener.push(message_of(self._decide(updated)))
 
     def task_changed(self, record: TaskRecord) -> None:
         for listener in self._by_task.get(record.task_id):
             try:
-                message = self._core.task_changed(listener.subscription, record)
+                message = message_of(self._decide(TaskChanged(listener.subscription, record)))
             except Exception:  # a notification must never cost the task its own work
                 logger.exception(
                     "task %s: notifications/tasks failed",

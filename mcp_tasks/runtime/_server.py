@@ -47,11 +47,13 @@ from ..core import (
     TaskOptions,
 )
 from ..core._journal import RecordingCore
+from ..core.inputs import Received, ServerFailed, StoreUnreachable
 from ..recording import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, FLUSH_SECONDS, JournalWriter
 from ..store import MemoryTaskStore, StoreUnavailable, TaskStore
 from ..transports._port import Connection, Notify
 from . import _observe
 from ._background import Background
+from ._decide import Decide
 from ._interpreter import Interpreter
 from ._listeners import Listeners
 from ._registry import Registry
@@ -116,7 +118,9 @@ class Server(Registry):
         self.closing = False
         """Leaving `running()`: new tool calls are refused."""
         self._journal: JournalWriter | None = None
-        self.listeners = Listeners(self.core)
+        self.decide = Decide(self.core, clock)
+        """The one way the runtime asks the core: `decide(input)`."""
+        self.listeners = Listeners(self.decide)
         self.tool_threads = ToolThreads(self.core.options.max_tool_threads)
         """The worker threads plain-function tools hold (`ServerOptions.max_tool_threads`)."""
         self.runner = TaskRunner(self)
@@ -228,10 +232,7 @@ class Server(Registry):
 
     def _use_core(self, core: ServerCore) -> None:
         self.core = core
-        self.listeners._core = core
-        self.interpreter._core = core
-        self.runner._core = core
-        self.background._core = core
+        self.decide.use(core)
 
     def use_telemetry(self, telemetry: Telemetry) -> None:
         """Report spans and metrics to `telemetry` (e.g. `mcp_tasks.otel.OpenTelemetry()`)
@@ -338,7 +339,7 @@ class Server(Registry):
         connection: Connection | None,
         principal: str | None,
     ) -> Reply | None:
-        answer = self.core.receive(data, self._clock(), headers, principal)
+        answer = self.decide(Received(data, headers, principal))
         try:
             return await self.interpreter.drive(answer, notify, connection)
         except StoreUnavailable as error:
@@ -346,13 +347,13 @@ class Server(Registry):
             request_id = _request_id_of(answer)
             if request_id is None:
                 return None  # a notification: nobody to tell
-            return self.core.store_unavailable(request_id)
+            return self.decide(StoreUnreachable(request_id)).reply
         except Exception:  # the store (or the server) failed: this request, not the server
             logger.exception("the server failed on a request")
             request_id = _request_id_of(answer)
             if request_id is None:
                 return None
-            return self.core.internal_failure(request_id)
+            return self.decide(ServerFailed(request_id)).reply
 
     # --- listen streams ------------------------------------------------------------------
 

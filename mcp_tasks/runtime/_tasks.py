@@ -36,6 +36,13 @@ from ..core import (
     ToolOutcome,
     failure_outcome,
 )
+from ..core.inputs import (
+    OutcomeLost,
+    StatusMessageSet,
+    TaskAsked,
+    TaskProgressed,
+    TaskReturned,
+)
 from ..store import Signal, StoreUnavailable
 from ._handlers import ToolEntry, invoke_tool
 
@@ -73,7 +80,7 @@ class RunningTask:
 class TaskRunner:
     def __init__(self, server: Server) -> None:
         self._server = server
-        self._core = server.core
+        self._decide = server.decide
         self.running: dict[str, RunningTask] = {}
         self.finishing: set[str] = set()
         """Tasks whose handler ended here and whose outcome is being saved: this process
@@ -212,12 +219,11 @@ class TaskRunner:
         """Save what the handler returned, through a store outage of up to
         `outcome_retry_seconds`; past that the outcome is dropped and the task fails with an
         error that says so (saved as soon as the store is back)."""
-        now = self._server.now()
         transition = self._server.interpreter.transition
 
         def returned(record: TaskRecord | None) -> Step:
             assert running.outcome is not None  # held by `running` alone: it may be dropped
-            return self._core.task_returned(record, running.outcome, now)
+            return self._decide(TaskReturned(record, running.outcome))
 
         saved = await self._keep_trying(
             f"task {task_id!r}: saving its outcome",
@@ -239,7 +245,7 @@ class TaskRunner:
             f"task {task_id!r}: saving that its outcome was lost",
             lambda: transition(
                 task_id,
-                lambda record: self._core.task_outcome_lost(record, waited, self._server.now()),
+                lambda record: self._decide(OutcomeLost(record, waited)),
                 running.record,
             ),
             None,
@@ -263,18 +269,16 @@ class TaskRunner:
         return False
 
     async def _set_status(self, task_id: str, message: str | None) -> None:
-        now = self._server.now()
         await self._save_progress(
-            task_id, lambda record: self._core.set_status_message(record, message, now)
+            task_id, lambda record: self._decide(StatusMessageSet(record, message))
         )
 
     async def _progress(
         self, task_id: str, progress: float, total: float | None, message: str | None
     ) -> None:
-        now = self._server.now()
         await self._save_progress(
             task_id,
-            lambda record: self._core.task_progress(record, progress, total, message, now),
+            lambda record: self._decide(TaskProgressed(record, progress, total, message)),
         )
 
     async def _save_progress(self, task_id: str, decide: Any) -> None:
@@ -296,7 +300,7 @@ class TaskRunner:
             for key in running.asked:  # decided before, on a record that has changed since
                 running.waiting.pop(key, None)
             running.asked.clear()
-            return self._core.task_asked(record, request, self._server.now())
+            return self._decide(TaskAsked(record, request))
 
         try:  # through a store outage, as an outcome is: asking is not failing
             saved = await self._keep_trying(

@@ -16,7 +16,8 @@ from typing import Any
 import trio
 
 from mcp_tasks import START_TASK, RequestContext, Server, ServerOptions, ToolContext, ToolOutcome
-from mcp_tasks.core import Subscription, TaskRecord
+from mcp_tasks.core import TaskRecord
+from mcp_tasks.core.inputs import ListChanged, ResourceUpdated, TaskChanged
 from mcp_tasks.server import Connection
 
 from .helpers import Client, check_notification, request
@@ -85,15 +86,22 @@ class Streams:
 
 
 def worded_for(server: Server, method: str) -> list[Any]:
-    """Wrap the core's `method`: the request id of each stream it is asked to word for."""
+    """Spy on the core's answers to `method`'s input (`task_changed`: `TaskChanged`, ...):
+    the request id of each stream it is asked to word for."""
+    kind = {
+        "task_changed": TaskChanged,
+        "list_changed": ListChanged,
+        "resource_updated": ResourceUpdated,
+    }[method]
     asked: list[Any] = []
-    original: Callable[[Subscription, Any], bytes | None] = getattr(server.core, method)
+    original = server.core.handle
 
-    def spy(subscription: Subscription, changed: Any) -> bytes | None:
-        asked.append(subscription.request_id)
-        return original(subscription, changed)
+    def spy(input: Any, now: float) -> Any:
+        if isinstance(input, kind):
+            asked.append(input.subscription.request_id)
+        return original(input, now)
 
-    setattr(server.core, method, spy)
+    server.core.handle = spy  # type: ignore[method-assign]
     return asked
 
 
