@@ -44,8 +44,8 @@ from core.test_journal import recording, session  # noqa: E402
 from core.tools import TOOLS  # noqa: E402
 
 from mcp_tasks.core import CallToolResult, TaskOptions, ToolSpec  # noqa: E402
-from mcp_tasks.core._journal_codec import JournalDamaged, frame  # noqa: E402
-from mcp_tasks.core._playback import Playback  # noqa: E402
+from mcp_tasks.journals._codec import JournalDamaged, frame  # noqa: E402
+from mcp_tasks.journals._playback import Playback  # noqa: E402
 
 SECRET: Final = "hunter2/s3cr3t"
 _SHORT: Final = {'"': '\\"', "\\": "\\\\", "/": "\\/"}

@@ -24,7 +24,7 @@ from redis_server import free_port, running_redis
 from mcp_tasks.client import RpcError, connect_http, connect_stdio
 from mcp_tasks.core import ElicitParams, ElicitResult, SubscriptionFilter
 from mcp_tasks.core._client import PollPolicy, TaskExpired
-from mcp_tasks.core._journal_codec import frame, unframe
+from mcp_tasks.journals._codec import frame, unframe
 from mcp_tasks.replay import ReplayFailed, format_timeline, replay, timeline
 
 ROOT = Path(__file__).parent.parent

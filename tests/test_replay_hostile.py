@@ -25,7 +25,7 @@ from core.test_journal import recording, session
 from core.tools import TOOLS
 
 from mcp_tasks.core import TaskOptions
-from mcp_tasks.core._journal_codec import frame
+from mcp_tasks.journals._codec import frame
 from mcp_tasks.replay import DEFAULT_MAX_LINE_BYTES, ReplayFailed, replay
 
 MEMORY_LIMIT = 1024 * 1024 * 1024

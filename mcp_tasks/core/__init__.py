@@ -42,6 +42,7 @@ from ._errors import (
     VersionConflict,
     http_status_for_code,
 )
+from ._injected import Injected, ServerInjected
 from ._needs import (
     Complete,
     CompletionCall,
@@ -202,6 +203,7 @@ __all__ = [
     "IllegalTransition",
     "ImageContent",
     "Implementation",
+    "Injected",
     "InputRequest",
     "InputRequired",
     "InputRequiredResult",
@@ -247,6 +249,7 @@ __all__ = [
     "SamplingMessage",
     "SaveTask",
     "ServerCore",
+    "ServerInjected",
     "ServerOptions",
     "StartTask",
     "StartTaskOutcome",

@@ -26,7 +26,7 @@ from ._errors import (
 )
 from ._options import error_path
 from ._outcomes import InputRequired
-from ._sealing import HmacSealer, RoundState, Sealer, open_sealed, seal
+from ._sealing import RoundState, Sealer, open_sealed, seal
 
 RoundParams = w.CallToolParams | w.GetPromptParams | w.ReadResourceParams
 
@@ -41,9 +41,9 @@ class OpenedRound(NamedTuple):
 
 
 class Rounds:
-    def __init__(self, encoder: Encoder, state_key: bytes, state_ttl_ms: int) -> None:
+    def __init__(self, encoder: Encoder, sealer: Sealer, state_ttl_ms: int) -> None:
         self._encode = encoder
-        self.sealer: Sealer = HmacSealer(state_key)
+        self.sealer = sealer
         self.state_ttl_ms = state_ttl_ms
 
     def open(

@@ -55,6 +55,7 @@ from ._errors import (
     ProtocolError,
     RemoteProtocolError,
 )
+from ._injected import Injected, ServerInjected
 from ._listen import Listening
 from ._needs import (
     Need,
@@ -112,6 +113,7 @@ class ServerCore(CompatibleNames):
         tasks: TaskOptions | None = None,
         options: ServerOptions | None = None,
         poll_policy: PollPolicy | None = None,
+        injected: Injected | None = None,
     ) -> None:
         self.info = info
         self.task_options = tasks or TaskOptions()
@@ -119,36 +121,43 @@ class ServerCore(CompatibleNames):
         fraction = self.task_options.min_poll_fraction
         if poll_policy is None and fraction is not None:
             poll_policy = MinPollInterval(fraction)
+        self._own = ServerInjected(new_task_id, HmacSealer(state_key), poll_policy)
+        self.injected: Injected = self._own
+        """What the core draws from outside itself (`use_injected`)."""
+        self._changes = 0
         self._encode = Encoder(info)
         self.catalog = Catalog(
             ttl_ms=self.options.discover_ttl_ms, cache_scope=self.options.cache_scope
         )
         """The one registry: tools, prompts, resources, templates, completions, and the
         handler of each (`Catalog.add_*`)."""
-        self._rounds = Rounds(self._encode, state_key, self.options.request_state_ttl_ms)
-        self._new_task_id = new_task_id
-        self._tasks = Tasks(
-            self._encode, self.catalog, self.task_options, self._next_task_id, poll_policy
-        )
+        self._rounds = Rounds(self._encode, self._own, self.options.request_state_ttl_ms)
+        self._tasks = Tasks(self._encode, self.catalog, self.task_options, self._own)
         self._tools = ToolCalls(self._encode, self.catalog, self._rounds, self._tasks)
         self._calls = CatalogCalls(self._encode, self.catalog, self._rounds)
         self._listening = Listening(self._encode, self.catalog, self.options)
+        if injected is not None:
+            self.use_injected(injected)
         for tool in tools:
             self.add_tool(tool)
 
     # --- configuration ---------------------------------------------------------------
 
-    def _next_task_id(self) -> str:
-        return self._new_task_id()
+    def use_injected(self, injected: Injected) -> None:
+        """Draw task ids, seals, argument and poll verdicts from `injected` from now on (a
+        journal wraps what was there, to write down what each input drew)."""
+        self.injected = self._rounds.sealer = self._tasks.injected = injected
+        self.catalog.argument_decoder = injected.decode_arguments
 
     def use_state_key(self, state_key: bytes) -> None:
         """Seal and open `requestState` with `state_key` (servers sharing tasks share it)."""
-        self._rounds.sealer = HmacSealer(state_key)
+        self._own.sealer = HmacSealer(state_key)
 
     def use_info(self, info: w.Implementation) -> None:
         """Name `info` as the server in replies from now on (a server embedded in another)."""
         self.info = info
         self._encode.use_info(info)
+        self._changes += 1
 
     def use_options(self, options: ServerOptions) -> None:
         """Answer under `options` from now on (cache hints, the `requestState` TTL, header
@@ -158,18 +167,27 @@ class ServerCore(CompatibleNames):
             ttl_ms=options.discover_ttl_ms, cache_scope=options.cache_scope
         )
         self._rounds.state_ttl_ms = options.request_state_ttl_ms
+        self._changes += 1
 
     def use_task_options(self, options: TaskOptions) -> None:
         """Create tasks under `options` from now on (their TTL, poll interval, limits).
         A poll policy made from the old `min_poll_fraction` is made anew from the new one."""
-        if self._tasks.poll_policy is None or isinstance(self._tasks.poll_policy, MinPollInterval):
+        policy = self._own.poll_policy
+        if policy is None or isinstance(policy, MinPollInterval):
             fraction = options.min_poll_fraction
-            self._tasks.poll_policy = None if fraction is None else MinPollInterval(fraction)
+            self._own.poll_policy = None if fraction is None else MinPollInterval(fraction)
         self.task_options = self._tasks.options = options
+        self._changes += 1
 
     @property
     def poll_policy(self) -> PollPolicy | None:
-        return self._tasks.poll_policy
+        return self._own.poll_policy
+
+    @property
+    def revision(self) -> int:
+        """Grows with every change of configuration (options, info, a registration): a
+        journal writes the configuration down again when it moved."""
+        return self._changes + self.catalog.revision
 
     # --- the one entry ---------------------------------------------------------------------
 
@@ -177,6 +195,8 @@ class ServerCore(CompatibleNames):
     def handle(self, input: Received | ToolReturned, now: float) -> Step | Need: ...
     @overload
     def handle(self, input: StepInput, now: float) -> Step: ...
+    @overload
+    def handle(self, input: Input, now: float) -> Step | Need: ...
     def handle(self, input: Input, now: float) -> Step | Need:
         """Decide what `input` leads to at `now` (seconds since the epoch): a `Step`
         (commands, then the reply), or a `Need` the shell fulfils and answers with the

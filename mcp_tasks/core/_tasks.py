@@ -9,7 +9,6 @@ version) and what the shell must do about the handler. Status changes go through
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
@@ -33,10 +32,10 @@ from ._effects import (
 from ._encode import Encoder, error_object, shown
 from ._envelope import decode_params, invalid_params
 from ._errors import INTERNAL_ERROR, SERVER_ERROR, LocalProtocolError, ProtocolError
+from ._injected import Injected
 from ._needs import FetchTask, TaskRequest, ToolCall
 from ._options import TaskOptions
 from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome
-from ._policy import PollPolicy
 from ._records import TaskRecord
 from ._rounds import check_input_requests, checked_responses, method_of, needs_tasks_extension
 from ._state import INITIAL_STATUS, TaskEvent, TaskStatus, can_happen, next_status
@@ -76,14 +75,13 @@ class Tasks:
         encoder: Encoder,
         catalog: Catalog,
         options: TaskOptions,
-        new_task_id: Callable[[], str],
-        poll_policy: PollPolicy | None,
+        injected: Injected,
     ) -> None:
         self._encode = encoder
         self._catalog = catalog
         self.options = options
-        self._new_task_id = new_task_id
-        self.poll_policy = poll_policy
+        self.injected = injected
+        """Task ids and the poll policy's verdicts come from it."""
 
     # --- creation ----------------------------------------------------------------------
 
@@ -91,7 +89,7 @@ class Tasks:
         """The task a `tools/call` becomes: saved (under the limits), started, answered."""
         options = self.options
         record = TaskRecord(
-            task_id=self._new_task_id(),
+            task_id=self.injected.new_task_id(),
             version=1,
             tool_name=call.tool_name,
             status=INITIAL_STATUS,
@@ -245,8 +243,8 @@ class Tasks:
         return Step(reply=self._encode.result(request_id, ack), effects=effects)
 
     def _poll(self, request: TaskRequest, record: TaskRecord, now: float) -> Step:
-        policy = self.poll_policy
-        wait_ms = None if policy is None else policy.wait_ms(request.principal, record, now)
+        injected = self.injected
+        wait_ms = injected.poll_wait_ms(request.principal, record, now) if injected.polls else None
         if wait_ms is None:
             return Step(
                 reply=self._encode.result(request.request_id, self._encode.detailed_task(record))

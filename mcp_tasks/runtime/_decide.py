@@ -10,10 +10,16 @@ reaches the core. Recording swaps the core behind it (`use`), so no part is rewi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import overload
+from typing import Protocol, overload
 
-from ..core import Need, ServerCore, Step
-from ..core.inputs import Received, StepInput, ToolReturned
+from ..core import Need, Step
+from ..core.inputs import Input, Received, StepInput, ToolReturned
+
+
+class Handles(Protocol):
+    """The core's one entry (`ServerCore`, or a journal's `Recorder` wrapping it)."""
+
+    def handle(self, input: Input, now: float) -> Step | Need: ...
 
 
 class Decide:
@@ -21,7 +27,7 @@ class Decide:
 
     __slots__ = ("_clock", "core")
 
-    def __init__(self, core: ServerCore, clock: Callable[[], float]) -> None:
+    def __init__(self, core: Handles, clock: Callable[[], float]) -> None:
         self.core = core
         self._clock = clock
 
@@ -32,6 +38,6 @@ class Decide:
     def __call__(self, input: Received | ToolReturned | StepInput) -> Step | Need:
         return self.core.handle(input, self._clock())
 
-    def use(self, core: ServerCore) -> None:
+    def use(self, core: Handles) -> None:
         """Decide with `core` from now on (a recording core wrapping the one before)."""
         self.core = core

@@ -46,9 +46,9 @@ from ..core import (
     Step,
     TaskOptions,
 )
-from ..core._journal import RecordingCore
 from ..core.inputs import Received, ServerFailed, StoreUnreachable
-from ..recording import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, FLUSH_SECONDS, JournalWriter
+from ..journals._recorder import Recorder
+from ..journals._writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, FLUSH_SECONDS, JournalWriter
 from ..store import MemoryTaskStore, StoreUnavailable, TaskStore
 from ..transports._port import Connection, Notify
 from . import _observe
@@ -118,6 +118,8 @@ class Server(Registry):
         self.closing = False
         """Leaving `running()`: new tool calls are refused."""
         self._journal: JournalWriter | None = None
+        self.recorder: Recorder | None = None
+        """What writes each input to the journal (`record`), or None."""
         self.decide = Decide(self.core, clock)
         """The one way the runtime asks the core: `decide(input)`."""
         self.listeners = Listeners(self.decide)
@@ -209,18 +211,19 @@ class Server(Registry):
         arguments a tool marks `sensitive` are never written. Only before `running()`."""
         if self.runner.nursery is not None:
             raise RuntimeError("record() while the server is running: stop it first")
-        if isinstance(self.core, RecordingCore):
+        if self.recorder is not None:
             raise RuntimeError("this server records already")
         if not isinstance(journal, JournalWriter):
             journal = JournalWriter(journal, max_bytes=max_bytes, backups=backups)
         writer = journal
         self._journal = writer
-        self._use_core(RecordingCore(self.core, writer, on_error=_unrecorded))
+        self.recorder = Recorder(self.core, writer, on_error=_unrecorded)
+        self.decide.use(self.recorder)
         return writer
 
     def _flush_journal(self) -> None:
-        if isinstance(self.core, RecordingCore):
-            self.core.flush()
+        if self.recorder is not None:
+            self.recorder.flush()
         if self._journal is not None:
             self._journal.flush()
 
@@ -229,10 +232,6 @@ class Server(Registry):
         while True:
             await anyio.sleep(FLUSH_SECONDS)
             self._flush_journal()
-
-    def _use_core(self, core: ServerCore) -> None:
-        self.core = core
-        self.decide.use(core)
 
     def use_telemetry(self, telemetry: Telemetry) -> None:
         """Report spans and metrics to `telemetry` (e.g. `mcp_tasks.otel.OpenTelemetry()`)

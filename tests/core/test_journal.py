@@ -20,10 +20,10 @@ from mcp_tasks.core import (
     TaskOptions,
     ToolSpec,
 )
-from mcp_tasks.core._journal import RecordingCore
-from mcp_tasks.core._journal_codec import CALL, JournalDamaged, frame, unframe
-from mcp_tasks.core._playback import Playback, Replayed
-from mcp_tasks.core._redaction import REDACTED
+from mcp_tasks.journals._codec import CALL, JournalDamaged, frame, unframe
+from mcp_tasks.journals._playback import Playback, Replayed
+from mcp_tasks.journals._recorder import RecordingCore
+from mcp_tasks.journals._redaction import REDACTED
 
 from .harness import ALL_CAPS, Harness, meta
 from .tools import TOOLS, ask_confirm, ask_name

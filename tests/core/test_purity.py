@@ -71,3 +71,23 @@ def test_importing_the_core_loads_no_forbidden_module_of_its_own() -> None:
     loaded = {name.split(".")[0] for name in json.loads(out.stdout)}
     assert "mcp_tasks" in loaded
     assert not loaded & (FORBIDDEN | {"ssl", "logging"}), loaded & FORBIDDEN
+
+
+PURE_JOURNAL_PARTS = ("_codec.py", "_recorder.py", "_playback.py", "_redaction.py")
+"""The journals' codec, recorder and playback are pure too (the writer and replay do I/O)."""
+
+
+def test_the_journals_pure_parts_import_only_the_stdlib_msgspec_and_the_core() -> None:
+    journals = CORE_DIR.parent / "journals"
+    for name in PURE_JOURNAL_PARTS:
+        path = journals / name
+        imported = _imported_modules(path)
+        assert not imported & FORBIDDEN, f"{name} imports {imported & FORBIDDEN}"
+        third_party = {n for n in imported if n not in sys.stdlib_module_names}
+        assert third_party <= ALLOWED_THIRD_PARTY, f"{name} imports {third_party}"
+        relative = {
+            node.module
+            for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.ImportFrom) and node.level == 2
+        }
+        assert all(module.startswith("core") for module in relative), (name, relative)

@@ -141,7 +141,7 @@ async def test_a_listen_stream_hears_only_of_its_principals_tasks() -> None:
 
 def test_task_ids_carry_192_random_bits() -> None:
     server = build()
-    ids = {server.core._new_task_id() for _ in range(2000)}
+    ids = {server.core.injected.new_task_id() for _ in range(2000)}
     assert len(ids) == 2000
     for task_id in ids:
         assert re.fullmatch(r"tsk_[A-Za-z0-9_-]{32}", task_id)  # 24 bytes of secrets, base64url

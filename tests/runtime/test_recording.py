@@ -17,7 +17,7 @@ import trio
 from trio.testing import MockClock
 
 from mcp_tasks import START_TASK, CallToolResult, Server, TaskOptions, ToolContext, ToolOutcome
-from mcp_tasks.core._journal_codec import frame
+from mcp_tasks.journals._codec import frame
 from mcp_tasks.recording import JournalWriter
 from mcp_tasks.replay import replay
 from mcp_tasks.testing import journals_in

@@ -34,11 +34,11 @@ from typing import Any, Final
 import msgspec
 from msgspec import Raw
 
-from ._depth import too_deep
-from ._envelope import HttpHeaders, _decode_header_value
-from ._errors import ProtocolError
-from ._needs import ToolCall
-from ._records import TaskRecord
+from ..core._depth import too_deep
+from ..core._envelope import HttpHeaders, _decode_header_value
+from ..core._errors import ProtocolError
+from ..core._needs import ToolCall
+from ..core._records import TaskRecord
 
 REDACTED: Final = "[redacted]"
 """What a sensitive argument's value reads as in a journal."""

@@ -1,4 +1,4 @@
-"""How a journal writes down what crosses the core's boundary, and reads it back.
+"""How a journal writes down each input the core handled, and reads it back.
 
 A journal is JSON lines. Every line ends with `"crc":N`, the CRC-32 of the line as it
 would read without it, so a line changed after it was written is found before anything
@@ -6,12 +6,15 @@ is replayed. The kinds of line:
 
     {"journal":"mcp-tasks","format":1,...}                   the first line of each file
     {"config":{"info":...,"options":...,"catalog":...}}      the core's configuration
-    {"n":7,"call":"receive","in":{...},"draws":[...],"out":{...}}   one entry point called
+    {"n":7,"call":"receive","in":{...},"draws":[...],"out":{...}}   one input handled
     {"gap":3}                                                lines the writer lost
 
-`in` holds the call's arguments by name; `draws` what the call drew from what the core
-is given (task ids, the MACs and digests of sealed rounds, the verdicts of argument
-decoding and of the poll policy), in order; `out` what it returned (or `raised`).
+`call` names the input (`Input.journal_name`: the name of the entry point it replaced, so
+journals written before inputs were structs read the same); `in` holds its fields by name
+and `now`, the time it was handled at; `draws` what the core drew from what it is given
+(task ids, the MACs and digests of sealed rounds, the verdicts of argument decoding and of
+the poll policy), in order; `out` what it answered (or `raised`). How each field is
+written follows from its annotation (`CODECS`).
 
 Secrets stay out: the core never sees credentials (only the MCP headers it checks), the
 sealing key is not written (only MACs the client was sent anyway, and verdicts), and the
@@ -29,8 +32,8 @@ from typing import Any, Final, NamedTuple
 import msgspec
 from msgspec import Raw
 
-from . import _wire as w
-from ._effects import (
+from ..core import _wire as w
+from ..core._effects import (
     DeleteTask,
     Effect,
     Notify,
@@ -40,8 +43,8 @@ from ._effects import (
     StartTask,
     Step,
 )
-from ._envelope import HttpHeaders
-from ._needs import (
+from ..core._envelope import HttpHeaders
+from ..core._needs import (
     Complete,
     CompletionCall,
     FetchTask,
@@ -57,8 +60,9 @@ from ._needs import (
     ToolCall,
     UseOnce,
 )
-from ._outcomes import START_TASK, InputRequired
-from ._records import TaskRecord, decode_record
+from ..core._outcomes import START_TASK, InputRequired
+from ..core._records import TaskRecord, decode_record
+from ..core.inputs import INPUTS, Input
 from ._redaction import WHOLLY_REDACTED, Redactor
 
 FORMAT: Final = 1
@@ -262,7 +266,7 @@ RUN_TOOL = Codec(_encode_run_tool, _decode_run_tool)
 NEED = Codec(_encode_need, _decode_need)
 RECORD = Codec(_encode_record, _decode_record, only_redacts=True)
 OUTCOME = Codec(_encode_outcome, _decode_outcome)
-NUMBER = _plain(float | None)
+NUMBER = _plain(int | float | None)  # an int stays one: it is encoded as the handler gave it
 TEXT = _plain(str | None)
 FLAG = _plain(bool)
 COUNT = _plain(int | None)
@@ -271,65 +275,60 @@ SUBSCRIPTION = _plain(Subscription)
 REQUEST_ID = _plain(w.RequestId)
 ANY = _plain(Any)
 
-ENTRY_POINTS: Final[dict[str, dict[str, Codec]]] = {
-    "receive": {
-        "data": DATA,
-        "now": NUMBER,
-        "headers": _plain(HttpHeaders | None),
-        "principal": TEXT,
-    },
-    "tool_returned": {
-        "call": CALL,
-        "outcome": OUTCOME,
-        "now": NUMBER,
-        "stored_tasks": COUNT,
-        "active_for_principal": COUNT,
-    },
-    "task_refused": {
-        "call": CALL,
-        "per_principal": FLAG,
-        "stored": FLAG,
-        "data": FLAG,
-        "next_expiry_at": NUMBER,
-        "now": NUMBER,
-    },
-    "round_replayed": {"need": RUN_TOOL},
-    "call_refused": {"need": NEED},
-    "prompt_returned": {"call": _plain(PromptCall), "outcome": OUTCOME, "now": NUMBER},
-    "resource_returned": {"call": _plain(ResourceRead), "outcome": OUTCOME, "now": NUMBER},
-    "completion_returned": {"call": _plain(CompletionCall), "outcome": OUTCOME},
-    "handle_task_request": {"request": _plain(TaskRequest), "record": RECORD, "now": NUMBER},
-    "task_returned": {"record": RECORD, "outcome": OUTCOME, "now": NUMBER},
-    "task_asked": {"record": RECORD, "request": _plain(w.InputRequest), "now": NUMBER},
-    "set_status_message": {"record": RECORD, "message": TEXT, "now": NUMBER},
-    "task_progress": {
-        "record": RECORD,
-        "progress": NUMBER,
-        "total": NUMBER,
-        "message": TEXT,
-        "now": NUMBER,
-    },
-    "task_orphaned": {"record": RECORD, "now": NUMBER},
-    "task_outcome_lost": {"record": RECORD, "waited": NUMBER, "now": NUMBER},
-    "task_resumed": {"record": RECORD},
-    "expire_task": {"record": RECORD, "now": NUMBER},
-    "progress": {"meta": META, "progress": NUMBER, "total": NUMBER, "message": TEXT},
-    "log": {"meta": META, "level": _plain(w.LoggingLevel), "data": ANY, "logger": TEXT},
-    "subscription_acknowledged": {"subscription": SUBSCRIPTION},
-    "list_changed": {"subscription": SUBSCRIPTION, "kind": TEXT},
-    "resource_updated": {"subscription": SUBSCRIPTION, "uri": TEXT},
-    "task_changed": {"subscription": SUBSCRIPTION, "record": RECORD},
-    "subscription_ended": {"subscription": SUBSCRIPTION},
-    "listen_refused": {"listen": _plain(Listen), "per_principal": FLAG},
-    "store_unavailable": {"request_id": REQUEST_ID},
-    "internal_failure": {"request_id": REQUEST_ID},
+_CODEC_OF: Final[dict[str, Codec]] = {
+    "bytes": DATA,
+    "HttpHeaders | None": _plain(HttpHeaders | None),
+    "str": TEXT,
+    "str | None": TEXT,
+    "bool": FLAG,
+    "float": NUMBER,
+    "float | None": NUMBER,
+    "Any": ANY,
+    "ToolCall": CALL,
+    "RunTool": RUN_TOOL,
+    "Need": NEED,
+    "PromptCall": _plain(PromptCall),
+    "ResourceRead": _plain(ResourceRead),
+    "CompletionCall": _plain(CompletionCall),
+    "TaskRequest": _plain(TaskRequest),
+    "TaskRecord": RECORD,
+    "TaskRecord | None": RECORD,
+    "ToolOutcome": OUTCOME,
+    "PromptOutcome": OUTCOME,
+    "ResourceOutcome": OUTCOME,
+    "CompletionOutcome": OUTCOME,
+    "InputRequest": _plain(w.InputRequest),
+    "RequestMeta": META,
+    "LoggingLevel": _plain(w.LoggingLevel),
+    "Subscription": SUBSCRIPTION,
+    "Listen": _plain(Listen),
+    "RequestId": REQUEST_ID,
 }
-"""Every `ServerCore` entry point a journal records: its parameters, by name, and how each
-is written. The names are the parameters' own, so a replay calls with them as keywords."""
+"""How a value of each type an input's field holds is written (by the field's annotation)."""
+
+
+def _fields_of(kind: type[Input]) -> dict[str, Codec]:
+    annotations: dict[str, str] = {}
+    for klass in reversed(kind.__mro__):
+        annotations.update(getattr(klass, "__annotations__", {}))
+    codecs = {name: _CODEC_OF[annotations[name]] for name in kind.__struct_fields__}
+    codecs["now"] = NUMBER  # the time it was handled at
+    return codecs
+
+
+INPUT_NAMED: Final[dict[str, type[Input]]] = {kind.journal_name: kind for kind in INPUTS}
+"""Each input by the name its journal lines give it."""
+CODECS: Final[dict[str, dict[str, Codec]]] = {
+    name: _fields_of(kind) for name, kind in INPUT_NAMED.items()
+}
+"""How each input's fields (and the time) are written, by the input's name: made from the
+inputs' own annotations."""
+ENTRY_POINTS = CODECS
+"""The name of `CODECS` when lines named the core's entry points: kept one release."""
 
 _REDACTING: Final = {
     call: [(name, codec) for name, codec in codecs.items() if codec.encode is not None]
-    for call, codecs in ENTRY_POINTS.items()
+    for call, codecs in CODECS.items()
 }
 """The arguments of each call written otherwise than as they are, when a tool has
 sensitive arguments; `_PLAIN`, when none has."""
@@ -358,9 +357,9 @@ def encode_inputs(
 
 
 def decode_inputs(call: str, raw: bytes) -> dict[str, Any]:
-    codecs = ENTRY_POINTS.get(call)
+    codecs = CODECS.get(call)
     if codecs is None:
-        raise JournalDamaged(f"it names no entry point of the core: {call!r}")
+        raise JournalDamaged(f"it names no entry point (input) of the core: {call!r}")
     fields = msgspec.json.decode(raw, type=dict[str, Raw])
     unknown = set(fields) - set(codecs)
     if unknown:

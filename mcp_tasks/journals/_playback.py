@@ -21,21 +21,11 @@ from typing import Any, Final, NamedTuple
 import msgspec
 from msgspec import Raw
 
-from . import _wire as w
-from ._depth import MAX_DEPTH, nesting_depth
-from ._errors import RemoteProtocolError
-from ._journal import redactor_for
-from ._journal_codec import (
-    FORMAT,
-    JournalDamaged,
-    decode_inputs,
-    output_encoder,
-    raised_out,
-    unframe,
-    write_output,
-)
-from ._needs import FetchTask
-from ._options import (
+from ..core import _wire as w
+from ..core._depth import MAX_DEPTH, nesting_depth
+from ..core._errors import RemoteProtocolError
+from ..core._needs import FetchTask
+from ..core._options import (
     PromptSpec,
     ResourceSpec,
     ResourceTemplateSpec,
@@ -43,9 +33,20 @@ from ._options import (
     TaskOptions,
     ToolSpec,
 )
-from ._records import TaskRecord
+from ..core._records import TaskRecord
+from ..core._server import ServerCore
+from ._codec import (
+    FORMAT,
+    INPUT_NAMED,
+    JournalDamaged,
+    decode_inputs,
+    output_encoder,
+    raised_out,
+    unframe,
+    write_output,
+)
+from ._recorder import as_journal_answer, redactor_for
 from ._redaction import WHOLLY_REDACTED
-from ._server import ServerCore
 
 
 class DrawMismatch(Exception):
@@ -222,18 +223,20 @@ def _inputs_of(call: _Call) -> dict[str, Any]:
         raise JournalDamaged(why) from None
 
 
-class PlaybackCore(ServerCore):
+class PlaybackCore:
     """A core configured as a journal says, drawing what the journal recorded."""
 
     def __init__(self, config: _Config) -> None:
-        super().__init__(
+        self._played = _Played(config.poll_policy)
+        self.core = core = ServerCore(
             info=config.info,
-            new_task_id=self._take_task_id,
+            new_task_id=self._played.new_task_id,
             state_key=bytes(32),  # never used: sealing is played back
             tasks=config.tasks,
             options=config.options,
+            injected=self._played,
         )
-        catalog = self.catalog
+        catalog = core.catalog
         for tool in config.catalog.tools:
             catalog.add_tool(tool)
         for prompt in config.catalog.prompts:
@@ -244,77 +247,73 @@ class PlaybackCore(ServerCore):
             catalog.add_template(template)
         for kind, name in config.catalog.completions:
             catalog.add_completion((kind, name))  # type: ignore[arg-type]
-        self._draws: deque[tuple[str, Any]] = deque()
-        self._rounds.sealer = _PlaybackSealer(self)
-        catalog.argument_decoder = self._take_decoded
-        self._tasks.poll_policy = _PlaybackPolicy(self) if config.poll_policy else None
         self._redactor = redactor_for(catalog)
 
     def answer(
         self, call: str, inputs: dict[str, Any], draws: list[tuple[str, Any]]
     ) -> tuple[Any, bytes, str | None]:
-        """What `call` answers now, that written as a journal writes `out`, and what else
-        went wrong (None: nothing)."""
-        self._draws = deque(draws)
+        """What the input named `call` answers now (with `inputs`, its fields and `now`),
+        that written as a journal writes `out`, and what else went wrong (None: nothing)."""
+        played = self._played
+        played.draws = deque(draws)
         problem = answer = None
         try:
-            answer = getattr(ServerCore, call)(self, **inputs)
+            fields = dict(inputs)
+            now = fields.pop("now", None)
+            handled = INPUT_NAMED[call](**fields)
+            answer = self.core.handle(handled, 0.0 if now is None else now)
             written = bytearray()
-            write_output(answer, self._redactor, written)
+            write_output(as_journal_answer(call, answer), self._redactor, written)
             out = msgspec.Raw(bytes(written))
         except DrawMismatch as mismatch:
             out, problem = raised_out(mismatch), str(mismatch)
         except Exception as error:
             out = raised_out(error)
-        if problem is None and self._draws:
-            kinds = ", ".join(kind for kind, _ in self._draws)
+        if problem is None and played.draws:
+            kinds = ", ".join(kind for kind, _ in played.draws)
             problem = f"the recorded call drew more than the replayed one: {kinds}"
         return answer, output_encoder.encode(out), problem
 
+
+class _Played:
+    """What the core draws (`Injected`), each value the one the journal recorded."""
+
+    __slots__ = ("draws", "polls")
+
+    def __init__(self, polls: bool) -> None:
+        self.polls = polls
+        self.draws: deque[tuple[str, Any]] = deque()
+
     def take(self, kind: str) -> Any:
-        if not self._draws:
+        if not self.draws:
             raise DrawMismatch(f"the replayed call drew a {kind} the recorded one did not")
-        recorded, value = self._draws.popleft()
+        recorded, value = self.draws.popleft()
         if recorded != kind:
             raise DrawMismatch(
                 f"the replayed call drew a {kind} where the recorded drew a {recorded}"
             )
         return value
 
-    def _take_task_id(self) -> str:
+    def new_task_id(self) -> str:
         task_id: str = self.take("id")
         return task_id
 
-    def _take_decoded(self, spec: ToolSpec | PromptSpec, arguments: Any) -> Any:
+    def digest(self, method: str, name: str, arguments: bytes | None, principal: str | None) -> str:
+        digest: str = self.take("digest")
+        return digest
+
+    def mac(self, signed: str) -> bytes:
+        return base64.b64decode(self.take("mac"))
+
+    def verify(self, signed: str, mac: bytes) -> bool:
+        return bool(self.take("verify"))
+
+    def decode_arguments(self, spec: ToolSpec | PromptSpec, arguments: Any) -> Any:
         refused = self.take("decode")
         if refused is not None:
             raise RemoteProtocolError(refused["code"], refused["message"])
         return None
 
-
-class _PlaybackSealer:
-    __slots__ = ("_core",)
-
-    def __init__(self, core: PlaybackCore) -> None:
-        self._core = core
-
-    def digest(self, method: str, name: str, arguments: bytes | None, principal: str | None) -> str:
-        digest: str = self._core.take("digest")
-        return digest
-
-    def mac(self, signed: str) -> bytes:
-        return base64.b64decode(self._core.take("mac"))
-
-    def verify(self, signed: str, mac: bytes) -> bool:
-        return bool(self._core.take("verify"))
-
-
-class _PlaybackPolicy:
-    __slots__ = ("_core",)
-
-    def __init__(self, core: PlaybackCore) -> None:
-        self._core = core
-
-    def wait_ms(self, principal: str | None, record: TaskRecord, now: float) -> int | None:
-        wait_ms: int | None = self._core.take("poll")
+    def poll_wait_ms(self, principal: str | None, record: TaskRecord, now: float) -> int | None:
+        wait_ms: int | None = self.take("poll")
         return wait_ms

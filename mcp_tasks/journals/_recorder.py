@@ -1,17 +1,18 @@
-"""Recording: a `ServerCore` that writes every call of an entry point to a journal.
+"""Recording: a wrapper of `ServerCore.handle` that writes every input to a journal.
 
 Theory of operation
 -------------------
-The core keeps nothing between calls, so what a call answers depends only on what it was
-given and on what it drew, while it ran, from what the server injected: task ids, the
-digests and MACs of sealed input rounds, the verdicts of the tools' argument types and of
-the poll policy. `RecordingCore` takes over a configured core, routes each of those
-through itself, and writes one line per call (`_journal_codec` says how). A call made
-from inside another (none today, but a shell may nest) is part of the outer one's line.
+The core keeps nothing between inputs, so what it answers depends only on the input, the
+time and what it drew, while it decided, from what the server injected (`core.injected`:
+task ids, the digests and MACs of sealed input rounds, the verdicts of the tools' argument
+types and of the poll policy). `Recorder` wraps `handle` and the injected object and
+writes one line per input (`_codec` says how): its name, its fields and the time, what it
+drew, and what the core answered. An input handled from inside another (none today, but
+a shell may nest) is part of the outer one's line.
 
-Writing never fails a call: a line that cannot be encoded is reported to `on_error`, and
-the sink (`mcp_tasks.recording.JournalWriter`) deals with its own failures.
-`_playback.Playback` is the other half: it replays the lines through a fresh core.
+Writing never fails an input: a line that cannot be encoded is reported to `on_error`, and
+the sink (`JournalWriter`) deals with its own failures. `_playback.Playback` is the other
+half: it replays the lines through a fresh core.
 """
 
 from __future__ import annotations
@@ -23,12 +24,18 @@ from typing import Any, Final
 
 import msgspec
 
-from ._catalog import Catalog
-from ._compat import message_of, resume_of
-from ._effects import Step
-from ._errors import ProtocolError
-from ._journal_codec import (
-    ENTRY_POINTS,
+from ..core._catalog import Catalog
+from ..core._compat import CompatibleNames, message_of, resume_of
+from ..core._effects import Step
+from ..core._errors import ProtocolError
+from ..core._injected import Injected
+from ..core._needs import FetchTask, Need, TaskRequest
+from ..core._options import PromptSpec, ToolSpec
+from ..core._records import TaskRecord, encode_record
+from ..core._server import ServerCore
+from ..core.inputs import Input
+from ._codec import (
+    CODECS,
     FORMAT,
     encode_inputs,
     frame,
@@ -37,15 +44,7 @@ from ._journal_codec import (
     raised_out,
     write_output,
 )
-from ._needs import FetchTask, TaskRequest
-from ._options import PromptSpec, ServerOptions, TaskOptions, ToolSpec
-from ._policy import PollPolicy
-from ._records import TaskRecord, encode_record
 from ._redaction import Redactor
-from ._sealing import Sealer
-from ._server import ServerCore
-from ._wire import Implementation
-from .inputs import Input
 
 Draw = tuple[str, Any]
 """("id", task id), ("digest", hex), ("mac", base64), ("verify", bool),
@@ -68,7 +67,7 @@ def config_of(core: ServerCore) -> dict[str, Any]:
         "info": core.info,
         "options": core.options,
         "tasks": core.task_options,
-        "poll_policy": core.poll_policy is not None,
+        "poll_policy": core.injected.polls,
         "catalog": {
             "tools": list(catalog.tools.values()),
             "prompts": list(catalog.prompts.values()),
@@ -88,13 +87,14 @@ def redactor_for(catalog: Catalog) -> Redactor:
     return Redactor(sensitive, catalog.header_params)
 
 
-class RecordingCore(ServerCore):
-    """`core`, answering exactly as before, writing each call to `sink` as a line.
+class Recorder(CompatibleNames):
+    """`core`, answering exactly as before, writing each input it handles to `sink` as a
+    line: a wrapper of `core.handle` (every other name is `core`'s own).
 
-    It takes over `core`'s parts (they are shared: use this one from now on).
-    `on_error` hears of a call that could not be written down. A `receive` that asks to
-    load a task waits for the call that answers it, to share its line: `flush()` writes
-    down any still waiting."""
+    It wraps what `core` draws from outside itself (`core.injected`) to write that down
+    too. `on_error` hears of an input that could not be written down. A `Received` that
+    asks to load a task waits for the `TaskFetched` that answers it, to share its line:
+    `flush()` writes down any still waiting."""
 
     def __init__(
         self,
@@ -103,83 +103,39 @@ class RecordingCore(ServerCore):
         *,
         on_error: Callable[[str, Exception], None] | None = None,
     ) -> None:
-        self.__dict__.update(core.__dict__)
+        self.core = core
         self._sink = sink
         self._on_error = on_error
         self._held: dict[int, tuple[TaskRequest, _Entry]] = {}
         self._draws: list[Draw] | None = None
         self._sequence = 0
         self._revision = -1
-        self._redactor = redactor_for(self.catalog)
+        self._redactor = redactor_for(core.catalog)
         self._records: dict[int, tuple[TaskRecord, msgspec.Raw]] = {}
-        self._tasks._new_task_id = self._draw_task_id
-        self._rounds.sealer = _RecordingSealer(self._rounds.sealer, self)
-        self.catalog.argument_decoder = self._draw_decoded
-        self._wrap_policy()
+        core.use_injected(_Drawing(core.injected, self))
         self._sink(frame(input_encoder.encode(JOURNAL_HEADER)))
 
-    # --- what a call draws --------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.core, name)  # configuration, the catalog, the options...
 
     def _draw(self, kind: str, value: Any) -> None:
         if self._draws is not None:
             self._draws.append((kind, value))
 
-    def _draw_task_id(self) -> str:
-        task_id = self._new_task_id()
-        self._draw("id", task_id)
-        return task_id
-
-    def _draw_decoded(self, spec: ToolSpec | PromptSpec, arguments: Any) -> Any:
-        try:
-            decoded = spec.decode_arguments(arguments)
-        except ProtocolError as refused:
-            self._draw("decode", {"code": refused.code, "message": refused.message})
-            raise
-        self._draw("decode", None)
-        return decoded
-
-    def _wrap_policy(self) -> None:
-        policy = self._tasks.poll_policy
-        if policy is not None and not isinstance(policy, _RecordingPolicy):
-            self._tasks.poll_policy = _RecordingPolicy(policy, self)
-
-    # --- configuration -------------------------------------------------------------------
-
-    def use_state_key(self, state_key: bytes) -> None:
-        super().use_state_key(state_key)
-        self._rounds.sealer = _RecordingSealer(self._rounds.sealer, self)
-
-    def use_task_options(self, options: TaskOptions) -> None:
-        policy = self._tasks.poll_policy
-        if isinstance(policy, _RecordingPolicy):  # so a policy made from options is remade
-            self._tasks.poll_policy = policy.inner
-        super().use_task_options(options)
-        self._wrap_policy()
-        self._revision = -1
-
-    def use_options(self, options: ServerOptions) -> None:
-        super().use_options(options)
-        self._revision = -1
-
-    def use_info(self, info: Implementation) -> None:
-        super().use_info(info)
-        self._revision = -1
-
     # --- the one entry, recorded ------------------------------------------------------------
 
-    def handle(self, input: Input, now: float) -> Any:
+    def handle(self, input: Input, now: float) -> Step | Need:
         """`ServerCore.handle`, written down as the call of the entry point it replaced
         (journals of format 1 name calls: `Input.journal_name`)."""
-        if self._draws is not None:  # called from inside another call: part of its line
-            return super().handle(input, now)  # type: ignore[call-overload]
+        if self._draws is not None:  # handled from inside another: part of its line
+            return self.core.handle(input, now)
         call = input.journal_name
         inputs = {name: getattr(input, name) for name in input.__struct_fields__}
-        if "now" in ENTRY_POINTS[call]:
-            inputs["now"] = now
+        inputs["now"] = now
         draws: list[Draw] = []
         self._draws = draws
         try:
-            out = super().handle(input, now)  # type: ignore[call-overload]
+            out = self.core.handle(input, now)
         except Exception as error:
             self._draws = None
             self._write((call, inputs, draws, error, True))
@@ -235,10 +191,11 @@ class RecordingCore(ServerCore):
     def _write_now(self, entry: _Entry, then: _Entry | None = None) -> None:
         call = entry[0]
         try:
-            if self._revision != self.catalog.revision:
-                self._revision = self.catalog.revision
-                self._redactor = redactor_for(self.catalog)
-                config = {"config": config_of(self)}
+            core = self.core
+            if self._revision != core.revision:
+                self._revision = core.revision
+                self._redactor = redactor_for(core.catalog)
+                config = {"config": config_of(core)}
                 self._sink(frame(input_encoder.encode(config)))
             self._sequence += 1
             line = bytearray(b"{")
@@ -277,7 +234,7 @@ class RecordingCore(ServerCore):
             write_output(out, redactor, line)
 
 
-_CALL_STARTS: Final = {call: b'"call":"%s","draws":' % call.encode() for call in ENTRY_POINTS}
+_CALL_STARTS: Final = {call: b'"call":"%s","draws":' % call.encode() for call in CODECS}
 
 
 def as_journal_answer(call: str, out: Any) -> Any:
@@ -310,37 +267,53 @@ def _refused(out: Any) -> bool:
     return reply is not None and reply.error_code is not None
 
 
-class _RecordingSealer:
-    __slots__ = ("_core", "_inner")
+class _Drawing:
+    """What the core draws (`Injected`), each value written down as the input's draw."""
 
-    def __init__(self, inner: Sealer, core: RecordingCore) -> None:
+    __slots__ = ("_inner", "_recorder")
+
+    def __init__(self, inner: Injected, recorder: Recorder) -> None:
         self._inner = inner
-        self._core = core
+        self._recorder = recorder
+
+    @property
+    def polls(self) -> bool:
+        return self._inner.polls
+
+    def new_task_id(self) -> str:
+        task_id = self._inner.new_task_id()
+        self._recorder._draw("id", task_id)
+        return task_id
 
     def digest(self, method: str, name: str, arguments: bytes | None, principal: str | None) -> str:
         digest = self._inner.digest(method, name, arguments, principal)
-        self._core._draw("digest", digest)
+        self._recorder._draw("digest", digest)
         return digest
 
     def mac(self, signed: str) -> bytes:
         mac = self._inner.mac(signed)
-        self._core._draw("mac", base64.b64encode(mac).decode("ascii"))
+        self._recorder._draw("mac", base64.b64encode(mac).decode("ascii"))
         return mac
 
     def verify(self, signed: str, mac: bytes) -> bool:
         verdict = self._inner.verify(signed, mac)
-        self._core._draw("verify", verdict)
+        self._recorder._draw("verify", verdict)
         return verdict
 
+    def decode_arguments(self, spec: ToolSpec | PromptSpec, arguments: Any) -> Any:
+        try:
+            decoded = self._inner.decode_arguments(spec, arguments)
+        except ProtocolError as refused:
+            self._recorder._draw("decode", {"code": refused.code, "message": refused.message})
+            raise
+        self._recorder._draw("decode", None)
+        return decoded
 
-class _RecordingPolicy:
-    __slots__ = ("_core", "inner")
-
-    def __init__(self, inner: PollPolicy, core: RecordingCore) -> None:
-        self.inner = inner
-        self._core = core
-
-    def wait_ms(self, principal: str | None, record: TaskRecord, now: float) -> int | None:
-        wait_ms = self.inner.wait_ms(principal, record, now)
-        self._core._draw("poll", wait_ms)
+    def poll_wait_ms(self, principal: str | None, record: TaskRecord, now: float) -> int | None:
+        wait_ms = self._inner.poll_wait_ms(principal, record, now)
+        self._recorder._draw("poll", wait_ms)
         return wait_ms
+
+
+RecordingCore = Recorder
+"""The name of `Recorder` before it wrapped the core (it was a subclass): kept one release."""
