@@ -61,7 +61,7 @@ import anyio
 import trio
 
 from ._backend import CancelScope, Event, cancel_scope, event
-from .core import INTERNAL_ERROR, HttpHeaders, Reply, error_body
+from .core import HttpHeaders, Reply, internal_error_reply
 from .transports._budget import (
     LINGER_BYTES,
     LINGER_SECONDS,
@@ -447,8 +447,7 @@ class _Answer:
             )
         except Exception:
             logger.exception("the server failed on a request")
-            message = "Internal error: the server failed on this request"
-            return Reply(body=error_body(None, INTERNAL_ERROR, message), http_status=500)
+            return internal_error_reply(body)
 
     async def _finish(self, reply: Reply | None) -> None:
         draining = self.app.draining

@@ -42,6 +42,7 @@ from ._errors import (
     VersionConflict,
     http_status_for_code,
 )
+from ._internal_error import internal_error_reply
 from ._needs import (
     Complete,
     CompletionCall,
@@ -277,6 +278,7 @@ __all__ = [
     "error_body",
     "failure_outcome",
     "http_status_for_code",
+    "internal_error_reply",
     "iso_utc",
     "mermaid_diagram",
     "next_status",

@@ -54,7 +54,7 @@ import h11
 from anyio.abc import SocketAttribute
 
 from .. import _backend
-from ..core import INTERNAL_ERROR, Reply, error_body
+from ..core import internal_error_reply
 from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyPace, ByteBudget, HeldBytes, slow_body
 from ._http_accept import accept, listen
 from ._http_access import log_access, report_refusal
@@ -459,8 +459,7 @@ class _Connection:
             )
         except Exception:
             logger.exception("the server failed on a request")
-            message = "Internal error: the server failed on this request"
-            reply = Reply(body=error_body(None, INTERNAL_ERROR, message), http_status=500)
+            reply = internal_error_reply(body)
         finally:
             self._handling_since = self._keep_alive_at = math.inf
             watch, self._watch = self._watch, None
