@@ -14,7 +14,7 @@ the bound address (the Host check on loopback), and a client that disconnects.
 A request pays for no task of its own: most are answered within microseconds, and a task
 group with a watcher per request cost ten times what the server spends on a `tasks/get`.
 One keeper task (in the server's task group) looks at the requests in flight every tick
-(`TICK_SECONDS`); one that has been with the server for a tick gets a watcher, which waits
+(`exchange.TICK_SECONDS`); one that has been with the server for a tick gets a watcher, which waits
 for the ASGI server's `http.disconnect` and then cancels the request.
 
 Refused while the client still sends (413, 503, or any refusal made before the body is
@@ -36,19 +36,8 @@ import trio
 
 from .._backend import CancelScope, Event, cancel_scope, event
 from ..core import HttpHeaders, Reply
+from . import _exchange as exchange
 from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyIntake, ByteBudget
-from ._exchange import (
-    KEEP_ALIVE,
-    TICK_SECONDS,
-    Headers,
-    admit,
-    answer_of,
-    framed,
-    handler_failed,
-    refusal_answer,
-    sse_event,
-    sse_head,
-)
 from ._http_access import log_access
 from ._http_health import Probes
 from ._http_rules import (
@@ -199,7 +188,7 @@ class AsgiApp:
         if raw_path and not raw_path.startswith(b"/"):
             path = raw_path  # absolute-form, as the server passed it on: its host is checked
         try:
-            refusal, principal = await admit(
+            refusal, principal = await exchange.admit(
                 rules, method, path, found, headers, authenticate=self.config.authenticate
             )
         except Refusal as refused:  # framed two ways: its body is dropped all the same
@@ -271,7 +260,8 @@ class AsgiApp:
         raise intake.late(scope.deadline)
 
     async def _send_refusal(self, send: Send, refusal: Refusal, *, close: bool = False) -> None:
-        answer = refusal_answer(refusal, self.server, close=close)  # close: its body unread
+        # close: its body was left unread
+        answer = exchange.refusal_answer(refusal, self.server, close=close)
         with suppress(*_CLIENT_GONE):
             await _send_response(send, *answer, draining=False)
 
@@ -279,7 +269,7 @@ class AsgiApp:
         """A health probe (`_http_health`): before any rule; its body unread."""
         answer = await self._probes.answer(probe, method, self.server, draining=self.draining)
         body = b"" if method == b"HEAD" else answer.body
-        headers = framed(list(answer.headers), answer.body, draining=False)
+        headers = exchange.framed(list(answer.headers), answer.body, draining=False)
         with suppress(*_CLIENT_GONE):
             await send({"type": "http.response.start", "status": answer.status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
@@ -331,10 +321,10 @@ class AsgiApp:
                 if not self.in_flight:
                     self._requests_came = came = event()
                     await came.wait()
-                await anyio.sleep(TICK_SECONDS)
+                await anyio.sleep(exchange.TICK_SECONDS)
                 now = anyio.current_time()
                 for answer in list(self.in_flight):
-                    if answer.watcher is None and now - answer.since >= TICK_SECONDS:
+                    if answer.watcher is None and now - answer.since >= exchange.TICK_SECONDS:
                         answer.watcher = cancel_scope()
                         self.spawn(answer.watch_client)
         finally:  # runs even for a keeper the server stopped before it began: anyio starts it
@@ -391,16 +381,16 @@ class _Answer:
                 body, headers=headers, notify=self._notify, principal=principal
             )
         except Exception:
-            return handler_failed(body, logger)
+            return exchange.handler_failed(body, logger)
 
     async def _finish(self, reply: Reply | None) -> None:
         if self._streaming:
-            last = b"" if reply is None else sse_event(reply.body)
+            last = b"" if reply is None else exchange.sse_event(reply.body)
             assert self._lock is not None
             async with self._lock:
                 await self._send({"type": "http.response.body", "body": last})
         else:
-            await _send_response(self._send, *answer_of(reply), draining=self.app.draining)
+            await _send_response(self._send, *exchange.answer_of(reply), draining=self.app.draining)
 
     async def watch_client(self) -> None:
         """Cancel the request if its client disconnects (the body is read: the next
@@ -424,14 +414,14 @@ class _Answer:
             async with self._lock:
                 if not self._streaming:
                     await self._start_stream()
-                await self._send_on_stream(sse_event(message))
+                await self._send_on_stream(exchange.sse_event(message))
         except _CLIENT_GONE:
             self._scope.cancel()
             await anyio.lowlevel.checkpoint()
 
     async def _start_stream(self) -> None:
         self._streaming = True
-        headers = sse_head(draining=self.app.draining)
+        headers = exchange.sse_head(draining=self.app.draining)
         await self._send({"type": "http.response.start", "status": 200, "headers": headers})
         self._last_sent = anyio.current_time()
         if self.app.config.keep_alive_comment_seconds is not None:
@@ -449,7 +439,7 @@ class _Answer:
                 try:
                     async with self._lock:
                         if anyio.current_time() - self._last_sent >= every:  # still quiet
-                            await self._send_on_stream(KEEP_ALIVE)
+                            await self._send_on_stream(exchange.KEEP_ALIVE)
                 except _CLIENT_GONE:
                     self._scope.cancel()
                     return
@@ -485,8 +475,8 @@ def _route_path(scope: Scope) -> bytes:
 
 
 async def _send_response(
-    send: Send, status: int, headers: Headers, body: bytes, *, draining: bool
+    send: Send, status: int, headers: exchange.Headers, body: bytes, *, draining: bool
 ) -> None:
-    framed(headers, body, draining=draining)
+    exchange.framed(headers, body, draining=draining)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
