@@ -3,7 +3,9 @@
 Theory of operation
 -------------------
 `serve_http` listens and runs one `_Connection` per accepted socket. A connection is one
-pump loop over an `h11.Connection`, one request at a time:
+pump loop over an `h11.Connection`, one request at a time, the h11 driver of the exchange
+the ASGI app drives too (`_exchange`: the verdict on a head, the body's intake, the shape
+and framing of each answer):
 
     wait for a request head    idle timeout before its first byte, then the header timeout
     a probe?                   `/healthz`, `/readyz` answered at once (`_http_health`)
