@@ -22,6 +22,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from mcp_tasks import TextContent
 from mcp_tasks.client import Client
+from mcp_tasks.core import internal_error_reply
 from mcp_tasks.transports import Connection, MessageHandler, NotificationHandler, TransportError
 
 logger = logging.getLogger("line_transport")
@@ -75,6 +76,9 @@ async def _serve_connection(server: MessageHandler, stream: anyio.abc.SocketStre
                 await send(reply.body)
         except Exception:  # a bug behind handle() costs this request, not the server
             logger.exception("handling a line failed")
+            failed = internal_error_reply(line)  # the -32603 every transport sends
+            if failed.request_id is not None:  # a notification is answered by nothing
+                await send(failed.body)
         finally:
             room.release()
 

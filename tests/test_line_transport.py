@@ -19,7 +19,7 @@ import pytest
 
 from mcp_tasks import CallToolResult, ElicitParams, ElicitResult, Server, ToolContext, ToolOutcome
 from mcp_tasks._telemetry import Telemetry
-from mcp_tasks.client import Client, PollPolicy
+from mcp_tasks.client import Client, PollPolicy, RpcError
 from mcp_tasks.core import Reply
 from mcp_tasks.transports import Connection
 from tests.doc_snippets import Page
@@ -150,6 +150,36 @@ def test_cancelling_a_request_cancels_it_on_the_server(backend: str) -> None:
 
     assert _run(backend, body) == "pong"
     assert events["cancelled"].is_set()
+
+
+class _FailingServer(Server):
+    """A bug behind `handle`, on purpose, for any message naming "boom"."""
+
+    async def handle(self, data: bytes, **options: Any) -> Reply | None:
+        if b"boom" in data:
+            raise RuntimeError("a bug, on purpose")
+        return await super().handle(data, **options)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_bug_behind_handle_is_answered_with_the_internal_error_and_the_line_goes_on(
+    backend: str,
+) -> None:
+    server = _FailingServer("failing", "0.1.0")
+
+    @server.tool()
+    async def greet(ctx: ToolContext, name: str = "world") -> ToolOutcome:
+        """Say hello."""
+        return CallToolResult.text(f"Hello, {name}!")
+
+    async def body() -> tuple[int, str, str]:
+        async with _client_of(server) as client:
+            with anyio.fail_after(5), pytest.raises(RpcError) as failed:  # not left waiting
+                await client.call_tool("greet", {"name": "boom"})
+            fine = await client.call_tool("greet", {"name": "lines"})
+            return failed.value.code, failed.value.message, _text(fine)
+
+    assert _run(backend, body) == (-32603, "Internal error", "Hello, lines!")
 
 
 def test_the_example_runs_as_a_script() -> None:

@@ -43,6 +43,7 @@ from ._errors import (
     http_status_for_code,
 )
 from ._injected import Injected, ServerInjected
+from ._internal_error import internal_error_reply
 from ._needs import (
     Complete,
     CompletionCall,
@@ -280,6 +281,7 @@ __all__ = [
     "error_body",
     "failure_outcome",
     "http_status_for_code",
+    "internal_error_reply",
     "iso_utc",
     "mermaid_diagram",
     "next_status",

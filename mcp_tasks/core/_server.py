@@ -56,6 +56,7 @@ from ._errors import (
     RemoteProtocolError,
 )
 from ._injected import Injected, ServerInjected
+from ._internal_error import internal_error_for
 from ._listen import Listening
 from ._needs import (
     Need,
@@ -421,10 +422,7 @@ class ServerCore(CompatibleNames):
         return Step(reply=reply)
 
     def _server_failed(self, input: ServerFailed, now: float) -> Step:
-        message = "Internal error: the server failed on this request"
-        error = w.ErrorObject(code=INTERNAL_ERROR, message=message)
-        reply = self._encode.error_object(input.request_id, error)
-        return Step(reply=msgspec.structs.replace(reply, http_status=500))
+        return Step(reply=internal_error_for(input.request_id))
 
     # --- results --------------------------------------------------------------------------
 

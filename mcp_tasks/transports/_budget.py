@@ -14,11 +14,12 @@ can fill the budget between them, each waiting for room the others hold: when ev
 held is a waiting body's, the one holding the least gives way at once (503), and the
 room it frees lets the others finish.
 
-A body must keep a pace (`BodyPace`): after `body_grace_seconds`, its next bytes are due
+A body must keep a pace (`BodyIntake.deadline`): after `body_grace_seconds`, its next bytes are due
 one second later for every `min_body_bytes_per_second` bytes it has sent, and never
 later than `body_timeout_seconds` after its head; a body late by that is refused with
 408 and its connection closed, so a stalled sender holds neither its bytes nor its
 connection for long. Time spent waiting for room is not the sender's, and does not count.
+One `BodyIntake` per request keeps its count, its bytes held and its pace.
 
 It runs on trio (the built-in server) and asyncio (the ASGI app under uvicorn); deadlines
 are on the running loop's clock.
@@ -31,7 +32,7 @@ from typing import Final
 import anyio
 
 from .._backend import cancel_scope, event
-from ._http_rules import HttpConfig, Refusal
+from ._http_rules import HttpConfig, Refusal, body_too_large
 
 BUSY_RETRY_SECONDS: Final = 1
 """`Retry-After` of a request refused for want of room among the bodies in flight."""
@@ -41,6 +42,7 @@ the built-in server, before it on the ASGI app), so that closing does not reset 
 connection under its unread answer."""
 LINGER_BYTES: Final = 64 * 1024 * 1024
 """The most dropped so: a client sending more than this is cut off."""
+LATE_BODY: Final = "Request timeout: the request body did not arrive in time"
 
 
 class ByteBudget:
@@ -111,54 +113,77 @@ class ByteBudget:
             self._freed = event()
 
 
-class HeldBytes:
-    """The bytes of the budget one request's body holds; a refusal (503) when there is
-    no room for more within `wait_seconds` (of waiting in all, however many times)."""
+class BodyIntake:
+    """One request's body as it comes in: its bytes counted against `max_body_bytes` (413),
+    held in the budget (503 without room within `body_wait_seconds` of waiting in all,
+    however many times), due at the pace it must keep (`deadline`: 408 past it). Both HTTP
+    drivers read a body through one; it gives its bytes back once the request is answered."""
 
-    def __init__(self, budget: ByteBudget, wait_seconds: float) -> None:
+    __slots__ = (
+        "_budget",
+        "_grace_end",
+        "_limit",
+        "_rate",
+        "_wait_left",
+        "chunks",
+        "end",
+        "held",
+        "size",
+    )
+
+    def __init__(self, budget: ByteBudget, config: HttpConfig, now: float) -> None:
         self._budget = budget
-        self._wait_left = wait_seconds
-        self.size = 0
-
-    async def take(self, size: int) -> float:
-        """Hold `size` more bytes: the seconds it waited for room (503 past the wait)."""
-        if size <= 0:
-            return 0.0
-        waited = await self._budget.take(size, self._wait_left, self.size)
-        if waited is None:
-            raise Refusal(
-                503,
-                "The server is busy: too many request bodies in flight; try again shortly",
-                reason="busy",
-                retry_after_seconds=BUSY_RETRY_SECONDS,
-            )
-        self.size += size
-        self._wait_left -= waited
-        return waited
-
-    def give_back(self) -> None:
-        self._budget.give_back(self.size)
-        self.size = 0
-
-
-class BodyPace:
-    """When the next bytes of one body are due (the theory of operation says how)."""
-
-    def __init__(self, config: HttpConfig, now: float) -> None:
-        self.end = now + config.body_timeout_seconds
-        self._grace_end = now + config.body_grace_seconds
+        self._limit = config.max_body_bytes
+        self._wait_left = config.body_wait_seconds
         self._rate = config.min_body_bytes_per_second
+        self._grace_end = now + config.body_grace_seconds
+        self.end = now + config.body_timeout_seconds
+        self.held = 0  # bytes of the budget held
+        self.size = 0  # bytes received
+        self.chunks: list[bytes] = []
 
-    def deadline(self, received: int) -> float:
-        """When the bytes after the first `received` are due."""
+    def deadline(self) -> float:
+        """When the next bytes are due."""
         if self._rate is None:
             return self.end
-        return min(self.end, self._grace_end + received / self._rate)
+        return min(self.end, self._grace_end + self.size / self._rate)
 
-    def pause(self, seconds: float) -> None:
-        """`seconds` spent waiting for room: not the sender's time."""
-        self.end += seconds
-        self._grace_end += seconds
+    def late(self, deadline: float) -> Refusal:
+        """The refusal of a body whose bytes due at `deadline` did not come."""
+        if deadline < self.end:
+            return slow_body()
+        return Refusal(408, LATE_BODY, reason="timeout")
+
+    async def take(self, chunk: bytes) -> None:
+        """Count `chunk` in and hold its bytes (`Refusal` 413 past `max_body_bytes`, 503
+        without room in time; either gives back what it held at once, for others may be
+        waiting for the room). Time spent waiting for room is not the sender's."""
+        self.size += len(chunk)
+        if self.size > self._limit:
+            self.give_back()
+            raise body_too_large(self._limit)
+        if self.size > self.held:
+            waited = await self._budget.take(self.size - self.held, self._wait_left, self.held)
+            if waited is None:
+                self.give_back()
+                raise Refusal(
+                    503,
+                    "The server is busy: too many request bodies in flight; try again shortly",
+                    reason="busy",
+                    retry_after_seconds=BUSY_RETRY_SECONDS,
+                )
+            self.held = self.size
+            self._wait_left -= waited
+            self.end += waited
+            self._grace_end += waited
+        self.chunks.append(chunk)
+
+    def body(self) -> bytes:
+        return b"".join(self.chunks)
+
+    def give_back(self) -> None:
+        self._budget.give_back(self.held)
+        self.held = 0
 
 
 def slow_body() -> Refusal:

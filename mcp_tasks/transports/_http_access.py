@@ -1,6 +1,7 @@
 """What the HTTP endpoint logs of the requests it serves: the access log, and its refusals.
 
-The built-in server (`_http_server`) and the ASGI app (`mcp_tasks.asgi`) both call these:
+The built-in server (`_http_server`) and the ASGI app (`_asgi`) both call these (refusals
+through the exchange, `_exchange.refusal_answer`):
 
 * `log_access`: one INFO line per request on the logger `mcp_tasks.access`, when
   `HttpConfig.access_log` is on (the caller checks it: off, a request pays one boolean).

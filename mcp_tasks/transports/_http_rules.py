@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 No I/O here: the connection (`_http_server`) reads a request head with h11, the ASGI app
-(`mcp_tasks.asgi`) takes it from its scope, and both ask `RequestRules` what to make of it.
+(`_asgi`) takes it from its scope, and both ask `RequestRules` what to make of it (through
+the exchange, `_exchange.admit`).
 `read_headers` picks out the few headers the endpoint reads (repeated ones joined with
 ", ") and the `Mcp-Param-*` ones; `refusal_for` then runs the checks in this order, and the
 first that fails is the answer:

@@ -3,7 +3,9 @@
 Theory of operation
 -------------------
 `serve_http` listens and runs one `_Connection` per accepted socket. A connection is one
-pump loop over an `h11.Connection`, one request at a time:
+pump loop over an `h11.Connection`, one request at a time, the h11 driver of the exchange
+the ASGI app drives too (`_exchange`: the verdict on a head, the body's intake, the shape
+and framing of each answer):
 
     wait for a request head    idle timeout before its first byte, then the header timeout
     a probe?                   `/healthz`, `/readyz` answered at once (`_http_health`)
@@ -43,7 +45,6 @@ deadline reaches them.
 from __future__ import annotations
 
 import contextlib
-import http
 import logging
 import math
 from typing import Final
@@ -54,10 +55,23 @@ import h11
 from anyio.abc import SocketAttribute
 
 from .. import _backend
-from ..core import INTERNAL_ERROR, Reply, error_body
-from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyPace, ByteBudget, HeldBytes, slow_body
+from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyIntake, ByteBudget, slow_body
+from ._exchange import (
+    CLOSE,
+    KEEP_ALIVE,
+    REASONS,
+    TICK_SECONDS,
+    Headers,
+    admit,
+    answer_of,
+    framed,
+    handler_failed,
+    refusal_answer,
+    sse_event,
+    sse_head,
+)
 from ._http_accept import accept, listen
-from ._http_access import log_access, report_refusal
+from ._http_access import log_access
 from ._http_health import Probes
 from ._http_rules import (
     Authenticator,
@@ -65,11 +79,9 @@ from ._http_rules import (
     Refusal,
     RequestRules,
     Unauthorized,
-    body_too_large,
     declared_body_size,
     is_loopback,
     mcp_headers,
-    principal_of,
     read_head,
     target_path,
 )
@@ -80,22 +92,12 @@ __all__ = ["Authenticator", "HttpConfig", "Unauthorized", "serve_http"]
 logger = logging.getLogger("mcp_tasks.transports.http")
 
 _RECEIVE_BYTES: Final = 64 * 1024
-_TICK_SECONDS: Final = 0.1  # how often deadlines are checked, at the most
 _FIRST_BYTE: Final = "the first byte of a request"
 _HEAD: Final = "the request head"
 _BODY: Final = "the request body"
 _SLOW_BODY: Final = "the request body (at its minimum rate)"
 _MAX_CHUNK_SIZE: Final = 2**63 - 1
 """A chunk declared larger than any length HTTP implementations hold is malformed (400)."""
-_JSON: Final = (b"content-type", b"application/json")
-_CLOSE: Final = (b"connection", b"close")
-_KEEP_ALIVE: Final = h11.Data(data=b": keep-alive\n\n")  # an SSE comment: clients skip it
-_SSE_HEADERS: Final = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
-_REASONS: Final = {status.value: status.phrase.encode() for status in http.HTTPStatus}
 _GONE: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 
@@ -147,7 +149,7 @@ class _Serving:
             config.idle_timeout_seconds,
             config.keep_alive_comment_seconds or math.inf,
         )
-        self.tick = min(_TICK_SECONDS, shortest / 4)
+        self.tick = min(TICK_SECONDS, shortest / 4)
         self._connected = _backend.event()
         self._drain_started = _backend.event()
         self._hold = anyio.CancelScope(shield=True)
@@ -380,22 +382,22 @@ class _Connection:
                 await self._answer_probe(kind)
                 return
         found, params = read_head(request)
-        refusal = self.serving.rules.refusal_for(request.method, request.target, found)
-        principal = None
-        authenticate = self.config.authenticate
-        if refusal is None and authenticate is not None:
-            try:
-                principal = await principal_of(authenticate, request.headers.raw_items())
-            except Refusal as unauthorized:
-                refusal = unauthorized
+        refusal, principal = await admit(
+            self.serving.rules,
+            request.method,
+            request.target,
+            found,
+            request.headers,
+            authenticate=self.config.authenticate,
+        )
         if self.h11.they_are_waiting_for_100_continue:
             if refusal is not None:
                 raise refusal  # the body is not on its way: answer and close
             await self._send(h11.InformationalResponse(status_code=100, headers=[]))
-        held = HeldBytes(self.serving.bodies, self.config.body_wait_seconds)
+        intake = BodyIntake(self.serving.bodies, self.config, anyio.current_time())
         try:
             try:
-                body = await self._read_body(found.get(b"content-length"), held)
+                body = await self._read_body(found.get(b"content-length"), intake)
             except Refusal:
                 if refusal is not None:
                     raise refusal from None
@@ -405,28 +407,20 @@ class _Connection:
                 return
             await self._call_server(found, body, params, principal)
         finally:
-            held.give_back()  # read and answered: its bytes are free for the next
+            intake.give_back()  # read and answered: its bytes are free for the next
 
-    async def _read_body(self, content_length: bytes | None, held: HeldBytes) -> bytes:
+    async def _read_body(self, content_length: bytes | None, intake: BodyIntake) -> bytes:
         """The body, its bytes taken from the budget as they come, at the pace it must
         keep (`_budget`); a `Content-Length` over the limit is 413 before a byte is read."""
-        limit = self.config.max_body_bytes
-        declared_body_size(content_length, limit)
-        pace = BodyPace(self.config, anyio.current_time())
-        chunks: list[bytes] = []
-        size = 0
+        declared_body_size(content_length, self.config.max_body_bytes)
         while True:
-            deadline = pace.deadline(size)
-            what = _BODY if deadline >= pace.end else _SLOW_BODY
-            event = await self._next_event(what, deadline, body_so_far=size)
+            deadline = intake.deadline()
+            what = _BODY if deadline >= intake.end else _SLOW_BODY
+            event = await self._next_event(what, deadline, body_so_far=intake.size)
             if isinstance(event, h11.EndOfMessage):
-                return b"".join(chunks)
+                return intake.body()
             assert isinstance(event, h11.Data), event
-            size += len(event.data)
-            if size > limit:
-                raise body_too_large(limit)
-            pace.pause(await held.take(size - held.size))  # waiting for room is not its time
-            chunks.append(event.data)
+            await intake.take(event.data)
 
     async def _answer_probe(self, kind: str) -> None:
         """A health probe: answered before any rule, its body (if any) left unread."""
@@ -436,7 +430,7 @@ class _Connection:
         )
         headers = list(answer.headers)
         if not isinstance(self.h11.next_event(), h11.EndOfMessage):  # it has a body
-            headers.append(_CLOSE)
+            headers.append(CLOSE)
             self._linger = True
         await self._send_response(answer.status, headers, answer.body)
 
@@ -458,9 +452,7 @@ class _Connection:
                 body, headers=headers, notify=self._notify, principal=principal
             )
         except Exception:
-            logger.exception("the server failed on a request")
-            message = "Internal error: the server failed on this request"
-            reply = Reply(body=error_body(None, INTERNAL_ERROR, message), http_status=500)
+            reply = handler_failed(body, logger)
         finally:
             self._handling_since = self._keep_alive_at = math.inf
             watch, self._watch = self._watch, None
@@ -470,15 +462,10 @@ class _Connection:
             await watch[1].wait()
         if self._streaming:
             async with self._send_lock:
-                last = [] if reply is None else [_sse_event(reply.body)]
+                last = [] if reply is None else [h11.Data(data=sse_event(reply.body))]
                 await self._send(*last, h11.EndOfMessage())
-        elif reply is None:
-            await self._send_response(202, [], b"")  # a notification (or a response) accepted
         else:
-            answer = [_JSON]
-            if reply.retry_after_seconds is not None:
-                answer.append((b"retry-after", str(reply.retry_after_seconds).encode()))
-            await self._send_response(reply.http_status, answer, reply.body)
+            await self._send_response(*answer_of(reply))
 
     async def _notify(self, message: bytes) -> None:
         """Send a notification of the request in flight; the first one turns the answer
@@ -487,13 +474,14 @@ class _Connection:
             return
         try:
             async with self._send_lock:
+                event = h11.Data(data=sse_event(message))
                 if self._streaming:
-                    await self._send(_sse_event(message))
+                    await self._send(event)
                 else:
                     self._streaming, self._status = True, 200
-                    headers = _SSE_HEADERS + ([_CLOSE] if self.serving.draining else [])
+                    headers = sse_head(draining=self.serving.draining)
                     await self._send(h11.Response(status_code=200, headers=headers, reason=b"OK"))
-                    await self._send(_sse_event(message))
+                    await self._send(event)
                 self._sent_on_stream()
         except _GONE:
             self._peer_closed = True
@@ -505,7 +493,7 @@ class _Connection:
         try:
             async with self._send_lock:
                 if self._streaming and self._handling_since != math.inf:  # not yet ended
-                    await self._send(_KEEP_ALIVE)
+                    await self._send(h11.Data(data=KEEP_ALIVE))
                     self._sent_on_stream()
         except _GONE:
             self._peer_closed = True
@@ -556,22 +544,15 @@ class _Connection:
     async def _refuse(self, refusal: Refusal, *, close: bool) -> None:
         if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return  # an answer has begun already: nothing more can be said
-        report_refusal(refusal, self.serving.server)
-        headers = [_JSON, *refusal.extra_headers]
-        if close:
-            headers.append(_CLOSE)
-            self._linger = True
+        answer = refusal_answer(refusal, self.serving.server, close=close)
+        self._linger = self._linger or close
         with contextlib.suppress(*_GONE):
-            await self._send_response(refusal.status, headers, refusal.body())
+            await self._send_response(*answer)
 
-    async def _send_response(
-        self, status: int, headers: list[tuple[bytes, bytes]], body: bytes
-    ) -> None:
+    async def _send_response(self, status: int, headers: Headers, body: bytes) -> None:
         self._status = status
-        headers.append((b"content-length", str(len(body)).encode()))
-        if self.serving.draining:
-            headers.append(_CLOSE)
-        reason = _REASONS.get(status, b"")
+        framed(headers, body, draining=self.serving.draining)
+        reason = REASONS.get(status, b"")
         response = h11.Response(status_code=status, headers=headers, reason=reason)
         if self._method == b"HEAD":  # its answer has headers only
             await self._send(response, h11.EndOfMessage())
@@ -591,10 +572,3 @@ class _Connection:
             dropped = 0
             while dropped < LINGER_BYTES:
                 dropped += len(await self.stream.receive(_RECEIVE_BYTES))
-
-
-# --- helpers --------------------------------------------------------------------------------
-
-
-def _sse_event(message: bytes) -> h11.Data:
-    return h11.Data(data=b"data: " + message + b"\n\n")

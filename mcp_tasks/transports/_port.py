@@ -3,10 +3,11 @@
 Theory of operation
 -------------------
 Transports are typed against these protocols, never against `Server`: a module under
-`mcp_tasks/transports/` (and `mcp_tasks.asgi`) imports the core, the backend helpers and
-this port, and no part of `mcp_tasks.runtime`, which implements it. So anything that
-answers messages this way can be served (a test double, another runtime), and a test
-(`tests/test_imports.py`) keeps the dependency pointing that way.
+`mcp_tasks/transports/` (the ASGI app's driver too, and its face `mcp_tasks.asgi`) imports
+the core, the backend helpers and this port, and no part of `mcp_tasks.runtime`, which
+implements it. So anything that answers messages this way can be served (a test double,
+another runtime), and a test (`tests/test_imports.py`) keeps the dependency pointing that
+way.
 
 `MessageHandler`, what `serve_stdio` and `serve_http` use:
 

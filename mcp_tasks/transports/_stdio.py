@@ -54,11 +54,10 @@ from typing import Final, TypeAlias
 
 import anyio
 import anyio.abc
-import msgspec
 import trio
 
 from .. import _backend
-from ..core import INTERNAL_ERROR, INVALID_REQUEST, RequestId, error_body
+from ..core import INVALID_REQUEST, error_body, internal_error_reply
 from . import _stdio_pipes
 from ._port import Connection, MessageHandler
 
@@ -335,7 +334,8 @@ class _Session:
             body = None if reply is None else reply.body
         except Exception:  # a bug behind handle() costs this request, not the whole session
             logger.exception("handling a message failed")
-            body = _internal_error_body(line)
+            failed = internal_error_reply(line)  # the core's, as every transport sends it
+            body = None if failed.request_id is None else failed.body  # none to a notification
         if body is not None:
             await self._send(body)
 
@@ -371,19 +371,3 @@ def _sender(stdout: OutStream) -> Callable[[bytes], Awaitable[None]]:
     if isinstance(stdout, trio.abc.SendStream):
         return stdout.send_all
     return stdout.send
-
-
-class _IdOnly(msgspec.Struct):
-    id: RequestId | None = None
-    method: str | None = None
-
-
-def _internal_error_body(line: bytes) -> bytes | None:
-    """The -32603 reply for a request whose handling raised, or None for a notification."""
-    try:
-        message = msgspec.json.decode(line, type=_IdOnly)
-    except msgspec.DecodeError:
-        return None
-    if message.id is None or message.method is None:
-        return None
-    return error_body(message.id, INTERNAL_ERROR, "Internal error")

@@ -48,6 +48,11 @@ COMMANDS: dict[str, list[str]] = {
         sys.executable, "-m", "uvicorn", "--app-dir", str(HERE), "served:mounted",
         "--host", "127.0.0.1", "--port", "0", "--timeout-graceful-shutdown", "3",
     ],
+    "failing-builtin": [sys.executable, str(HERE / "served_failing.py"), "http"],
+    "failing-uvicorn": [
+        sys.executable, "-m", "uvicorn", "--app-dir", str(HERE), "served_failing:app",
+        "--host", "127.0.0.1", "--port", "0", "--timeout-graceful-shutdown", "3",
+    ],
 }  # fmt: skip
 ENDPOINTS = {"starlette-mount": "/api/mcp"}
 ASGI_KINDS = ["uvicorn", "hypercorn-trio", "starlette-mount"]

@@ -1,0 +1,145 @@
+"""One HTTP exchange of the Streamable HTTP endpoint, without I/O: what its two drivers share.
+
+Theory of operation
+-------------------
+The built-in server (`_http_server`: h11 on anyio sockets) and the ASGI app (`_asgi`:
+ASGI messages) are two drivers of the same exchange. Each moves bytes its own way, and
+asks this module what to do with them, in this order:
+
+    the head       a probe? (`probe_kind`: answered at once, `_http_health`); else the
+                   rules and the authenticator (`admit`): a `Refusal`, or the principal
+    the body       a `BodyIntake` (`_budget`): counted (413), held in the budget shared
+                   by the bodies in flight (503), at the pace it must keep (408)
+    the server     `handle`; a bug behind it is the core's one internal-error reply,
+                   with the request's id (`handler_failed`)
+    the answer     `answer_of(reply)`: JSON with the reply's status (and `Retry-After`),
+                   202 with nothing when there is no reply (a notification, a response);
+                   or, from the request's first notification on, an SSE stream
+                   (`SSE_HEADERS`, one `sse_event` per message, `KEEP_ALIVE` comments
+                   when quiet); a refusal as `refusal_answer` says
+    its framing    `framed`: Content-Length, and `Connection: close` while draining
+
+What stays with each driver is what is its own: reading and writing, its deadlines (h11
+leaves them to the driver; an ASGI server enforces those before a request reaches the
+app), noticing a client that leaves, the drain. Both look at the requests in flight once
+a `TICK_SECONDS` (the keeper): a request pays for no timer and no task of its own.
+
+The functions are small and allocate what the answer needs and no more: the built-in
+server's `tasks/get` is measured against the fastest h11 server Python allows
+(`benchmarks/http.py`), and every list, tuple and await on its path counts.
+"""
+
+from __future__ import annotations
+
+import http
+import logging
+from collections.abc import Iterable
+from typing import Final
+
+from ..core import Reply, internal_error_reply
+from ._http_access import report_refusal
+from ._http_rules import Authenticator, Refusal, RequestRules, principal_of
+from ._port import MessageHandler
+
+__all__ = [
+    "CLOSE",
+    "JSON",
+    "KEEP_ALIVE",
+    "REASONS",
+    "SSE_HEADERS",
+    "TICK_SECONDS",
+    "Headers",
+    "admit",
+    "answer_of",
+    "framed",
+    "handler_failed",
+    "refusal_answer",
+    "sse_event",
+    "sse_head",
+]
+
+Headers = list[tuple[bytes, bytes]]
+
+TICK_SECONDS: Final = 0.1
+"""How often a driver's keeper looks at what is in flight (deadlines, watchers)."""
+JSON: Final = (b"content-type", b"application/json")
+CLOSE: Final = (b"connection", b"close")
+SSE_HEADERS: Final = (
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),  # nginx: pass each event on at once
+)
+KEEP_ALIVE: Final = b": keep-alive\n\n"
+"""An SSE comment, which clients skip: it shows a quiet stream is alive."""
+REASONS: Final = {status.value: status.phrase.encode() for status in http.HTTPStatus}
+"""The reason phrase of each status, for a driver that writes its status line."""
+
+
+async def admit(
+    rules: RequestRules,
+    method: bytes,
+    target: bytes,
+    found: dict[bytes, bytes],
+    headers: Iterable[tuple[bytes, bytes]],
+    *,
+    authenticate: Authenticator | None,
+) -> tuple[Refusal | None, str | None]:
+    """The verdict on a request's head: the first `Refusal` of the rules or of the
+    authenticator (None: it passes), and the principal it is sent by (None: no
+    authenticator). A head framed two ways raises its `Refusal` (it closes)."""
+    refusal = rules.refusal_for(method, target, found)
+    if refusal is not None or authenticate is None:
+        return refusal, None
+    try:
+        return None, await principal_of(authenticate, headers)
+    except Refusal as unauthorized:
+        return unauthorized, None
+
+
+def handler_failed(body: bytes, logger: logging.Logger) -> Reply:
+    """What a request whose `handle` raised is answered: the core's internal-error reply,
+    with its id when the body shows one. The traceback goes to the log, not the client.
+    Call it in the `except` clause."""
+    logger.exception("the server failed on a request")
+    return internal_error_reply(body)
+
+
+def answer_of(reply: Reply | None) -> tuple[int, Headers, bytes]:
+    """The status, headers (before `framed`) and body of a JSON answer to `reply`."""
+    if reply is None:  # a notification (or a response) accepted
+        return 202, [], b""
+    if reply.retry_after_seconds is None:
+        return reply.http_status, [JSON], reply.body
+    retry_after = (b"retry-after", str(reply.retry_after_seconds).encode())
+    return reply.http_status, [JSON, retry_after], reply.body
+
+
+def refusal_answer(
+    refusal: Refusal, handler: MessageHandler, *, close: bool
+) -> tuple[int, Headers, bytes]:
+    """Report a refusal (`_http_access`) and say its answer: a JSON-RPC error without an
+    id, with `Connection: close` when the connection closes after it (`close`)."""
+    report_refusal(refusal, handler)
+    headers = [JSON, *refusal.extra_headers]
+    if close:
+        headers.append(CLOSE)
+    return refusal.status, headers, refusal.body()
+
+
+def framed(headers: Headers, body: bytes, *, draining: bool) -> Headers:
+    """`headers` with the answer's framing: its Content-Length, and `Connection: close`
+    while the server drains."""
+    headers.append((b"content-length", str(len(body)).encode()))
+    if draining:
+        headers.append(CLOSE)
+    return headers
+
+
+def sse_head(*, draining: bool) -> Headers:
+    """The headers of an answer that turns into an SSE stream (status 200)."""
+    return [*SSE_HEADERS, CLOSE] if draining else list(SSE_HEADERS)
+
+
+def sse_event(message: bytes) -> bytes:
+    """One JSON-RPC message as an SSE event."""
+    return b"data: " + message + b"\n\n"
