@@ -174,8 +174,8 @@ class Background:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         server = self._server
-        store = server.store.coordination
-        signals = store.signals
+        coordination = server.store.coordination
+        signals, origin = coordination.signals, coordination.origin
         nursery = server.runner.nursery
         assert signals is not None and nursery is not None
         async with signals.listen() as stream:
@@ -188,9 +188,9 @@ class Background:
                 if signal.kind == "cancel":
                     server.runner.cancel(signal.task_id)
                 elif signal.kind == "resume":
-                    if signal.to == store.origin:
+                    if signal.to == origin:
                         nursery.start_soon(self._resume_from_signal, signal.task_id)
-                elif signal.origin != store.origin and server.listeners.wants_task(signal.task_id):
+                elif signal.origin != origin and server.listeners.wants_task(signal.task_id):
                     nursery.start_soon(self._publish_stored_task, signal.task_id)
 
     async def _resume_from_signal(self, task_id: str) -> None:

@@ -134,16 +134,16 @@ class TaskRunner:
     async def route_resume(self, effect: ResumeTask) -> None:
         """Answers are in: wake the handler where it waits, here or in the process holding
         the task's lease; with no live handler anywhere, run it again here."""
-        store = self._server.store.coordination
-        signals = store.signals
+        coordination = self._server.store.coordination
+        signals = coordination.signals
         if effect.task_id in self.running or signals is None:
             self.resume(effect)
             return
-        holder = await store.lease_holder(effect.task_id, self._server.now())
-        if holder is None or holder == store.origin:
+        holder = await coordination.lease_holder(effect.task_id, self._server.now())
+        if holder is None or holder == coordination.origin:
             self.resume(effect)
         else:
-            await signals.publish(Signal("resume", effect.task_id, store.origin, to=holder))
+            await signals.publish(Signal("resume", effect.task_id, coordination.origin, to=holder))
 
     def cancel(self, task_id: str) -> None:
         running = self.running.get(task_id)
