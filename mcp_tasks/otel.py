@@ -72,7 +72,7 @@ from . import __version__
 from ._telemetry import Telemetry
 from .core import TaskEvent, TaskStatus
 from .core._envelope import KNOWN_METHODS
-from .store._legacy import PreSplitStore
+from .store._legacy import COORDINATION_METHODS, PreSplitStore
 
 if TYPE_CHECKING:
     from .core import Reply, RequestMeta, TaskRecord
@@ -427,21 +427,7 @@ class _ClientSpan:
 
 
 _TIMED: Final = frozenset(
-    {
-        "get",
-        "save",
-        "delete",
-        "count",
-        "pop_due",
-        "next_deadline",
-        "claim",
-        "renew",
-        "release",
-        "lease_holder",
-        "lapsed",
-        "shared_key",
-        "use_once",
-    }
+    {"get", "save", "delete", "count", "pop_due", "next_deadline", *COORDINATION_METHODS}
 )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import Any
+from typing import Any, Final
 
 from ..core import TaskLimits, TaskRecord
 from ._base import Coordination, Signals, TaskStore
@@ -32,7 +32,7 @@ _OLD_KEYWORDS = {
 }
 """The `save` keywords of before the split -> the `TaskLimits` field each one became."""
 
-_COORDINATION_METHODS = (
+COORDINATION_METHODS: Final = (
     "claim",
     "renew",
     "release",
@@ -41,6 +41,7 @@ _COORDINATION_METHODS = (
     "shared_key",
     "use_once",
 )
+"""The methods of `Coordination` (the store had them itself before the split)."""
 
 
 def legacy_limits(limits: TaskLimits | None, old: dict[str, int | None]) -> TaskLimits | None:
@@ -103,7 +104,7 @@ def as_task_store(store: object) -> TaskStore:
     written before the split wrapped in `PreSplitStore` (with a `DeprecationWarning`)."""
     if hasattr(store, "coordination"):
         return store  # type: ignore[return-value]  # a Protocol: checked where it is made
-    missing = [name for name in ("save", "get", *_COORDINATION_METHODS) if not hasattr(store, name)]
+    missing = [name for name in ("save", "get", *COORDINATION_METHODS) if not hasattr(store, name)]
     if missing:
         raise TypeError(
             f"{type(store).__name__} is not a task store: it has no `coordination` "
