@@ -58,7 +58,7 @@ class MemoryTaskStore(CoordinationOnStore):
         unfinished = self._active.setdefault(record.principal, set())
         size = record.data_bytes
         if current is None and limits is not None:
-            self._check(record, limits, unfinished)
+            self._check(record, size, limits, unfinished)
         if current is None:
             self._owned.setdefault(record.principal, set()).add(record.task_id)
         self._records[record.task_id] = record
@@ -75,18 +75,20 @@ class MemoryTaskStore(CoordinationOnStore):
         if expires_at is not None and (current is None or current.expires_at != expires_at):
             heapq.heappush(self._expiry_heap, (expires_at, record.task_id))
 
-    def _check(self, record: TaskRecord, limits: TaskLimits, unfinished: set[str]) -> None:
-        """Raise `StoreFull` if a new `record` is over `limits`."""
+    def _check(
+        self, record: TaskRecord, size: int, limits: TaskLimits, unfinished: set[str]
+    ) -> None:
+        """Raise `StoreFull` if a new `record` of `size` bytes of task data is over `limits`."""
         if len(self._records) >= limits.max_tasks:
             raise StoreFull(limits.max_tasks)
         most = limits.max_bytes
-        if most is not None and self._bytes + record.data_bytes > most:
+        if most is not None and self._bytes + size > most:
             raise StoreFull(most, data=True)
         most = limits.max_active_per_principal
         if most is not None and len(unfinished) >= most:
             raise StoreFull(most, per_principal=True)
         most = limits.max_stored_per_principal
-        owned = self._owned.get(record.principal, set())
+        owned = self._owned.get(record.principal, ()) if most is not None else ()
         if most is not None and len(owned) >= most:
             deadlines = (self._records[task_id].expires_at for task_id in owned)
             room_at = min((at for at in deadlines if at is not None), default=None)

@@ -8,6 +8,10 @@ Layout, under a key prefix (`mcp_tasks` unless the URL says `?prefix=`):
   id -> the process holding its lease;
 * `{p}:signals` the pub/sub channel that carries `Signal`s between the processes.
 
+The leases, the signals, the shared key and single use are the store's coordination
+(`_RedisCoordination`, `store.coordination`), on the same Redis: a save takes or drops a
+lease inside its script, in the same atomic step as the write.
+
 Every write that reads before it writes (compare-and-set, the task limit, popping due
 records and lapsed leases) is one Lua script, so it is atomic however many processes ask.
 A save also publishes a `changed` signal in the same script: a `subscriptions/listen`

@@ -11,7 +11,9 @@ A lock file beside the database (`<path>.lock`, `flock`) keeps a second process 
 leases in the file belong to whichever process has it open, so when the store is opened
 every lease found there is lapsed, its holder gone, and the server takes those tasks over
 at start (fails them, or runs resumable ones again). Several processes sharing tasks need
-the Redis store.
+the Redis store. The leases, single-use keys and the shared key are the store's
+coordination (`_FileCoordination`, `store.coordination`): in the file, not in memory as
+`LocalCoordination` keeps them, because they must outlive a restart.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ class SQLiteTaskStore(CoordinationOnStore):
         def write(db: sqlite3.Connection) -> None:
             if expected_version is None:
                 if limits is not None:
-                    self._check(db, record, limits)
+                    self._check(db, record, size, limits)
                 try:
                     values = (task_id, record.version, due_at, data, record.principal, int(active))
                     db.execute(
@@ -186,12 +188,15 @@ class SQLiteTaskStore(CoordinationOnStore):
 
         await self._run(work)
 
-    def _check(self, db: sqlite3.Connection, record: TaskRecord, limits: TaskLimits) -> None:
-        """Raise `StoreFull` if a new `record` is over `limits` (in the write's transaction)."""
+    def _check(
+        self, db: sqlite3.Connection, record: TaskRecord, size: int, limits: TaskLimits
+    ) -> None:
+        """Raise `StoreFull` if a new `record` of `size` bytes of task data is over `limits`
+        (in the write's transaction)."""
         if self._count >= limits.max_tasks and self._version(record.task_id) is None:
             raise StoreFull(limits.max_tasks)
         most = limits.max_bytes
-        over = most is not None and self._bytes + record.data_bytes > most
+        over = most is not None and self._bytes + size > most
         if over and most is not None and self._version(record.task_id) is None:
             raise StoreFull(most, data=True)
         most = limits.max_active_per_principal
