@@ -102,7 +102,26 @@ def test_a_store_that_is_neither_kind_is_refused_with_what_it_lacks() -> None:
 # --- custom stores, served -----------------------------------------------------------------
 
 
-class RecordsOnly:
+class DictRecords:
+    """The reads both custom stores below make of their dict of records."""
+
+    records: dict[str, TaskRecord]
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        return self.records.get(task_id)
+
+    async def count(self) -> int:
+        return len(self.records)
+
+    async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
+        due = [r for r in self.records.values() if r.expires_at is not None and r.expires_at <= now]
+        return due[:limit]
+
+    async def next_deadline(self) -> float | None:
+        return min((r.expires_at for r in self.records.values() if r.expires_at), default=None)
+
+
+class RecordsOnly(DictRecords):
     """A custom store written to the new protocol: the records in a dict, and
     `LocalCoordination` for the rest (what a store of one process needs)."""
 
@@ -110,9 +129,6 @@ class RecordsOnly:
         self.coordination = LocalCoordination()
         self.records: dict[str, TaskRecord] = {}
         self.limits_seen: list[TaskLimits] = []
-
-    async def get(self, task_id: str) -> TaskRecord | None:
-        return self.records.get(task_id)
 
     async def save(
         self,
@@ -141,21 +157,11 @@ class RecordsOnly:
         self.coordination.drop(task_id)
         return self.records.pop(task_id, None) is not None
 
-    async def count(self) -> int:
-        return len(self.records)
-
-    async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
-        due = [r for r in self.records.values() if r.expires_at is not None and r.expires_at <= now]
-        return due[:limit]
-
-    async def next_deadline(self) -> float | None:
-        return min((r.expires_at for r in self.records.values() if r.expires_at), default=None)
-
     async def aclose(self) -> None:
         pass
 
 
-class BeforeTheSplit:
+class BeforeTheSplit(DictRecords):
     """A custom store written to the protocol of before the split: one object, `save` with
     the four limits one by one, and the lease methods, `shared_key`, `use_once`, `shared`,
     `origin` and `signals` on it."""
@@ -173,9 +179,6 @@ class BeforeTheSplit:
     @property
     def signals(self) -> Signals | None:
         return None
-
-    async def get(self, task_id: str) -> TaskRecord | None:
-        return self.records.get(task_id)
 
     async def save(
         self,
@@ -212,16 +215,6 @@ class BeforeTheSplit:
     async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
         self.leases.pop(task_id, None)
         return self.records.pop(task_id, None) is not None
-
-    async def count(self) -> int:
-        return len(self.records)
-
-    async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
-        due = [r for r in self.records.values() if r.expires_at is not None and r.expires_at <= now]
-        return due[:limit]
-
-    async def next_deadline(self) -> float | None:
-        return min((r.expires_at for r in self.records.values() if r.expires_at), default=None)
 
     async def claim(self, task_id: str, until: float) -> None:
         self.calls.append("claim")
