@@ -317,6 +317,18 @@ async def test_a_store_written_before_the_split_still_serves_a_task_end_to_end()
     assert record.task_id not in store.leases  # the finished task's lease dropped
 
 
+def test_use_store_wraps_a_store_written_before_the_split_too() -> None:
+    server = _build(MemoryTaskStore())
+    old = BeforeTheSplit()
+    with pytest.warns(DeprecationWarning, match="BeforeTheSplit"):
+        server.use_store(old)
+    assert server.store.old is old  # type: ignore[attr-defined]  # the store as it was written
+    assert server.store.coordination is old  # its own lease methods serve as coordination
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        server.use_store(MemoryTaskStore())  # a store of today: no warning
+
+
 def _record(task_id: str) -> TaskRecord:
     return TaskRecord(
         task_id=task_id,
