@@ -172,13 +172,12 @@ class Shell:
                 raise RuntimeError(f"unexpected need in this benchmark: {answer!r}")
         for effect in answer.effects:
             if isinstance(effect, SaveTask):
-                limits = effect.limits
                 done(
                     self.store.save(
                         effect.record,
                         effect.expected_version,
                         active=effect.active,
-                        limit=None if limits is None else limits.max_tasks,
+                        limits=effect.limits,
                     )
                 )
             elif isinstance(effect, StartTask):

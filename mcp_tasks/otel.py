@@ -72,6 +72,7 @@ from . import __version__
 from ._telemetry import Telemetry
 from .core import TaskEvent, TaskStatus
 from .core._envelope import KNOWN_METHODS
+from .store._legacy import COORDINATION_METHODS, PreSplitStore
 
 if TYPE_CHECKING:
     from .core import Reply, RequestMeta, TaskRecord
@@ -426,31 +427,21 @@ class _ClientSpan:
 
 
 _TIMED: Final = frozenset(
-    {
-        "get",
-        "save",
-        "delete",
-        "count",
-        "pop_due",
-        "next_deadline",
-        "claim",
-        "renew",
-        "release",
-        "lease_holder",
-        "lapsed",
-        "shared_key",
-        "use_once",
-    }
+    {"get", "save", "delete", "count", "pop_due", "next_deadline", *COORDINATION_METHODS}
 )
 
 
 class _TimedStore:
-    """The store, each of its operations timed into `mcp_tasks.store.operation.duration`."""
+    """The store (or its coordination), each of its operations timed into
+    `mcp_tasks.store.operation.duration`, named after the store."""
 
-    def __init__(self, inner: TaskStore, histogram: Any) -> None:
+    def __init__(self, inner: Any, histogram: Any, store_name: str | None = None) -> None:
         self.inner = inner
         self._histogram = histogram
-        self._store_name = type(inner).__name__
+        if store_name is None:  # the store: its coordination is timed too, under its name
+            store_name = type(inner.old if isinstance(inner, PreSplitStore) else inner).__name__
+            self.coordination = _TimedStore(inner.coordination, histogram, store_name)
+        self._store_name = store_name
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self.inner, name)

@@ -57,7 +57,7 @@ RUN_HERE = {
     "core.md": ["core.add_tool"],
     "prompts-and-resources.md": ["@server.prompt"],
     "security.md": ["def authenticate"],
-    "stores.md": ["SQLiteTaskStore"],
+    "stores.md": ["SQLiteTaskStore", "class DictStore"],
     "transports.md": ["nursery.start(serve_http", "ServerOptions", "serve_stdio"],
 }
 
@@ -387,6 +387,23 @@ def test_the_stores_page_gives_a_server_its_store(
     store = names["server"].store
     assert isinstance(store, RedisTaskStore) and store.prefix == "jobs"
     assert store.url == "redis://127.0.0.1:6379/0"
+
+
+async def test_the_stores_page_custom_store_serves_a_task() -> None:
+    names = snippet("stores.md", "class DictStore")
+    server: Server = names["server"]
+
+    @server.tool(task_support="required")
+    async def slow(ctx: ToolContext) -> ToolOutcome:
+        return START_TASK if not ctx.in_task else CallToolResult.text("done")
+
+    with trio.fail_after(30):
+        async with serving(server) as url, connect_http(url) as client:
+            assert text_of(await client.call_tool("slow")) == "done"
+    store = server.store
+    assert isinstance(store, names["DictStore"]) and len(store.records) == 1
+    (record,) = store.records.values()
+    assert record.status is TaskStatus.COMPLETED
 
 
 # --- transports.md -------------------------------------------------------------------------

@@ -60,12 +60,12 @@ class Background:
         task_status: anyio.abc.TaskStatus[anyio.CancelScope] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Expiry, and with a shared store leases and signals, until its scope is cancelled."""
-        store = self._server.store
+        coordination = self._server.store.coordination
         async with anyio.create_task_group() as nursery:
             nursery.start_soon(self._keep_going, self._expire_loop)
-            if store.shared:
+            if coordination.shared:
                 nursery.start_soon(self._keep_going, self._lease_loop)
-            if store.signals is not None:
+            if coordination.signals is not None:
                 await nursery.start(self._keep_going, self._signal_loop)
             task_status.started(nursery.cancel_scope)
 
@@ -93,7 +93,7 @@ class Background:
         server = self._server
         # Another process may index an earlier deadline without waking this one: with a
         # shared store, look again at least every `poll_seconds`.
-        most = server.poll_seconds if server.store.shared else math.inf
+        most = server.poll_seconds if server.store.coordination.shared else math.inf
         wake = self._wake = event()
         task_status.started()
         try:
@@ -139,7 +139,7 @@ class Background:
             try:
                 held = server.runner.held
                 if held:
-                    await server.store.renew(held, server.lease_until())
+                    await server.store.coordination.renew(held, server.lease_until())
                 await self.reap_lapsed()
             except StoreUnavailable as error:  # the leases are renewed when it is back
                 logger.warning("leases not renewed: %s", error)
@@ -151,14 +151,14 @@ class Background:
         now = server.now()
         seen: set[str] = set()
         while True:
-            lapsed = await server.store.lapsed(now, REAP_BATCH)
+            lapsed = await server.store.coordination.lapsed(now, REAP_BATCH)
             fresh = [task_id for task_id in lapsed if task_id not in seen]
             held = set(server.runner.held)
             for task_id in fresh:
                 if task_id in held:
                     # Its lease lapsed while this process could not reach the store: the
                     # handler (or its outcome's save) is still here, so keep it.
-                    await server.store.claim(task_id, server.lease_until())
+                    await server.store.coordination.claim(task_id, server.lease_until())
                     continue
                 logger.debug(
                     "task %s: the process running it stopped; taking it over",
@@ -179,8 +179,8 @@ class Background:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         server = self._server
-        store = server.store
-        signals = store.signals
+        coordination = server.store.coordination
+        signals, origin = coordination.signals, coordination.origin
         nursery = server.runner.nursery
         assert signals is not None and nursery is not None
         async with signals.listen() as stream:
@@ -193,9 +193,9 @@ class Background:
                 if signal.kind == "cancel":
                     server.runner.cancel(signal.task_id)
                 elif signal.kind == "resume":
-                    if signal.to == store.origin:
+                    if signal.to == origin:
                         nursery.start_soon(self._resume_from_signal, signal.task_id)
-                elif signal.origin != store.origin and server.listeners.wants_task(signal.task_id):
+                elif signal.origin != origin and server.listeners.wants_task(signal.task_id):
                     nursery.start_soon(self._publish_stored_task, signal.task_id)
 
     async def _resume_from_signal(self, task_id: str) -> None:

@@ -116,7 +116,7 @@ class Interpreter:
                     answer = self._decide(CallRefused(answer))
                     continue
                 once = answer.use_once
-                if once is not None and not await self._server.store.use_once(
+                if once is not None and not await self._server.store.coordination.use_once(
                     once.key, once.until, self._server.now()
                 ):
                     answer = self._decide(RoundReplayed(answer))
@@ -198,17 +198,11 @@ class Interpreter:
         for effect in step.effects:
             if isinstance(effect, SaveTask):
                 record = effect.record
-                limits = effect.limits
                 await store.save(
                     record,
                     effect.expected_version,
                     active=effect.active,
-                    limit=None if limits is None else limits.max_tasks,
-                    principal_limit=None if limits is None else limits.max_active_per_principal,
-                    principal_stored_limit=(
-                        None if limits is None else limits.max_stored_per_principal
-                    ),
-                    bytes_limit=None if limits is None else limits.max_bytes,
+                    limits=effect.limits,
                     lease_until=server.lease_until() if effect.take_lease else None,
                 )
                 saved[record.task_id] = record

@@ -50,6 +50,7 @@ from ..core.inputs import Received, ServerFailed, StoreUnreachable
 from ..journals._recorder import Recorder
 from ..journals._writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, FLUSH_SECONDS, JournalWriter
 from ..store import MemoryTaskStore, StoreUnavailable, TaskStore
+from ..store._legacy import as_task_store
 from ..transports._port import Connection, Notify
 from . import _observe
 from ._background import Background
@@ -97,7 +98,7 @@ class Server(Registry):
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.info = Implementation(name=name, version=version)
-        self.store: TaskStore = MemoryTaskStore() if store is None else store
+        self.store: TaskStore = MemoryTaskStore() if store is None else as_task_store(store)
         self.core = ServerCore(
             info=self.info,
             new_task_id=lambda: "tsk_" + secrets.token_urlsafe(24),
@@ -149,7 +150,7 @@ class Server(Registry):
             self.tool_threads.start(self.core.options.max_tool_threads)
             try:
                 if not self._state_key_given:  # the store's: any process opens a round
-                    key = await self.store.shared_key(secrets.token_bytes(32))
+                    key = await self.store.coordination.shared_key(secrets.token_bytes(32))
                     self.core.use_state_key(key)
                 await self.background.reap_lapsed()  # tasks a previous process left
                 background: anyio.CancelScope = await nursery.start(self.background.serve)
@@ -181,12 +182,12 @@ class Server(Registry):
         unfinished = runner.held
         for task_id in unfinished:
             runner.cancel(task_id)
-        if unfinished and self.store.shared:
+        if unfinished and self.store.coordination.shared:
             # Let the leases lapse now, so another process takes these tasks over at once
             # instead of a lease time from now.
             with anyio.move_on_after(self.shutdown_grace_seconds, shield=True):
                 try:
-                    await self.store.renew(unfinished, self.now())
+                    await self.store.coordination.renew(unfinished, self.now())
                 except StoreUnavailable as error:  # they lapse in their own time
                     logger.warning("leases not handed over: %s", error)
 
@@ -195,7 +196,7 @@ class Server(Registry):
         before `running()`: tasks already stored elsewhere are not moved."""
         if self.runner.nursery is not None:
             raise RuntimeError("use_store() while the server is running: stop it first")
-        self.store = self.telemetry.wrap_store(store)
+        self.store = self.telemetry.wrap_store(as_task_store(store))
 
     def record(
         self,
@@ -292,7 +293,7 @@ class Server(Registry):
     def lease_until(self) -> float:
         """The end of a lease taken or renewed now. A store only this process uses hears
         of no other process to take over: its leases never lapse while it runs."""
-        return self.now() + self.lease_seconds if self.store.shared else math.inf
+        return self.now() + self.lease_seconds if self.store.coordination.shared else math.inf
 
     @property
     def poll_seconds(self) -> float:

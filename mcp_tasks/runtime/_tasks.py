@@ -141,16 +141,16 @@ class TaskRunner:
     async def route_resume(self, effect: ResumeTask) -> None:
         """Answers are in: wake the handler where it waits, here or in the process holding
         the task's lease; with no live handler anywhere, run it again here."""
-        store = self._server.store
-        signals = store.signals
+        coordination = self._server.store.coordination
+        signals = coordination.signals
         if effect.task_id in self.running or signals is None:
             self.resume(effect)
             return
-        holder = await store.lease_holder(effect.task_id, self._server.now())
-        if holder is None or holder == store.origin:
+        holder = await coordination.lease_holder(effect.task_id, self._server.now())
+        if holder is None or holder == coordination.origin:
             self.resume(effect)
         else:
-            await signals.publish(Signal("resume", effect.task_id, store.origin, to=holder))
+            await signals.publish(Signal("resume", effect.task_id, coordination.origin, to=holder))
 
     def cancel(self, task_id: str) -> None:
         running = self.running.get(task_id)
@@ -158,15 +158,16 @@ class TaskRunner:
             running.scope.cancel()
 
     async def route_cancel(self, task_id: str) -> None:
-        signals = self._server.store.signals
+        coordination = self._server.store.coordination
+        signals = coordination.signals
         if task_id in self.running:
             self.cancel(task_id)
         elif signals is not None:
-            await signals.publish(Signal("cancel", task_id, self._server.store.origin))
+            await signals.publish(Signal("cancel", task_id, coordination.origin))
 
     async def release(self, task_id: str) -> None:
         if task_id not in self.running:  # not run again meanwhile
-            await self._server.store.release(task_id)
+            await self._server.store.coordination.release(task_id)
 
     # --- one run of a handler -------------------------------------------------------------
 
@@ -184,7 +185,7 @@ class TaskRunner:
         try:
             with running.scope:
                 if start.claim_lease:
-                    await self._server.store.claim(task_id, self._server.lease_until())
+                    await self._server.store.coordination.claim(task_id, self._server.lease_until())
                 entry: ToolEntry | None = start.handler
                 if entry is None:  # removed while the task waited
                     gone = LocalProtocolError(f"Tool {call.tool_name!r} is no longer registered")

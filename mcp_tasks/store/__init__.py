@@ -1,4 +1,6 @@
-"""Task stores: where task records live. All follow `TaskStore`.
+"""Task stores: where task records live. All follow `TaskStore` (the records) and offer a
+`Coordination` (leases, signals, the shared key, single use) as `store.coordination`; a
+store one process uses takes `LocalCoordination`.
 
 `MemoryTaskStore` (the default: one process, gone when it stops), `SQLiteTaskStore` (one
 process, durable across restarts), `RedisTaskStore` (several processes, any of them answers
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ._base import (
     EXPIRY_CLAIM_SECONDS,
+    Coordination,
     Signal,
     Signals,
     StoreFull,
@@ -22,6 +25,7 @@ from ._base import (
     TaskStore,
     redacted,
 )
+from ._local import LocalCoordination
 from ._memory import MemoryTaskStore
 from ._open import STORE_URL_HELP, open_store
 
@@ -52,6 +56,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "EXPIRY_CLAIM_SECONDS",
     "STORE_URL_HELP",
+    "Coordination",
+    "LocalCoordination",
     "MemoryTaskStore",
     "RedisTaskStore",
     "SQLiteTaskStore",

@@ -1,4 +1,5 @@
-"""The store contract: records in, records out, compare-and-set on `version`.
+"""The store contract, in two halves: the records (`TaskStore`) and what the processes
+sharing them agree on (`Coordination`: leases, signals, the shared key, single use).
 
 A store knows no status rules: the core decides what a record becomes, the store only
 keeps it. It never reads a record's status either: each save says whether the task is still
@@ -8,14 +9,17 @@ their I/O in a worker thread.
 
 * Writes name the version they expect to replace (None for a new record), so two writers,
   in one process or several, never overwrite each other: the loser gets `VersionConflict`,
-  reloads and decides again. A new record may carry a `limit`: the store refuses it with
-  `StoreFull` when it already holds that many, checked in the same atomic step, so the
-  limit holds across every process sharing the store.
+  reloads and decides again. A new record may carry `limits` (`TaskLimits`, whole): the
+  store refuses it with `StoreFull` when it already holds that many, checked in the same
+  atomic step, so the limits hold across every process sharing the store.
 * Expiry is indexed by `expires_at`: `pop_due` finds the records whose time has come in
   O(expired), each once, even when several processes ask.
 * A process running a task's handler holds a *lease* on the task. A lease that lapses (its
   process died and stopped renewing it) is handed, once, to whichever process asks
   `lapsed`; that process fails the task or runs it again (`ServerCore.task_orphaned`).
+  A save takes or drops a lease in the same step as its write, so the two halves of a
+  shared store live in one place (Redis); one process alone needs no such care, and
+  `LocalCoordination` keeps its leases in memory.
 * A store that several processes share (`shared`) also carries `Signal`s between them:
   cancel this task, resume that one, this record changed.
 """
@@ -29,7 +33,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
 
-from ..core import TaskRecord
+from ..core import TaskLimits, TaskRecord
 
 
 def redacted(url: str) -> str:
@@ -118,7 +122,15 @@ class Signals(Protocol):
         ...
 
 
-class TaskStore(Protocol):
+class Coordination(Protocol):
+    """What the processes sharing a store agree on, beside the records: who runs each
+    task (leases), what one process tells the others (`signals`), the secret that seals
+    `requestState` (`shared_key`) and what was used already (`use_once`).
+
+    A store one process uses gets all of it from `LocalCoordination`; a store several
+    processes share (Redis) brings its own, kept where the records are.
+    """
+
     shared: bool
     """Other processes may use the same records: leases must be renewed while handlers
     run, and `signals` carries what one process tells the others."""
@@ -131,66 +143,9 @@ class TaskStore(Protocol):
         """The channel between processes, or None for a store only one process uses."""
         ...
 
-    async def get(self, task_id: str) -> TaskRecord | None:
-        """The record, or None if there is none (never created, or deleted)."""
-        ...
-
-    async def save(
-        self,
-        record: TaskRecord,
-        expected_version: int | None,
-        *,
-        active: bool,
-        limit: int | None = None,
-        principal_limit: int | None = None,
-        principal_stored_limit: int | None = None,
-        bytes_limit: int | None = None,
-        lease_until: float | None = None,
-    ) -> None:
-        """Write `record` if the stored version equals `expected_version` (None: absent).
-
-        Raises `VersionConflict` otherwise, and writes nothing. `active` is the caller's word
-        (the store reads no status) that the task is unfinished: it counts toward its
-        principal's `principal_limit` while saved active. A new record with `limit` raises
-        `StoreFull` if the store holds `limit` records already; with `principal_limit`, if its
-        principal has that many active records; with `principal_stored_limit`, if its
-        principal has that many records stored, finished or not (every record counts toward
-        it until it is deleted); with `bytes_limit`, if the records stored hold that many bytes
-        of task data (`TaskRecord.data_bytes`, counted on every save) with it. All in one
-        atomic step. With `lease_until`, this process takes the
-        task's lease in the same step (a task is never stored unleased while its handler
-        starts). A save with `active=False` drops the task's lease: no handler runs for it any
-        more.
-        """
-        ...
-
-    async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
-        """Remove the record (if at `expected_version`, when given) and its lease. False if
-        absent. Raises `VersionConflict` if the stored version differs."""
-        ...
-
-    async def count(self) -> int:
-        """How many records the store holds."""
-        ...
-
-    async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
-        """Up to `limit` records whose `expires_at` is at or before `now`, each returned once
-        (to one process only) per `EXPIRY_CLAIM_SECONDS`.
-
-        The records stay stored: hand each to the core's `expire_task` and perform its
-        effects (which delete it). A record handed out and not deleted (its process died
-        mid-batch) comes due again `EXPIRY_CLAIM_SECONDS` after `now`, so none is left
-        behind. A record saved again is indexed anew.
-        """
-        ...
-
-    async def next_deadline(self) -> float | None:
-        """The earliest `expires_at` indexed (possibly of a record deleted since), or None."""
-        ...
-
     async def claim(self, task_id: str, until: float) -> None:
         """Take the lease on `task_id` for this process (`origin`) until `until`, as a
-        handler starts on a stored task (one just created took it in `save`)."""
+        handler starts on a stored task (one just created took it in `TaskStore.save`)."""
         ...
 
     async def renew(self, task_ids: list[str], until: float) -> None:
@@ -223,6 +178,73 @@ class TaskStore(Protocol):
         remembered past its `until` (before `now`) may be forgotten."""
         ...
 
+
+class TaskStore(Protocol):
+    """The records: read, write with compare-and-set under the limits, expire.
+
+    `coordination` is the other half (leases, signals, the shared key, single use); a
+    store one process uses sets it to a `LocalCoordination`.
+    """
+
+    @property
+    def coordination(self) -> Coordination:
+        """Leases, signals, the shared key and single use, for the processes on this store."""
+        ...
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        """The record, or None if there is none (never created, or deleted)."""
+        ...
+
+    async def save(
+        self,
+        record: TaskRecord,
+        expected_version: int | None,
+        *,
+        active: bool,
+        limits: TaskLimits | None = None,
+        lease_until: float | None = None,
+    ) -> None:
+        """Write `record` if the stored version equals `expected_version` (None: absent).
+
+        Raises `VersionConflict` otherwise, and writes nothing. `active` is the caller's word
+        (the store reads no status) that the task is unfinished: it counts toward its
+        principal's `max_active_per_principal` while saved active. A new record saved with
+        `limits` raises `StoreFull` if the store holds `max_tasks` records already; if its
+        principal has `max_active_per_principal` active records; if its principal has
+        `max_stored_per_principal` records stored, finished or not (every record counts
+        toward it until it is deleted); if the records stored would hold more than
+        `max_bytes` bytes of task data (`TaskRecord.data_bytes`, counted on every save)
+        with it. All in one atomic step. With `lease_until`, this process takes the task's
+        lease (`coordination.lease_holder`) in the same step (a task is never stored
+        unleased while its handler starts). A save with `active=False` drops the task's
+        lease: no handler runs for it any more.
+        """
+        ...
+
+    async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
+        """Remove the record (if at `expected_version`, when given) and its lease. False if
+        absent. Raises `VersionConflict` if the stored version differs."""
+        ...
+
+    async def count(self) -> int:
+        """How many records the store holds."""
+        ...
+
+    async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
+        """Up to `limit` records whose `expires_at` is at or before `now`, each returned once
+        (to one process only) per `EXPIRY_CLAIM_SECONDS`.
+
+        The records stay stored: hand each to the core's `expire_task` and perform its
+        effects (which delete it). A record handed out and not deleted (its process died
+        mid-batch) comes due again `EXPIRY_CLAIM_SECONDS` after `now`, so none is left
+        behind. A record saved again is indexed anew.
+        """
+        ...
+
+    async def next_deadline(self) -> float | None:
+        """The earliest `expires_at` indexed (possibly of a record deleted since), or None."""
+        ...
+
     async def aclose(self) -> None:
         """Let go of connections and files."""
         ...
@@ -230,6 +252,7 @@ class TaskStore(Protocol):
 
 __all__ = [
     "EXPIRY_CLAIM_SECONDS",
+    "Coordination",
     "Signal",
     "Signals",
     "StoreFull",

@@ -8,6 +8,10 @@ Layout, under a key prefix (`mcp_tasks` unless the URL says `?prefix=`):
   id -> the process holding its lease;
 * `{p}:signals` the pub/sub channel that carries `Signal`s between the processes.
 
+The leases, the signals, the shared key and single use are the store's coordination
+(`_RedisCoordination`, `store.coordination`), on the same Redis: a save takes or drops a
+lease inside its script, in the same atomic step as the write.
+
 Every write that reads before it writes (compare-and-set, the task limit, popping due
 records and lapsed leases) is one Lua script, so it is atomic however many processes ask.
 A save also publishes a `changed` signal in the same script: a `subscriptions/listen`
@@ -30,8 +34,9 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from ..core import TaskRecord, VersionConflict, decode_record, encode_record
+from ..core import TaskLimits, TaskRecord, VersionConflict, decode_record, encode_record
 from ._base import EXPIRY_CLAIM_SECONDS, Signal, StoreFull, StoreUnavailable, redacted
+from ._legacy import CoordinationOnStore, legacy_limits
 from ._worker import BatchingWorker
 
 try:
@@ -155,8 +160,8 @@ _signal_encoder = msgspec.json.Encoder()
 _signal_decoder = msgspec.json.Decoder(Signal)
 
 
-class RedisTaskStore:
-    shared = True
+class RedisTaskStore(CoordinationOnStore):
+    """Tasks on a Redis server, shared by every process that opens the same URL and prefix."""
 
     def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str | None = None) -> None:
         if redis is None:
@@ -166,7 +171,6 @@ class RedisTaskStore:
         prefix = query.pop("prefix", "mcp_tasks") if prefix is None else prefix
         self.url = urlunsplit(parts._replace(query=urlencode(query)))
         self.prefix = prefix
-        self.origin = "redis_" + secrets.token_hex(6)
         self._client = redis.Redis.from_url(self.url)
         self._ids = f"{prefix}:ids"
         self._due = f"{prefix}:due"
@@ -178,11 +182,8 @@ class RedisTaskStore:
         self._save = self._client.register_script(_SAVE)
         self._delete = self._client.register_script(_DELETE)
         self._pop_due = self._client.register_script(_POP_DUE)
-        self._lapsed = self._client.register_script(_LAPSED)
-        self._renew = self._client.register_script(_RENEW)
-        self._release = self._client.register_script(_RELEASE)
-        self.signals = _RedisSignals(self)
         self._worker = BatchingWorker(lambda: self._client.pipeline(transaction=False))
+        self.coordination = _RedisCoordination(self)
 
     async def _run(self, work: Callable[[], T]) -> T:
         with self._reachable():
@@ -226,15 +227,16 @@ class RedisTaskStore:
         expected_version: int | None,
         *,
         active: bool,
-        limit: int | None = None,
-        principal_limit: int | None = None,
-        principal_stored_limit: int | None = None,
-        bytes_limit: int | None = None,
+        limits: TaskLimits | None = None,
         lease_until: float | None = None,
+        **old: Any,
     ) -> None:
+        if old:
+            limits = legacy_limits(limits, old)
         task_id = record.task_id
         expires_at = record.expires_at
-        changed = _signal_encoder.encode(Signal("changed", task_id, self.origin))
+        origin = self.coordination.origin
+        changed = _signal_encoder.encode(Signal("changed", task_id, origin))
         keys = [self._key(task_id), self._ids, self._due, self._channel]
         keys += [self._leases, self._holders, self._active_key(record.principal)]
         keys += [self._owned_key(record.principal), self._bytes]
@@ -244,37 +246,22 @@ class RedisTaskStore:
             str(record.version),
             encode_record(record),
             "" if expires_at is None else repr(expires_at),
-            "" if limit is None else str(limit),
+            _number(None if limits is None else limits.max_tasks),
             changed,
             "" if lease_until is None else repr(lease_until),
-            self.origin,
+            origin,
             "1" if active else "",
-            "" if principal_limit is None else str(principal_limit),
-            "" if principal_stored_limit is None else str(principal_stored_limit),
-            "" if bytes_limit is None else str(bytes_limit),
+            _number(None if limits is None else limits.max_active_per_principal),
+            _number(None if limits is None else limits.max_stored_per_principal),
+            _number(None if limits is None else limits.max_bytes),
             str(record.data_bytes),
         ]
         answer = await self._run(lambda: self._save(keys=keys, args=args))
         if answer[0] == b"conflict":
             raise VersionConflict(task_id, expected_version, _version(answer[1]))
-        if answer[0] == b"full":
-            assert limit is not None
-            raise StoreFull(limit)
-        if answer[0] == b"full_principal":
-            assert principal_limit is not None
-            raise StoreFull(principal_limit, per_principal=True)
-        if answer[0] == b"full_bytes":
-            assert bytes_limit is not None
-            raise StoreFull(bytes_limit, data=True)
-        if answer[0] == b"full_principal_stored":
-            assert principal_stored_limit is not None
-            first = float(answer[1])
-            raise StoreFull(
-                principal_stored_limit,
-                per_principal=True,
-                stored=True,
-                room_at=None if math.isinf(first) else first,
-            )
+        if answer[0] != b"ok":
+            assert limits is not None
+            raise _refusal(answer, limits)
 
     async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
         keys = [self._key(task_id), self._ids, self._due, self._leases, self._holders, self._bytes]
@@ -296,6 +283,30 @@ class RedisTaskStore:
     async def next_deadline(self) -> float | None:
         first = await self._run(lambda: self._client.zrange(self._due, 0, 0, withscores=True))
         return float(first[0][1]) if first else None
+
+    async def aclose(self) -> None:
+        await self._run(self._client.close)
+
+    def __repr__(self) -> str:
+        return f"RedisTaskStore({redacted(self.url)!r}, prefix={self.prefix!r})"
+
+
+class _RedisCoordination:
+    """Leases (`{p}:leases`, `{p}:holders`), signals (`{p}:signals`), the shared key and
+    single use, on the store's Redis: every process on the prefix sees the same."""
+
+    shared = True
+
+    def __init__(self, store: RedisTaskStore) -> None:
+        self._run = store._run
+        self._client = store._client
+        self._prefix = store.prefix
+        self._leases, self._holders = store._leases, store._holders
+        self.origin = "redis_" + secrets.token_hex(6)
+        self.signals = _RedisSignals(store)
+        self._lapsed = store._client.register_script(_LAPSED)
+        self._renew = store._client.register_script(_RENEW)
+        self._release = store._client.register_script(_RELEASE)
 
     async def claim(self, task_id: str, until: float) -> None:
         def work() -> None:
@@ -335,13 +346,13 @@ class RedisTaskStore:
         return [task_id.decode() for task_id in ids]
 
     async def use_once(self, key: str, until: float, now: float) -> bool:
-        name = f"{self.prefix}:used:{key}"
+        name = f"{self._prefix}:used:{key}"
         milliseconds = max(1, int((until - now) * 1000))  # Redis forgets it then
         taken = await self._run(lambda: self._client.set(name, b"1", nx=True, px=milliseconds))
         return bool(taken)
 
     async def shared_key(self, proposal: bytes) -> bytes:
-        key = f"{self.prefix}:state_key"
+        key = f"{self._prefix}:state_key"
 
         def work() -> bytes:
             self._client.set(key, proposal, nx=True)
@@ -350,12 +361,6 @@ class RedisTaskStore:
             return found
 
         return await self._run(work)
-
-    async def aclose(self) -> None:
-        await self._run(self._client.close)
-
-    def __repr__(self) -> str:
-        return f"RedisTaskStore({redacted(self.url)!r}, prefix={self.prefix!r})"
 
 
 class _RedisSignals:
@@ -406,3 +411,26 @@ class _Messages:
 
 def _version(found: bytes) -> int | None:
     return int(found) if found else None
+
+
+def _number(limit: int | None) -> str:
+    """A limit as the save script reads it: '' for none."""
+    return "" if limit is None else str(limit)
+
+
+def _refusal(answer: list[bytes], limits: TaskLimits) -> StoreFull:
+    """The `StoreFull` a save script's "full..." answer means."""
+    if answer[0] == b"full_principal":
+        assert limits.max_active_per_principal is not None
+        return StoreFull(limits.max_active_per_principal, per_principal=True)
+    if answer[0] == b"full_bytes":
+        assert limits.max_bytes is not None
+        return StoreFull(limits.max_bytes, data=True)
+    if answer[0] == b"full_principal_stored":
+        assert limits.max_stored_per_principal is not None
+        first = float(answer[1])
+        room_at = None if math.isinf(first) else first
+        return StoreFull(
+            limits.max_stored_per_principal, per_principal=True, stored=True, room_at=room_at
+        )
+    return StoreFull(limits.max_tasks)

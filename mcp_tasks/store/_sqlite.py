@@ -11,7 +11,9 @@ A lock file beside the database (`<path>.lock`, `flock`) keeps a second process 
 leases in the file belong to whichever process has it open, so when the store is opened
 every lease found there is lapsed, its holder gone, and the server takes those tasks over
 at start (fails them, or runs resumable ones again). Several processes sharing tasks need
-the Redis store.
+the Redis store. The leases, single-use keys and the shared key are the store's
+coordination (`_FileCoordination`, `store.coordination`): in the file, not in memory as
+`LocalCoordination` keeps them, because they must outlive a restart.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import secrets
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
-from ..core import TaskRecord, VersionConflict, decode_record, encode_record
+from ..core import TaskLimits, TaskRecord, VersionConflict, decode_record, encode_record
 from ._base import EXPIRY_CLAIM_SECONDS, Signals, StoreFull, StoreUnavailable
+from ._legacy import CoordinationOnStore, legacy_limits
 from ._worker import BatchingWorker
 
 T = TypeVar("T")
@@ -64,8 +67,8 @@ class StoreLocked(Exception):
     """The SQLite file is open in another process."""
 
 
-class SQLiteTaskStore:
-    shared = False
+class SQLiteTaskStore(CoordinationOnStore):
+    """Tasks in one SQLite file, kept across restarts; one process at a time."""
 
     def __init__(
         self, path: str | os.PathLike[str], *, synchronous: Literal["normal", "full"] = "normal"
@@ -73,7 +76,6 @@ class SQLiteTaskStore:
         if synchronous not in ("normal", "full"):
             raise ValueError(f"synchronous must be 'normal' or 'full', not {synchronous!r}")
         self.path = Path(path)
-        self.origin = "sqlite_" + secrets.token_hex(6)
         self._lock_file = open(f"{self.path}.lock", "a")  # noqa: SIM115 - held while open
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -97,16 +99,13 @@ class SQLiteTaskStore:
             self._sizes: dict[str, int] = dict(
                 self._db.execute("SELECT task_id, size FROM tasks WHERE size > 0").fetchall()
             )
-            """Task data bytes of each stored record that has any (`bytes_limit`)."""
+            """Task data bytes of each stored record that has any (`max_bytes`)."""
             self._bytes = sum(self._sizes.values())
         except BaseException:
             self._lock_file.close()
             raise
         self._worker = BatchingWorker()
-
-    @property
-    def signals(self) -> Signals | None:
-        return None
+        self.coordination = _FileCoordination(self)
 
     async def _run(self, work: Callable[[], T]) -> T:
         try:
@@ -130,41 +129,19 @@ class SQLiteTaskStore:
         expected_version: int | None,
         *,
         active: bool,
-        limit: int | None = None,
-        principal_limit: int | None = None,
-        principal_stored_limit: int | None = None,
-        bytes_limit: int | None = None,
+        limits: TaskLimits | None = None,
         lease_until: float | None = None,
+        **old: Any,
     ) -> None:
+        if old:
+            limits = legacy_limits(limits, old)
         data = encode_record(record)
         task_id, due_at, size = record.task_id, record.expires_at, record.data_bytes
 
         def write(db: sqlite3.Connection) -> None:
             if expected_version is None:
-                if limit is not None and self._count >= limit:
-                    row = db.execute("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,))
-                    if row.fetchone() is None:
-                        raise StoreFull(limit)
-                if bytes_limit is not None and self._bytes + size > bytes_limit:
-                    row = db.execute("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,))
-                    if row.fetchone() is None:
-                        raise StoreFull(bytes_limit, data=True)
-                if principal_limit is not None:
-                    (held,) = db.execute(
-                        "SELECT COUNT(*) FROM tasks WHERE principal IS ? AND active = 1",
-                        (record.principal,),
-                    ).fetchone()
-                    if held >= principal_limit:
-                        raise StoreFull(principal_limit, per_principal=True)
-                if principal_stored_limit is not None:
-                    held, room_at = db.execute(
-                        "SELECT COUNT(*), MIN(due_at) FROM tasks WHERE principal IS ?",
-                        (record.principal,),
-                    ).fetchone()
-                    if held >= principal_stored_limit:
-                        raise StoreFull(
-                            principal_stored_limit, per_principal=True, stored=True, room_at=room_at
-                        )
+                if limits is not None:
+                    self._check(db, record, size, limits)
                 try:
                     values = (task_id, record.version, due_at, data, record.principal, int(active))
                     db.execute(
@@ -186,14 +163,17 @@ class SQLiteTaskStore:
             if lease_until is not None:
                 db.execute(
                     "INSERT OR REPLACE INTO leases (task_id, holder, until) VALUES (?, ?, ?)",
-                    (task_id, self.origin, lease_until),
+                    (task_id, self.coordination.origin, lease_until),
                 )
             if not active:
                 db.execute("DELETE FROM leases WHERE task_id = ?", (task_id,))
 
         def work() -> None:
             db = self._db
-            counted = principal_limit is not None or principal_stored_limit is not None
+            counted = limits is not None and (
+                limits.max_active_per_principal is not None
+                or limits.max_stored_per_principal is not None
+            )
             if lease_until is None and not counted and active:
                 write(db)  # one statement: atomic as it is
             else:
@@ -207,6 +187,34 @@ class SQLiteTaskStore:
                 self._sizes[task_id] = size
 
         await self._run(work)
+
+    def _check(
+        self, db: sqlite3.Connection, record: TaskRecord, size: int, limits: TaskLimits
+    ) -> None:
+        """Raise `StoreFull` if a new `record` of `size` bytes of task data is over `limits`
+        (in the write's transaction)."""
+        if self._count >= limits.max_tasks and self._version(record.task_id) is None:
+            raise StoreFull(limits.max_tasks)
+        most = limits.max_bytes
+        over = most is not None and self._bytes + size > most
+        if over and most is not None and self._version(record.task_id) is None:
+            raise StoreFull(most, data=True)
+        most = limits.max_active_per_principal
+        if most is not None:
+            (held,) = db.execute(
+                "SELECT COUNT(*) FROM tasks WHERE principal IS ? AND active = 1",
+                (record.principal,),
+            ).fetchone()
+            if held >= most:
+                raise StoreFull(most, per_principal=True)
+        most = limits.max_stored_per_principal
+        if most is not None:
+            held, room_at = db.execute(
+                "SELECT COUNT(*), MIN(due_at) FROM tasks WHERE principal IS ?",
+                (record.principal,),
+            ).fetchone()
+            if held >= most:
+                raise StoreFull(most, per_principal=True, stored=True, room_at=room_at)
 
     def _version(self, task_id: str) -> int | None:
         row = self._db.execute("SELECT version FROM tasks WHERE task_id = ?", (task_id,))
@@ -262,9 +270,32 @@ class SQLiteTaskStore:
 
         return await self._run(work)
 
+    async def aclose(self) -> None:
+        await self._run(self._db.close)
+        self._lock_file.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteTaskStore({str(self.path)!r})"
+
+
+class _FileCoordination:
+    """The coordination of a SQLite store, in its file: leases (which lapse when the file
+    is opened again, their holder gone), single use and the shared key outlive the
+    process; no signals (one process at a time)."""
+
+    shared = False
+
+    def __init__(self, store: SQLiteTaskStore) -> None:
+        self._store = store
+        self.origin = "sqlite_" + secrets.token_hex(6)
+
+    @property
+    def signals(self) -> Signals | None:
+        return None
+
     async def claim(self, task_id: str, until: float) -> None:
-        await self._run(
-            lambda: self._db.execute(
+        await self._store._run(
+            lambda: self._store._db.execute(
                 "INSERT OR REPLACE INTO leases (task_id, holder, until) VALUES (?, ?, ?)",
                 (task_id, self.origin, until),
             )
@@ -272,31 +303,31 @@ class SQLiteTaskStore:
 
     async def renew(self, task_ids: list[str], until: float) -> None:
         rows = [(until, task_id, self.origin) for task_id in task_ids]
-        await self._run(
-            lambda: self._db.executemany(
+        await self._store._run(
+            lambda: self._store._db.executemany(
                 "UPDATE leases SET until = ? WHERE task_id = ? AND holder = ?", rows
             )
         )
 
     async def release(self, task_id: str) -> None:
-        await self._run(
-            lambda: self._db.execute(
+        await self._store._run(
+            lambda: self._store._db.execute(
                 "DELETE FROM leases WHERE task_id = ? AND holder = ?", (task_id, self.origin)
             )
         )
 
     async def lease_holder(self, task_id: str, now: float) -> str | None:
         def work() -> str | None:
-            row = self._db.execute(
+            row = self._store._db.execute(
                 "SELECT holder FROM leases WHERE task_id = ? AND until > ?", (task_id, now)
             ).fetchone()
             return None if row is None else str(row[0])
 
-        return await self._run(work)
+        return await self._store._run(work)
 
     async def lapsed(self, now: float, limit: int = 100) -> list[str]:
         def work() -> list[str]:
-            db = self._db
+            db = self._store._db
             with db:
                 db.execute("BEGIN IMMEDIATE")
                 rows = db.execute(
@@ -306,11 +337,11 @@ class SQLiteTaskStore:
                 db.executemany("DELETE FROM leases WHERE task_id = ?", rows)
             return [str(row[0]) for row in rows]
 
-        return await self._run(work)
+        return await self._store._run(work)
 
     async def use_once(self, key: str, until: float, now: float) -> bool:
         def work() -> bool:
-            with self._db as db:
+            with self._store._db as db:
                 db.execute("BEGIN IMMEDIATE")
                 db.execute("DELETE FROM used_once WHERE until < ?", (now,))
                 taken = db.execute(
@@ -318,22 +349,15 @@ class SQLiteTaskStore:
                 ).rowcount
             return bool(taken == 1)
 
-        return await self._run(work)
+        return await self._store._run(work)
 
     async def shared_key(self, proposal: bytes) -> bytes:
         def work() -> bytes:
-            self._db.execute(
+            self._store._db.execute(
                 "INSERT OR IGNORE INTO settings (name, value) VALUES ('state_key', ?)",
                 (proposal,),
             )
-            row = self._db.execute("SELECT value FROM settings WHERE name = 'state_key'")
+            row = self._store._db.execute("SELECT value FROM settings WHERE name = 'state_key'")
             return bytes(row.fetchone()[0])
 
-        return await self._run(work)
-
-    async def aclose(self) -> None:
-        await self._run(self._db.close)
-        self._lock_file.close()
-
-    def __repr__(self) -> str:
-        return f"SQLiteTaskStore({str(self.path)!r})"
+        return await self._store._run(work)

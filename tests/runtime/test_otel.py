@@ -178,6 +178,8 @@ async def test_one_task_through_logs_spans_and_metrics(caplog: pytest.LogCapture
         for point in telemetry.points("mcp_tasks.store.operation.duration")
     }
     assert {("MemoryTaskStore", "save"), ("MemoryTaskStore", "get")} <= operations
+    # Its coordination's operations too, named after the store.
+    assert ("MemoryTaskStore", "shared_key") in operations
 
     # The log lines of the same task.
     events = [r.event for r in caplog.records if getattr(r, "task_id", None) == task_id]  # type: ignore[attr-defined]

@@ -1,0 +1,178 @@
+"""Stores written before the split into `TaskStore` and `Coordination`, kept working for
+one release.
+
+Before, a store was one object: its `save` took eight parameters (the four limits one by
+one) and it had the lease methods, `shared_key`, `use_once`, `shared`, `origin` and
+`signals` itself. Three things keep such code working:
+
+* `as_task_store` (what `Server` does with the store it is given) sees a store with no
+  `coordination` and the old lease methods, warns once (`DeprecationWarning`) and wraps it
+  in `PreSplitStore`, which answers for both halves by calling the old methods;
+* `CoordinationOnStore`, a base of the built-in stores, answers the old coordination
+  methods on the store by passing them to `store.coordination`, for code that calls
+  `store.claim(...)` or wraps a built-in store the old way;
+* `legacy_limits`: the built-in stores' `save` still takes the old limit keywords
+  (`limit=`, `principal_limit=`, `principal_stored_limit=`, `bytes_limit=`).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any, Final
+
+from ..core import TaskLimits, TaskRecord
+from ._base import Coordination, Signals, TaskStore
+
+_OLD_KEYWORDS = {
+    "limit": "max_tasks",
+    "principal_limit": "max_active_per_principal",
+    "principal_stored_limit": "max_stored_per_principal",
+    "bytes_limit": "max_bytes",
+}
+"""The `save` keywords of before the split -> the `TaskLimits` field each one became."""
+
+COORDINATION_METHODS: Final = (
+    "claim",
+    "renew",
+    "release",
+    "lease_holder",
+    "lapsed",
+    "shared_key",
+    "use_once",
+)
+"""The methods of `Coordination` (the store had them itself before the split)."""
+
+
+def legacy_limits(limits: TaskLimits | None, old: dict[str, int | None]) -> TaskLimits | None:
+    """`limits`, or the one `TaskLimits` the old `save` keywords in `old` say. A limit the
+    old keywords leave out (None) is none: `max_tasks` is then as large as can be."""
+    unknown = sorted(set(old) - set(_OLD_KEYWORDS))
+    if unknown:
+        raise TypeError(f"save() got unexpected keyword argument(s) {unknown}")
+    given = {_OLD_KEYWORDS[name]: value for name, value in old.items() if value is not None}
+    if not given:
+        return limits
+    if limits is not None:
+        raise TypeError("save() takes `limits` or the old limit keywords, not both")
+    given.setdefault("max_tasks", sys.maxsize)
+    return TaskLimits(**given)
+
+
+class CoordinationOnStore:
+    """The coordination methods on the store itself, as before the split: each passes to
+    `self.coordination`. Kept for one release; call `store.coordination` instead."""
+
+    coordination: Coordination
+
+    @property
+    def shared(self) -> bool:
+        return self.coordination.shared
+
+    @property
+    def origin(self) -> str:
+        return self.coordination.origin
+
+    @property
+    def signals(self) -> Signals | None:
+        return self.coordination.signals
+
+    async def claim(self, task_id: str, until: float) -> None:
+        await self.coordination.claim(task_id, until)
+
+    async def renew(self, task_ids: list[str], until: float) -> None:
+        await self.coordination.renew(task_ids, until)
+
+    async def release(self, task_id: str) -> None:
+        await self.coordination.release(task_id)
+
+    async def lease_holder(self, task_id: str, now: float) -> str | None:
+        return await self.coordination.lease_holder(task_id, now)
+
+    async def lapsed(self, now: float, limit: int = 100) -> list[str]:
+        return await self.coordination.lapsed(now, limit)
+
+    async def shared_key(self, proposal: bytes) -> bytes:
+        return await self.coordination.shared_key(proposal)
+
+    async def use_once(self, key: str, until: float, now: float) -> bool:
+        return await self.coordination.use_once(key, until, now)
+
+
+def as_task_store(store: object) -> TaskStore:
+    """`store` as a `TaskStore`: itself when it is one (it has `coordination`), a store
+    written before the split wrapped in `PreSplitStore` (with a `DeprecationWarning`)."""
+    if hasattr(store, "coordination"):
+        return store  # type: ignore[return-value]  # a Protocol: checked where it is made
+    missing = [name for name in ("save", "get", *COORDINATION_METHODS) if not hasattr(store, name)]
+    if missing:
+        raise TypeError(
+            f"{type(store).__name__} is not a task store: it has no `coordination` "
+            f"(see mcp_tasks.store.TaskStore), nor the old store's {', '.join(missing)}"
+        )
+    warnings.warn(
+        f"{type(store).__name__} is a store written before the split into TaskStore and "
+        "Coordination (its save takes the limits one by one, and it has the lease methods "
+        "itself); it keeps working for one release: give it a `coordination` and a `save` "
+        "that takes `limits` (docs/stores.md, 'Writing a store')",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return PreSplitStore(store)
+
+
+class PreSplitStore(CoordinationOnStore):
+    """A store written before the split, as both halves: `save` with `limits` whole calls
+    the old `save` with the limits one by one, and the old store, which has the lease
+    methods, `shared`, `origin` and `signals` itself, is the coordination."""
+
+    def __init__(self, old: Any) -> None:
+        self.old = old
+        """The store as it was written."""
+        self.coordination: Coordination = old
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        record: TaskRecord | None = await self.old.get(task_id)
+        return record
+
+    async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
+        return bool(await self.old.delete(task_id, expected_version))
+
+    async def count(self) -> int:
+        return int(await self.old.count())
+
+    async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
+        return list(await self.old.pop_due(now, limit))
+
+    async def next_deadline(self) -> float | None:
+        deadline: float | None = await self.old.next_deadline()
+        return deadline
+
+    async def aclose(self) -> None:
+        await self.old.aclose()
+
+    async def save(
+        self,
+        record: TaskRecord,
+        expected_version: int | None,
+        *,
+        active: bool,
+        limits: TaskLimits | None = None,
+        lease_until: float | None = None,
+    ) -> None:
+        if limits is None:
+            await self.old.save(record, expected_version, active=active, lease_until=lease_until)
+            return
+        await self.old.save(
+            record,
+            expected_version,
+            active=active,
+            limit=limits.max_tasks,
+            principal_limit=limits.max_active_per_principal,
+            principal_stored_limit=limits.max_stored_per_principal,
+            bytes_limit=limits.max_bytes,
+            lease_until=lease_until,
+        )
+
+    def __repr__(self) -> str:
+        return f"PreSplitStore({self.old!r})"
