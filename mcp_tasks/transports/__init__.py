@@ -23,10 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_names
+from .._support.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from .._telemetry import NO_TELEMETRY, Telemetry
     from ._client_base import ClientTransport, NotificationHandler, TransportError, same_id
     from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpClientTransport
     from ._http_rules import Authenticator, HttpConfig, Unauthorized
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
         StdioClientTransport,
         open_stdio_transport,
     )
+    from ._telemetry import NO_TELEMETRY, Telemetry
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "._client_base": ("ClientTransport", "NotificationHandler", "TransportError", "same_id"),
@@ -45,7 +45,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "._http_rules": ("Authenticator", "HttpConfig", "Unauthorized"),
     "._http_server": ("serve_http",),
     "._port": ("Connection", "HostedHandler", "MessageHandler", "Notify", "SendNotification"),
-    ".._telemetry": ("NO_TELEMETRY", "Telemetry"),
+    "._telemetry": ("NO_TELEMETRY", "Telemetry"),
     "._stdio": ("DEFAULT_MAX_LINE_BYTES", "serve_stdio"),
     "._stdio_client": (
         "DEFAULT_MAX_CLIENT_LINE_BYTES",

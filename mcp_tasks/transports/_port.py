@@ -35,9 +35,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from .._backend import CancelScope
-from .._telemetry import Telemetry
+from .._support.backend import CancelScope
 from ..core import HttpHeaders, Reply, RequestId
+from ._telemetry import Telemetry
 
 __all__ = ["Connection", "HostedHandler", "MessageHandler", "Notify", "SendNotification"]
 

@@ -3,7 +3,7 @@ the status table are rooms of their own, and the names it exported before still 
 
 from __future__ import annotations
 
-import mcp_tasks.core as core
+from mcp_tasks import core
 from mcp_tasks.core import commands, inputs, states, wire
 
 
