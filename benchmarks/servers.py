@@ -55,9 +55,9 @@ from mcp_tasks import (
     ToolContext,
     ToolOutcome,
 )
-from mcp_tasks._logging import configure_logging
-from mcp_tasks._serving import LOOPS, run_on_loop
+from mcp_tasks._support.logs import configure_logging
 from mcp_tasks.asgi import asgi_app
+from mcp_tasks.cli._serving import LOOPS, run_on_loop
 from mcp_tasks.transports import serve_http, serve_stdio
 
 LIFETIME_SECONDS = 3600  # a server left behind stops by itself

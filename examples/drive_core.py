@@ -19,27 +19,21 @@ import time
 from typing import Any
 
 from mcp_tasks.core import (
-    PROTOCOL_VERSION,
     START_TASK,
-    TASKS_EXTENSION,
-    CallToolResult,
-    DeleteTask,
     FetchTask,
-    Implementation,
     Need,
     Reply,
-    ResumeTask,
     RunTool,
-    SaveTask,
     ServerCore,
-    StartTask,
     Step,
     TaskRecord,
     ToolCall,
     ToolOutcome,
     ToolSpec,
 )
+from mcp_tasks.core.commands import DeleteTask, ResumeTask, SaveTask, StartTask
 from mcp_tasks.core.inputs import Received, TaskReturned
+from mcp_tasks.core.wire import PROTOCOL_VERSION, TASKS_EXTENSION, CallToolResult, Implementation
 
 
 def shout(call: ToolCall) -> ToolOutcome:

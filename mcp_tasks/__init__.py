@@ -15,8 +15,6 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._answers import Accepted, Answer, Cancelled, Declined
-    from ._context import RequestContext, ToolContext, sampled_text
     from .core import (
         INVALID_PARAMS,
         MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -62,14 +60,16 @@ if TYPE_CHECKING:
         ToolOutcome,
         ToolSpec,
     )
+    from .runtime._answers import Accepted, Answer, Cancelled, Declined
+    from .runtime._context import RequestContext, ToolContext, sampled_text
     from .server import Connection, ResourceNotFound, Server, ToolError
     from .store import MemoryTaskStore, TaskStore
 
 __version__ = "0.1.0.dev0"  # the one place: pyproject.toml reads it from here
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "._answers": ("Accepted", "Answer", "Cancelled", "Declined"),
-    "._context": ("RequestContext", "ToolContext", "sampled_text"),
+    ".runtime._answers": ("Accepted", "Answer", "Cancelled", "Declined"),
+    ".runtime._context": ("RequestContext", "ToolContext", "sampled_text"),
     ".core": (
         "INVALID_PARAMS",
         "MISSING_REQUIRED_CLIENT_CAPABILITY",

@@ -69,10 +69,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from . import __version__
-from ._telemetry import Telemetry
 from .core import TaskEvent, TaskStatus
 from .core._envelope import KNOWN_METHODS
 from .store._legacy import COORDINATION_METHODS, PreSplitStore
+from .transports._telemetry import Telemetry
 
 if TYPE_CHECKING:
     from .core import Reply, RequestMeta, TaskRecord

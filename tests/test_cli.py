@@ -28,8 +28,8 @@ from runtime.helpers import request
 from schema_check import check_reply
 
 from mcp_tasks import TASKS_EXTENSION, Server, TaskOptions
-from mcp_tasks import _target as target_module
 from mcp_tasks import cli as cli_module
+from mcp_tasks.cli import _target as target_module
 from mcp_tasks.cli import load_server, main
 
 ROOT = Path(__file__).parent.parent

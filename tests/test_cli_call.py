@@ -26,8 +26,8 @@ import pytest
 import trio
 from msgspec import UNSET
 
-from mcp_tasks._terminal import ask_elicitation, describe_result
 from mcp_tasks.cli import parse_arguments
+from mcp_tasks.cli._terminal import ask_elicitation, describe_result
 from mcp_tasks.client import connect_http
 from mcp_tasks.core._wire import (
     AudioContent,

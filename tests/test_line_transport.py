@@ -18,10 +18,10 @@ import anyio
 import pytest
 
 from mcp_tasks import CallToolResult, ElicitParams, ElicitResult, Server, ToolContext, ToolOutcome
-from mcp_tasks._telemetry import Telemetry
 from mcp_tasks.client import Client, PollPolicy, RpcError
 from mcp_tasks.core import Reply
 from mcp_tasks.transports import Connection
+from mcp_tasks.transports._telemetry import Telemetry
 from tests.doc_snippets import Page
 
 EXAMPLES = Path(__file__).parent.parent / "examples"

@@ -38,7 +38,10 @@ LIST_CHANGED_METHODS: Final = {
 }
 
 
-class Listening:
+class Subscriptions:
+    """`subscriptions/listen`: checks a request for a stream, and words what each stream
+    carries (its acknowledgement, list changes, resource updates, task changes, its end)."""
+
     def __init__(self, encoder: Encoder, catalog: Catalog, options: ServerOptions) -> None:
         self._encode = encoder
         self._catalog = catalog

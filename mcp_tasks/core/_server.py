@@ -57,7 +57,7 @@ from ._errors import (
 )
 from ._injected import Injected, ServerInjected
 from ._internal_error import internal_error_for
-from ._listen import Listening
+from ._listen import Subscriptions
 from ._needs import (
     Need,
 )
@@ -136,7 +136,7 @@ class ServerCore(CompatibleNames):
         self._tasks = Tasks(self._encode, self.catalog, self.task_options, self._own)
         self._tools = ToolCalls(self._encode, self.catalog, self._rounds, self._tasks)
         self._calls = CatalogCalls(self._encode, self.catalog, self._rounds)
-        self._listening = Listening(self._encode, self.catalog, self.options)
+        self._subscriptions = Subscriptions(self._encode, self.catalog, self.options)
         if injected is not None:
             self.use_injected(injected)
         for tool in tools:
@@ -163,7 +163,7 @@ class ServerCore(CompatibleNames):
     def use_options(self, options: ServerOptions) -> None:
         """Answer under `options` from now on (cache hints, the `requestState` TTL, header
         leniency, listen limits)."""
-        self.options = self._listening.options = options
+        self.options = self._subscriptions.options = options
         self.catalog.use_cache_hints(
             ttl_ms=options.discover_ttl_ms, cache_scope=options.cache_scope
         )
@@ -302,7 +302,7 @@ class ServerCore(CompatibleNames):
         if method == "completion/complete":
             return self._calls.complete(request_id, raw_params, meta)
         if method == "subscriptions/listen":
-            return self._listening.listen(request_id, raw_params, meta, principal)
+            return self._subscriptions.listen(request_id, raw_params, meta, principal)
         if method == "server/discover":
             return self._result(request_id, self._discover_result())
         if method == "tools/list":
@@ -393,22 +393,22 @@ class ServerCore(CompatibleNames):
     # --- subscriptions/listen -----------------------------------------------------------
 
     def _listen_started(self, input: ListenStarted, now: float) -> Step:
-        return _notify(self._listening.acknowledged(input.subscription))
+        return _notify(self._subscriptions.acknowledged(input.subscription))
 
     def _list_changed(self, input: ListChanged, now: float) -> Step:
-        return _notify(self._listening.list_changed(input.subscription, input.kind))
+        return _notify(self._subscriptions.list_changed(input.subscription, input.kind))
 
     def _resource_updated(self, input: ResourceUpdated, now: float) -> Step:
-        return _notify(self._listening.resource_updated(input.subscription, input.uri))
+        return _notify(self._subscriptions.resource_updated(input.subscription, input.uri))
 
     def _task_changed(self, input: TaskChanged, now: float) -> Step:
-        return _notify(self._listening.task_changed(input.subscription, input.record))
+        return _notify(self._subscriptions.task_changed(input.subscription, input.record))
 
     def _listen_ended(self, input: ListenEnded, now: float) -> Step:
-        return Step(reply=self._listening.ended(input.subscription))
+        return Step(reply=self._subscriptions.ended(input.subscription))
 
     def _listen_refused(self, input: ListenRefused, now: float) -> Step:
-        reply = self._listening.refused(input.listen, per_principal=input.per_principal)
+        reply = self._subscriptions.refused(input.listen, per_principal=input.per_principal)
         return Step(reply=reply)
 
     # --- replies for the shell's own failures --------------------------------------------

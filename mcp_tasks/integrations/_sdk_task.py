@@ -43,7 +43,6 @@ from mcp_types import ElicitResult as SdkElicitResult
 from mcp_types import ListRootsResult as SdkListRootsResult
 from pydantic import BaseModel
 
-from .._context import ToolContext
 from ..core import (
     INTERNAL_ERROR,
     CallToolResult,
@@ -58,6 +57,7 @@ from ..core import (
     ListRootsRequest,
     ToolOutcome,
 )
+from ..runtime._context import ToolContext
 
 logger = logging.getLogger("mcp_tasks.integrations.mcp_sdk")
 

@@ -68,8 +68,7 @@ from typing import Any, Final, Literal
 import msgspec
 from pydantic import ConfigDict
 
-from .._backend import Event, event, spawn_detached
-from .._context import ToolContext
+from .._support.backend import Event, event, spawn_detached
 from ..asgi import AsgiApp, Receive, Scope, Send
 from ..core import (
     INTERNAL_ERROR,
@@ -86,6 +85,7 @@ from ..core import (
     ToolOutcome,
 )
 from ..runtime import Server
+from ..runtime._context import ToolContext
 from ..store import TaskStore
 from ..transports import HttpConfig
 from . import _sdk_task

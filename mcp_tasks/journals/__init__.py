@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_names
+from .._support.lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._codec import FORMAT, JournalDamaged

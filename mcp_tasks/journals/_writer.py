@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Final
 
-from .._logging import RateLimitedLog
+from .._support.logs import RateLimitedLog
 from ._codec import frame
 
 __all__ = [

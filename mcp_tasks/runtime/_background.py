@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final
 import anyio
 import anyio.abc
 
-from .._backend import Event, event
+from .._support.backend import Event, event
 from ..core import Step, TaskRecord, VersionConflict
 from ..core._compat import resume_of
 from ..core.inputs import AnswersArrived, Due, LeaseLapsed

@@ -23,7 +23,6 @@ import msgspec
 import sniffio
 from msgspec import UNSET
 
-from .._context import RequestContext, ToolContext
 from ..core import (
     CallToolResult,
     Completion,
@@ -50,6 +49,7 @@ from ..core import (
     ToolSpec,
     failure_outcome,
 )
+from ._context import RequestContext, ToolContext
 from ._signatures import is_object_type
 from ._threads import ToolThreads, ToolThreadsFull
 

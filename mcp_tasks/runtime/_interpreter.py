@@ -17,8 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from .._backend import cancel_scope
-from .._context import RequestContext, ToolContext
+from .._support.backend import cancel_scope
 from ..core import (
     START_TASK,
     AwaitAnswer,
@@ -57,6 +56,7 @@ from ..store import StoreFull
 from ..transports._port import Connection
 from ..transports._port import Notify as SendNotification
 from . import _observe
+from ._context import RequestContext, ToolContext
 from ._decide import Decide
 from ._handlers import invoke_completion, invoke_prompt, invoke_resource, invoke_tool
 from ._threads import ToolThreadsFull

@@ -19,8 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from .._backend import Event, cancel_scope, event
-from .._telemetry import NO_TELEMETRY, Telemetry
+from .._support.backend import Event, cancel_scope, event
 from ..core import Listen, Reply, Subscription, TaskRecord
 from ..core._compat import message_of
 from ..core.inputs import (
@@ -32,6 +31,7 @@ from ..core.inputs import (
     TaskChanged,
 )
 from ..transports._port import Connection, Notify
+from ..transports._telemetry import NO_TELEMETRY, Telemetry
 from ._decide import Decide
 
 logger = logging.getLogger("mcp_tasks.server")

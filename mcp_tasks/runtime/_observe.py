@@ -20,9 +20,9 @@ from typing import Any, Final
 
 import msgspec
 
-from .._logging import RateLimitedLog
-from .._telemetry import Telemetry
+from .._support.logs import RateLimitedLog
 from ..core import INTERNAL_ERROR, DeleteTask, Reply, SaveTask, TaskEvent, TaskRecord
+from ..transports._telemetry import Telemetry
 
 task_logger = logging.getLogger("mcp_tasks.tasks")
 refusal_log = RateLimitedLog(logging.getLogger("mcp_tasks.server"))

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 `Server` puts together a `ServerCore` (every protocol decision), a `TaskStore` (the
 records) and the parts that carry out what the core decides, on anyio: the same code runs
-under trio and under asyncio (see `mcp_tasks._backend`):
+under trio and under asyncio (see `mcp_tasks._support.backend`):
 
 * `Registry` (the decorators) registers each spec with its handler in the core's catalog;
 * `Interpreter` turns each message into a reply: it fulfils the core's `Need`s (runs a
@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._backend import event
-from .._telemetry import NO_TELEMETRY, Telemetry
+from .._support.backend import event
 from ..core import (
     HttpHeaders,
     Implementation,
@@ -52,6 +51,7 @@ from ..journals._writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, FLUSH_SECONDS
 from ..store import MemoryTaskStore, StoreUnavailable, TaskStore
 from ..store._legacy import as_task_store
 from ..transports._port import Connection, Notify
+from ..transports._telemetry import NO_TELEMETRY, Telemetry
 from . import _observe
 from ._background import Background
 from ._decide import Decide

@@ -21,8 +21,7 @@ import anyio.abc
 import anyio.lowlevel
 from msgspec import Raw
 
-from .._backend import CancelScope, Event, cancel_scope, event
-from .._context import ToolContext
+from .._support.backend import CancelScope, Event, cancel_scope, event
 from ..core import (
     AwaitAnswer,
     ErrorObject,
@@ -44,6 +43,7 @@ from ..core.inputs import (
     TaskReturned,
 )
 from ..store import Signal, StoreUnavailable
+from ._context import ToolContext
 from ._handlers import ToolEntry, invoke_tool
 
 if TYPE_CHECKING:

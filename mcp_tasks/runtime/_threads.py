@@ -49,8 +49,8 @@ from typing import Any, Final
 import anyio
 import anyio.to_thread
 
-from .._backend import Event, event
-from .._logging import RateLimitedLog
+from .._support.backend import Event, event
+from .._support.logs import RateLimitedLog
 from ..core import INTERNAL_ERROR, Reply, RequestId, error_body
 
 logger = logging.getLogger("mcp_tasks.server")

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio.to_thread
 
-from .._backend import cancel_scope, event, spawn_detached
+from .._support.backend import cancel_scope, event, spawn_detached
 
 T = TypeVar("T")
 

@@ -21,28 +21,31 @@ HTTP rules alone, loads neither h11 nor the HTTP client.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from .._support.lazy import lazy_names
+
 if TYPE_CHECKING:
-    from ._client_base import ClientTransport, NotificationHandler, TransportError
+    from ._client_base import ClientTransport, NotificationHandler, TransportError, same_id
     from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpClientTransport
     from ._http_rules import Authenticator, HttpConfig, Unauthorized
     from ._http_server import serve_http
-    from ._port import Connection, HostedHandler, MessageHandler, Notify
+    from ._port import Connection, HostedHandler, MessageHandler, Notify, SendNotification
     from ._stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
     from ._stdio_client import (
         DEFAULT_MAX_CLIENT_LINE_BYTES,
         StdioClientTransport,
         open_stdio_transport,
     )
+    from ._telemetry import NO_TELEMETRY, Telemetry
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "._client_base": ("ClientTransport", "NotificationHandler", "TransportError"),
+    "._client_base": ("ClientTransport", "NotificationHandler", "TransportError", "same_id"),
     "._http_client": ("DEFAULT_MAX_MESSAGE_BYTES", "HttpClientTransport"),
     "._http_rules": ("Authenticator", "HttpConfig", "Unauthorized"),
     "._http_server": ("serve_http",),
-    "._port": ("Connection", "HostedHandler", "MessageHandler", "Notify"),
+    "._port": ("Connection", "HostedHandler", "MessageHandler", "Notify", "SendNotification"),
+    "._telemetry": ("NO_TELEMETRY", "Telemetry"),
     "._stdio": ("DEFAULT_MAX_LINE_BYTES", "serve_stdio"),
     "._stdio_client": (
         "DEFAULT_MAX_CLIENT_LINE_BYTES",
@@ -54,27 +57,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 
 _ORIGIN = {name: module for module, names in _EXPORTS.items() for name in names}
 
-
 if not TYPE_CHECKING:  # type checkers see the imports above, and a misspelt name is an error
-
-    def __getattr__(name: str) -> object:
-        module = _ORIGIN.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value  # the next use is a plain lookup
-        return value
-
-
-def __dir__() -> list[str]:
-    """The public names are `__all__`, loaded or not."""
-    return sorted({*globals(), *__all__})
-
+    __getattr__, __dir__ = lazy_names(__name__, globals(), _ORIGIN, _ORIGIN)
 
 __all__ = [
     "DEFAULT_MAX_CLIENT_LINE_BYTES",
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "NO_TELEMETRY",
     "Authenticator",
     "ClientTransport",
     "Connection",
@@ -84,10 +74,13 @@ __all__ = [
     "MessageHandler",
     "NotificationHandler",
     "Notify",
+    "SendNotification",
     "StdioClientTransport",
+    "Telemetry",
     "TransportError",
     "Unauthorized",
     "open_stdio_transport",
+    "same_id",
     "serve_http",
     "serve_stdio",
 ]

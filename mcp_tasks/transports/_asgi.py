@@ -34,7 +34,7 @@ from typing import Any, Final, TypeAlias
 import anyio
 import trio
 
-from .._backend import CancelScope, Event, cancel_scope, event
+from .._support.backend import CancelScope, Event, cancel_scope, event
 from ..core import HttpHeaders, Reply
 from . import _exchange as exchange
 from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyIntake, ByteBudget

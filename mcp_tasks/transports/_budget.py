@@ -31,7 +31,7 @@ from typing import Final
 
 import anyio
 
-from .._backend import cancel_scope, event
+from .._support.backend import cancel_scope, event
 from ._http_rules import HttpConfig, Refusal, body_too_large
 
 BUSY_RETRY_SECONDS: Final = 1

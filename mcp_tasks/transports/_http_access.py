@@ -21,7 +21,7 @@ import logging
 from collections.abc import Iterable
 from typing import Final
 
-from .._logging import RateLimitedLog
+from .._support.logs import RateLimitedLog
 from ..core import shown
 from ._http_rules import Refusal, target_path
 from ._port import MessageHandler

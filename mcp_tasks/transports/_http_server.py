@@ -54,7 +54,7 @@ import anyio.abc
 import h11
 from anyio.abc import SocketAttribute
 
-from .. import _backend
+from .._support import backend as _backend
 from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyIntake, ByteBudget, slow_body
 from ._exchange import (
     CLOSE,

@@ -23,8 +23,10 @@ lifespan):
     is_running                inside `running()`: `handle` may be called
     start_soon(function)      run `function()` in the handler's task group, ending with it
 
-`Connection` and `Notify` are what a transport hands `handle` beside the message: the
-client connection the message came on, and how to send that client a notification.
+`Connection` and `SendNotification` are what a transport hands `handle` beside the
+message: the client connection the message came on, and how to send that client a
+notification (`Notify` is its name of before, kept one release: the core's `Notify` is a
+command).
 """
 
 from __future__ import annotations
@@ -33,14 +35,16 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from .._backend import CancelScope
-from .._telemetry import Telemetry
+from .._support.backend import CancelScope
 from ..core import HttpHeaders, Reply, RequestId
+from ._telemetry import Telemetry
 
-__all__ = ["Connection", "HostedHandler", "MessageHandler", "Notify"]
+__all__ = ["Connection", "HostedHandler", "MessageHandler", "Notify", "SendNotification"]
 
-Notify = Callable[[bytes], Awaitable[None]]
+SendNotification = Callable[[bytes], Awaitable[None]]
 """Send one notification (its encoded JSON-RPC message) to the client of a request."""
+Notify = SendNotification
+"""The name of `SendNotification` before issue 28: kept one release."""
 
 
 class Connection:
@@ -67,7 +71,7 @@ class MessageHandler(Protocol):
         data: bytes,
         *,
         headers: HttpHeaders | None = None,
-        notify: Notify | None = None,
+        notify: SendNotification | None = None,
         connection: Connection | None = None,
         principal: str | None = None,
     ) -> Reply | None:

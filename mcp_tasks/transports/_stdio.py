@@ -56,7 +56,7 @@ import anyio
 import anyio.abc
 import trio
 
-from .. import _backend
+from .._support import backend as _backend
 from ..core import INVALID_REQUEST, error_body, internal_error_reply
 from . import _stdio_pipes
 from ._port import Connection, MessageHandler

@@ -22,7 +22,7 @@ from mcp_tasks import (
     ToolContext,
     ToolOutcome,
 )
-from mcp_tasks._logging import RateLimitedLog
+from mcp_tasks._support.logs import RateLimitedLog
 from mcp_tasks.runtime import _observe
 from mcp_tasks.store import SQLiteTaskStore
 

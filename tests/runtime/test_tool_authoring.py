@@ -24,8 +24,8 @@ from mcp_tasks import (
     ToolContext,
     sampled_text,
 )
-from mcp_tasks._answers import form_for
 from mcp_tasks.core import LocalProtocolError
+from mcp_tasks.runtime._answers import form_for
 
 from .helpers import Client, trio_clock
 

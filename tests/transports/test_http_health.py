@@ -29,11 +29,11 @@ from test_http import (
 )
 
 from mcp_tasks import Server
-from mcp_tasks._logging import RateLimitedLog
-from mcp_tasks._telemetry import Telemetry
+from mcp_tasks._support.logs import RateLimitedLog
 from mcp_tasks.core import TaskRecord
 from mcp_tasks.store import MemoryTaskStore
 from mcp_tasks.transports import HttpConfig, Unauthorized, _http_access, serve_http
+from mcp_tasks.transports._telemetry import Telemetry
 
 WAIT = 5
 OK = {"status": "ok"}

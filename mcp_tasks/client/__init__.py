@@ -39,8 +39,7 @@ import anyio
 import msgspec
 from msgspec import UNSET
 
-from ._telemetry import NO_TELEMETRY, ClientRequest, Telemetry
-from .core import (
+from ..core import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     TASKS_EXTENSION,
@@ -73,7 +72,7 @@ from .core import (
     SubscriptionFilter,
     Tool,
 )
-from .core._client import (
+from ..core._client import (
     ClientCore,
     InputTracker,
     PollPolicy,
@@ -86,13 +85,14 @@ from .core._client import (
     give_up_at,
     names_param_header,
 )
-from .journal import TaskJournal
-from .transports import (
+from ..transports import (
     ClientTransport,
     HttpClientTransport,
     TransportError,
     open_stdio_transport,
 )
+from ..transports._telemetry import NO_TELEMETRY, ClientRequest, Telemetry
+from ._resume import ResumeEntry, ResumeLog
 
 ElicitHandler = Callable[[ElicitParams], Awaitable[ElicitResult]]
 SamplingHandler = Callable[[CreateMessageParams], Awaitable[CreateMessageResult]]
@@ -131,7 +131,8 @@ class Client:
         on_retry: RetryHandler | None = None,
         cancel_on_exit: bool = True,
         max_input_rounds: int = 16,
-        journal: TaskJournal | None = None,
+        resume_log: ResumeLog | None = None,
+        journal: ResumeLog | None = None,
         clock: Callable[[], float] = time.time,
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
@@ -139,7 +140,8 @@ class Client:
         self.telemetry = telemetry
         """Where client spans go (e.g. `mcp_tasks.otel.OpenTelemetry()`): each request
         carries its trace context to the server in `_meta`."""
-        self.journal = journal
+        self.resume_log = resume_log if resume_log is not None else journal
+        """Where the tasks this client waits for are kept, to go on after a restart (or None)."""
         self.on_elicit = on_elicit
         self.on_sample = on_sample
         self.on_roots = on_roots
@@ -434,12 +436,19 @@ class Client:
     async def resume_task(
         self, task_id: str, *, on_status: StatusCallback | None = None
     ) -> CallToolResult:
-        """Go on waiting for a task after a restart, without answering a journaled key."""
-        answered = self.journal.answered_keys(task_id) if self.journal else frozenset()
+        """Go on waiting for a task after a restart, without answering a key its
+        `resume_log` says was answered."""
+        log = self.resume_log
+        answered = log.answered_keys(task_id) if log else frozenset()
         return await self.await_task(task_id, on_status=on_status, answered=answered)
 
+    @property
+    def journal(self) -> ResumeLog | None:
+        """The name of `resume_log` before issue 28: kept one release."""
+        return self.resume_log
+
     def _journal(self, event: str, task_id: str, detail: Any) -> None:
-        journal = self.journal
+        journal = self.resume_log
         if journal is None:
             return
         writers: dict[str, Callable[[str, Any], None]] = {
@@ -536,6 +545,8 @@ __all__ = [
     "NotificationCallback",
     "PollPolicy",
     "RemoteProtocolError",
+    "ResumeEntry",
+    "ResumeLog",
     "RetryHandler",
     "RetryPolicy",
     "RootsHandler",

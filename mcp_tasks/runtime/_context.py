@@ -11,8 +11,7 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec import UNSET
 
-from ._answers import Answer, form_for, read_answer
-from .core import (
+from ..core import (
     ClientCapabilities,
     CreateMessageParams,
     CreateMessageRequest,
@@ -29,6 +28,7 @@ from .core import (
     SamplingMessage,
     ToolCall,
 )
+from ._answers import Answer, form_for, read_answer
 
 _Answer = TypeVar("_Answer", ElicitResult, CreateMessageResult, ListRootsResult)
 _T = TypeVar("_T")

@@ -14,8 +14,8 @@ import click
 import msgspec
 from msgspec import UNSET
 
-from .core._client import Task
-from .core._wire import (
+from ..core._client import Task
+from ..core._wire import (
     AudioContent,
     CallToolResult,
     ContentBlock,

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .replay import DEFAULT_MAX_LINE_BYTES, ReplayFailed, format_timeline, replay, timeline
+from ..replay import DEFAULT_MAX_LINE_BYTES, ReplayFailed, format_timeline, replay, timeline
 
 
 @click.command("replay")

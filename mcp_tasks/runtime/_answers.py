@@ -23,7 +23,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from .core import INVALID_PARAMS, ElicitResult, LocalProtocolError, RemoteProtocolError
+from ..core import INVALID_PARAMS, ElicitResult, LocalProtocolError, RemoteProtocolError
 
 __all__ = ["Accepted", "Answer", "Cancelled", "Declined", "form_for", "read_answer"]
 

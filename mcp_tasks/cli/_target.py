@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from .runtime import Server
+from ..runtime import Server
 
 
 def load_server(target: str) -> Server:

@@ -26,9 +26,26 @@ import click
 import msgspec
 import trio
 
-from . import __version__
-from ._logging import configure_logging
-from ._replay_cli import replay_command
+from .. import __version__
+from .._support.logs import configure_logging
+from ..client import (
+    Client,
+    RpcError,
+    TaskCancelled,
+    TaskExpired,
+    TaskFailed,
+    TransportError,
+    connect_http,
+    connect_stdio,
+)
+from ..core import LocalProtocolError, RemoteProtocolError
+from ..core._wire import (
+    CallToolResult,
+)
+from ..recording import DEFAULT_MAX_BYTES
+from ..runtime import Server
+from ..store import STORE_URL_HELP, StoreLocked, TaskStore, open_store
+from ._replay import replay_command
 from ._serving import (
     LOOPS,
     Serve,
@@ -47,23 +64,6 @@ from ._terminal import (
     Terminal,
     print_result,
 )
-from .client import (
-    Client,
-    RpcError,
-    TaskCancelled,
-    TaskExpired,
-    TaskFailed,
-    TransportError,
-    connect_http,
-    connect_stdio,
-)
-from .core import LocalProtocolError, RemoteProtocolError
-from .core._wire import (
-    CallToolResult,
-)
-from .recording import DEFAULT_MAX_BYTES
-from .runtime import Server
-from .store import STORE_URL_HELP, StoreLocked, TaskStore, open_store
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Serve", "capacity", "load_server", "main"]
 

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from .core import Reply, RequestMeta, TaskEvent, TaskRecord
-    from .store import TaskStore
+    from ..core import Reply, RequestMeta, TaskEvent, TaskRecord
+    from ..store import TaskStore
 
 __all__ = ["NO_TELEMETRY", "ClientRequest", "RequestObservation", "Telemetry"]
 

@@ -13,9 +13,9 @@ import anyio
 import anyio.abc
 import click
 
-from .core import TaskOptions
-from .server import Server
-from .transports._stdio import serve_stdio
+from ..core import TaskOptions
+from ..server import Server
+from ..transports._stdio import serve_stdio
 
 Serve = Callable[[Server], Awaitable[None]]
 T = TypeVar("T")
@@ -44,7 +44,7 @@ def stdio_transport() -> Serve:
 
 def use_otel(server: Server) -> None:
     try:  # the otel extra: imported only when asked for
-        from .otel import OpenTelemetry, configure_from_environment  # noqa: PLC0415
+        from ..otel import OpenTelemetry, configure_from_environment  # noqa: PLC0415
     except ImportError as error:
         raise click.ClickException(
             f"--otel needs OpenTelemetry: pip install 'mcp-tasks[otel]' ({error})"
@@ -57,7 +57,7 @@ def use_otel(server: Server) -> None:
 
 
 def flush_otel() -> None:
-    from .otel import shutdown_providers  # noqa: PLC0415
+    from ..otel import shutdown_providers  # noqa: PLC0415
 
     shutdown_providers()
 
@@ -66,7 +66,7 @@ def http_transport(
     host: str, port: int, allowed_hosts: Sequence[str] = (), access_log: bool = False
 ) -> Serve:
     try:  # imported here so that stdio never depends on it
-        from .transports._http_server import HttpConfig, serve_http  # noqa: PLC0415
+        from ..transports._http_server import HttpConfig, serve_http  # noqa: PLC0415
     except ImportError as error:
         raise click.ClickException(f"the HTTP transport is not available: {error}") from None
     config = HttpConfig(allowed_hosts=frozenset(allowed_hosts), access_log=access_log)

@@ -1,0 +1,5 @@
+"""`python -m mcp_tasks.cli`: the `mcp-tasks` command."""
+
+from . import main
+
+main()
