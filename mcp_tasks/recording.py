@@ -4,20 +4,7 @@ A face of `mcp_tasks.journals`: `JournalWriter` is where a `Recorder`'s lines go
 rotated at a size limit, written by a thread of its own; see its docstring).
 """
 
-from .journals._writer import (
-    BATCH_BYTES,
-    DEFAULT_BACKUPS,
-    DEFAULT_MAX_BYTES,
-    FLUSH_SECONDS,
-    MAX_QUEUED_BYTES,
-    JournalWriter,
-)
+from .journals import _writer
+from .journals._writer import *  # noqa: F403  (the writer's public names, as they are)
 
-__all__ = [
-    "BATCH_BYTES",
-    "DEFAULT_BACKUPS",
-    "DEFAULT_MAX_BYTES",
-    "FLUSH_SECONDS",
-    "MAX_QUEUED_BYTES",
-    "JournalWriter",
-]
+__all__ = _writer.__all__

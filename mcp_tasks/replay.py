@@ -4,22 +4,7 @@ A face of `mcp_tasks.journals`: each line is fed through a fresh core and its an
 compared with the recorded one; the first difference raises `ReplayFailed` with a report.
 """
 
-from .journals._replay import (
-    DEFAULT_MAX_LINE_BYTES,
-    ReplayFailed,
-    ReplayResult,
-    TimelineEvent,
-    format_timeline,
-    replay,
-    timeline,
-)
+from .journals import _replay
+from .journals._replay import *  # noqa: F403  (replay's public names, as they are)
 
-__all__ = [
-    "DEFAULT_MAX_LINE_BYTES",
-    "ReplayFailed",
-    "ReplayResult",
-    "TimelineEvent",
-    "format_timeline",
-    "replay",
-    "timeline",
-]
+__all__ = _replay.__all__

@@ -53,7 +53,7 @@ RUN_ELSEWHERE: dict[str, list[str] | None] = {
 RUN_HERE = {
     "index.md": ["@server.tool", "connect_http"],
     "server.md": ["@server.tool", "await serve_http"],
-    "client.md": ["confirm_delete", "TaskJournal", "asyncio.run"],
+    "client.md": ["confirm_delete", "ResumeLog", "asyncio.run"],
     "core.md": ["core.add_tool"],
     "prompts-and-resources.md": ["@server.prompt"],
     "security.md": ["def authenticate"],
@@ -273,12 +273,12 @@ async def test_the_client_page_resumes_the_tasks_its_journal_kept(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert ends_by_running_main("client.md", "TaskJournal")
+    assert ends_by_running_main("client.md", "ResumeLog")
     with trio.fail_after(30):
         async with serving(jobs_server()) as url:
             # An earlier run started a task and stopped before its end.
             port = int(url.split(":")[2].split("/")[0])
-            names = snippet("client.md", "TaskJournal", port=port)
+            names = snippet("client.md", "ResumeLog", port=port)
             names["input"] = answering("yes")
             journal = TaskJournal("tasks.jsonl")
             options = {"on_elicit": names["ask_human"], "cancel_on_exit": False}

@@ -10,86 +10,13 @@ writer and `replay` do the file work. `mcp_tasks.recording`, `mcp_tasks.replay` 
 `mcp_tasks.testing` are faces of this package.
 """
 
-from __future__ import annotations
+from . import _replay, _writer
+from ._codec import FORMAT, JournalDamaged
+from ._playback import Playback, Replayed
+from ._recorder import Recorder, RecordingCore
+from ._replay import *  # noqa: F403  (replaying: `replay`, `timeline`, `ReplayFailed`...)
+from ._writer import *  # noqa: F403  (writing: `JournalWriter` and its limits)
 
-from typing import TYPE_CHECKING
-
-from .._support.lazy import lazy_names
-
-if TYPE_CHECKING:
-    from ._codec import FORMAT, JournalDamaged
-    from ._playback import Playback, Replayed
-    from ._recorder import Recorder, RecordingCore
-    from ._replay import (
-        DEFAULT_MAX_LINE_BYTES,
-        ReplayFailed,
-        ReplayResult,
-        TimelineEvent,
-        format_timeline,
-        replay,
-        timeline,
-    )
-    from ._writer import (
-        BATCH_BYTES,
-        DEFAULT_BACKUPS,
-        DEFAULT_MAX_BYTES,
-        FLUSH_SECONDS,
-        MAX_QUEUED_BYTES,
-        JournalWriter,
-    )
-
-__all__ = [
-    "BATCH_BYTES",
-    "DEFAULT_BACKUPS",
-    "DEFAULT_MAX_BYTES",
-    "DEFAULT_MAX_LINE_BYTES",
-    "FLUSH_SECONDS",
-    "FORMAT",
-    "MAX_QUEUED_BYTES",
-    "JournalDamaged",
-    "JournalWriter",
-    "Playback",
-    "Recorder",
-    "RecordingCore",
-    "ReplayFailed",
-    "ReplayResult",
-    "Replayed",
-    "TimelineEvent",
-    "format_timeline",
-    "replay",
-    "timeline",
-]
-
-_MODULES = {
-    **dict.fromkeys(("FORMAT", "JournalDamaged"), "._codec"),
-    **dict.fromkeys(("Playback", "Replayed"), "._playback"),
-    **dict.fromkeys(("Recorder", "RecordingCore"), "._recorder"),
-    **dict.fromkeys(
-        (
-            "DEFAULT_MAX_LINE_BYTES",
-            "ReplayFailed",
-            "ReplayResult",
-            "TimelineEvent",
-            "format_timeline",
-            "replay",
-            "timeline",
-        ),
-        "._replay",
-    ),
-    **dict.fromkeys(
-        (
-            "BATCH_BYTES",
-            "DEFAULT_BACKUPS",
-            "DEFAULT_MAX_BYTES",
-            "FLUSH_SECONDS",
-            "MAX_QUEUED_BYTES",
-            "JournalWriter",
-        ),
-        "._writer",
-    ),
-}
-"""The module each public name is loaded from, on first use: a server that does not
-record loads none of them."""
-
-if not TYPE_CHECKING:  # type checkers see the imports above
-    __getattr__, __dir__ = lazy_names(__name__, globals(), _MODULES, __all__)
+__all__ = ["FORMAT", "JournalDamaged", "Playback", "Recorder", "RecordingCore", "Replayed"]
+__all__ += _replay.__all__
+__all__ += _writer.__all__

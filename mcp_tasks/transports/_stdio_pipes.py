@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import IO, Any, Final
 
 import anyio
@@ -28,26 +28,27 @@ __all__ = ["open_stdin", "open_stdout"]
 _BUFFER_BYTES: Final = 64 * 1024
 
 
-@asynccontextmanager
-async def open_stdin() -> AsyncIterator[trio.abc.ReceiveStream | anyio.abc.ByteReceiveStream]:
+StdinStream = trio.abc.ReceiveStream | anyio.abc.ByteReceiveStream
+StdoutStream = trio.abc.SendStream | anyio.abc.ByteSendStream
+
+
+def open_stdin() -> AbstractAsyncContextManager[StdinStream]:
     """fd 0 (duplicated) as a byte stream of the running loop, closed on exit."""
-    fd = os.dup(0)
-    if trio.lowlevel.in_trio_task():
-        async with trio.lowlevel.FdStream(fd) as stream:
-            yield stream
-        return
-    if _is_file(fd):
-        async with _FileStream(fd) as file_stream:
-            yield file_stream
-        return
-    async with await _PipeReader.open(fd) as reader:
-        yield reader
+    return _open_duplicate(0, _PipeReader.open)
+
+
+def open_stdout() -> AbstractAsyncContextManager[StdoutStream]:
+    """fd 1 (duplicated) as a byte stream of the running loop, closed on exit."""
+    return _open_duplicate(1, _PipeWriter.open)
 
 
 @asynccontextmanager
-async def open_stdout() -> AsyncIterator[trio.abc.SendStream | anyio.abc.ByteSendStream]:
-    """fd 1 (duplicated) as a byte stream of the running loop, closed on exit."""
-    fd = os.dup(1)
+async def _open_duplicate(
+    fd: int, open_pipe: Callable[[int], Awaitable[anyio.abc.AsyncResource]]
+) -> AsyncIterator[Any]:
+    """A duplicate of `fd` as the running loop's stream: trio's own, a regular file's, or
+    the asyncio loop's pipe (`open_pipe`)."""
+    fd = os.dup(fd)
     if trio.lowlevel.in_trio_task():
         async with trio.lowlevel.FdStream(fd) as stream:
             yield stream
@@ -56,8 +57,8 @@ async def open_stdout() -> AsyncIterator[trio.abc.SendStream | anyio.abc.ByteSen
         async with _FileStream(fd) as file_stream:
             yield file_stream
         return
-    async with await _PipeWriter.open(fd) as writer:
-        yield writer
+    async with await open_pipe(fd) as pipe:
+        yield pipe
 
 
 def _is_file(fd: int) -> bool:
