@@ -14,7 +14,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 import anyio.abc
@@ -28,6 +28,7 @@ from ..core import (
     ErrorObject,
     InputRequest,
     LocalProtocolError,
+    Reply,
     ResumeTask,
     StartTask,
     Step,
@@ -44,10 +45,10 @@ from ..core.inputs import (
     TaskReturned,
 )
 from ..store import Signal, StoreUnavailable
+from ._decide import Decide
 from ._handlers import ToolEntry, invoke_tool
-
-if TYPE_CHECKING:
-    from ._server import Server
+from ._shared import Shared
+from ._threads import ToolThreads
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -58,6 +59,18 @@ FIRST_RETRY_SECONDS: Final = 0.05
 LAST_RETRY_SECONDS: Final = 2.0
 """Waits between tries to save while the store is unavailable: doubling from the first to
 the last, which is kept, so a store that is back is written to within about that long."""
+
+
+class Transition(Protocol):
+    """`Interpreter.transition`: read a record, let the core decide, perform, retry on a
+    compare-and-set conflict."""
+
+    async def __call__(
+        self,
+        task_id: str,
+        decide: Callable[[TaskRecord | None], Step],
+        known: TaskRecord | None = None,
+    ) -> Reply | None: ...
 
 
 @dataclass
@@ -78,9 +91,15 @@ class RunningTask:
 
 
 class TaskRunner:
-    def __init__(self, server: Server) -> None:
-        self._server = server
-        self._decide = server.decide
+    """Runs each task's handler. Its outcome, question and progress are saved through
+    `transition` (the interpreter's, which in turn starts handlers here: `saves_through`
+    closes that one circle, once, when the server puts its parts together)."""
+
+    def __init__(self, decide: Decide, shared: Shared, tool_threads: ToolThreads) -> None:
+        self._decide = decide
+        self._shared = shared
+        self._tool_threads = tool_threads
+        self._transition: Transition | None = None
         self.running: dict[str, RunningTask] = {}
         self.finishing: set[str] = set()
         """Tasks whose handler ended here and whose outcome is being saved: this process
@@ -88,6 +107,19 @@ class TaskRunner:
         self.outcome_retry_seconds = STORE_RETRY_SECONDS
         self.nursery: anyio.abc.TaskGroup | None = None
         self.all_ended: Event | None = None
+
+    def saves_through(self, transition: Transition) -> None:
+        """Save what handlers report with `transition` (`Interpreter.transition`)."""
+        self._transition = transition
+
+    async def transition(
+        self,
+        task_id: str,
+        decide: Callable[[TaskRecord | None], Step],
+        known: TaskRecord | None = None,
+    ) -> None:
+        assert self._transition is not None, "saves_through() was not called"
+        await self._transition(task_id, decide, known)
 
     # --- commands ---------------------------------------------------------------------------
 
@@ -141,12 +173,12 @@ class TaskRunner:
     async def route_resume(self, effect: ResumeTask) -> None:
         """Answers are in: wake the handler where it waits, here or in the process holding
         the task's lease; with no live handler anywhere, run it again here."""
-        coordination = self._server.store.coordination
+        coordination = self._shared.store.coordination
         signals = coordination.signals
         if effect.task_id in self.running or signals is None:
             self.resume(effect)
             return
-        holder = await coordination.lease_holder(effect.task_id, self._server.now())
+        holder = await coordination.lease_holder(effect.task_id, self._shared.now())
         if holder is None or holder == coordination.origin:
             self.resume(effect)
         else:
@@ -158,7 +190,7 @@ class TaskRunner:
             running.scope.cancel()
 
     async def route_cancel(self, task_id: str) -> None:
-        coordination = self._server.store.coordination
+        coordination = self._shared.store.coordination
         signals = coordination.signals
         if task_id in self.running:
             self.cancel(task_id)
@@ -167,7 +199,7 @@ class TaskRunner:
 
     async def release(self, task_id: str) -> None:
         if task_id not in self.running:  # not run again meanwhile
-            await self._server.store.coordination.release(task_id)
+            await self._shared.store.coordination.release(task_id)
 
     # --- one run of a handler -------------------------------------------------------------
 
@@ -181,19 +213,20 @@ class TaskRunner:
                 task_id, progress, total, message
             ),
         )
-        threads = self._server.tool_threads
+        threads = self._tool_threads
+        shared = self._shared
         try:
             with running.scope:
                 if start.claim_lease:
-                    await self._server.store.coordination.claim(task_id, self._server.lease_until())
+                    await shared.store.coordination.claim(task_id, shared.lease_until())
                 entry: ToolEntry | None = start.handler
                 if entry is None:  # removed while the task waited
                     gone = LocalProtocolError(f"Tool {call.tool_name!r} is no longer registered")
                     running.outcome = failure_outcome(gone, f"Tool {call.tool_name!r}")
-                elif not self._server.telemetry.enabled:
+                elif not shared.telemetry.enabled:
                     running.outcome = await invoke_tool(entry, call, context, threads=threads)
                 else:
-                    with self._server.telemetry.task_context(task_id, call.tool_name, call.meta):
+                    with shared.telemetry.task_context(task_id, call.tool_name, call.meta):
                         running.outcome = await invoke_tool(entry, call, context, threads=threads)
             # Cancelled, failed or expired: the record says so already (a terminal save
             # drops the lease), or is gone with its lease. Shut down: the lease stays, so
@@ -220,7 +253,7 @@ class TaskRunner:
         """Save what the handler returned, through a store outage of up to
         `outcome_retry_seconds`; past that the outcome is dropped and the task fails with an
         error that says so (saved as soon as the store is back)."""
-        transition = self._server.interpreter.transition
+        transition = self.transition
 
         def returned(record: TaskRecord | None) -> Step:
             assert running.outcome is not None  # held by `running` alone: it may be dropped
@@ -285,9 +318,7 @@ class TaskRunner:
     async def _save_progress(self, task_id: str, decide: Any) -> None:
         running = self.running.get(task_id)
         try:
-            await self._server.interpreter.transition(
-                task_id, decide, None if running is None else running.record
-            )
+            await self.transition(task_id, decide, None if running is None else running.record)
         except StoreUnavailable as error:  # progress is worth no more than a warning
             logger.warning(
                 "task %s: status message not saved: %s", task_id, error, extra={"task_id": task_id}
@@ -306,7 +337,7 @@ class TaskRunner:
         try:  # through a store outage, as an outcome is: asking is not failing
             saved = await self._keep_trying(
                 f"task {task_id!r}: saving its question",
-                lambda: self._server.interpreter.transition(task_id, decide, running.record),
+                lambda: self.transition(task_id, decide, running.record),
                 self.outcome_retry_seconds,
             )
         finally:
