@@ -86,7 +86,8 @@ class ToolReturned(Input, frozen=True):
 class TaskRefused(Input, frozen=True):
     """The store refused the task a `ToolReturned` created: it holds its limit of tasks, or
     `per_principal` of this caller's unfinished ones, or (`stored` too) of its stored ones,
-    or (`data`) of bytes of task data. `next_expiry_at`: when there may be room again."""
+    or (`data`) of bytes of task data. `next_expiry_at`: when there may be room again, as
+    the store said (`StoreFull.retry_at`), passed on by the shell untouched."""
 
     journal_name: ClassVar[str] = "task_refused"
     call: ToolCall

@@ -111,11 +111,8 @@ class Interpreter:
                 except StoreFull as full:  # the task tool_returned created: over a limit
                     if tool_call is None:
                         raise
-                    next_expiry_at = full.room_at  # the principal's first to expire
-                    if not full.per_principal:  # retryable once the next task expires
-                        next_expiry_at = await self._shared.store.next_deadline()
                     refused = TaskRefused(
-                        tool_call, full.per_principal, full.stored, full.data, next_expiry_at
+                        tool_call, full.per_principal, full.stored, full.data, full.retry_at
                     )
                     answer = self._decide(refused)
                     tool_call = None
