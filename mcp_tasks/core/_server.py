@@ -73,6 +73,7 @@ from .inputs import (
     CallRefused,
     CompletionReturned,
     Due,
+    HandlerMissing,
     Input,
     LeaseLapsed,
     ListChanged,
@@ -374,6 +375,9 @@ class ServerCore(CompatibleNames):
     def _outcome_lost(self, input: OutcomeLost, now: float) -> Step:
         return self._tasks.outcome_lost(input.record, input.waited, now)
 
+    def _handler_missing(self, input: HandlerMissing, now: float) -> Step:
+        return self._tasks.handler_missing(input.record, now)
+
     def _answers_arrived(self, input: AnswersArrived, now: float) -> Step:
         resume = self._tasks.resumed(input.record)
         return Step() if resume is None else Step(effects=(resume,))
@@ -465,6 +469,7 @@ _ANSWERS: Final[dict[type[Input], Callable[[ServerCore, Any, float], Step | Need
     TaskProgressed: ServerCore._task_progressed,
     LeaseLapsed: ServerCore._lease_lapsed,
     OutcomeLost: ServerCore._outcome_lost,
+    HandlerMissing: ServerCore._handler_missing,
     AnswersArrived: ServerCore._answers_arrived,
     Due: ServerCore._due,
     ProgressReported: ServerCore._progress_reported,

@@ -18,6 +18,7 @@ is one loop: input in, need out, the need's answer in again, until a `Step`.
     StatusMessageSet / TaskProgressed       from a task's running handler -> Step
     LeaseLapsed(record)                     the process running it stopped -> Step
     OutcomeLost(record, waited)             the store never took its outcome -> Step
+    HandlerMissing(record)                  its tool was removed before it ran -> Step
     AnswersArrived(record)                  answers for a handler waiting here -> Step
     Due(record)                             a `WakeAt` came due        -> Step
     ProgressReported / LogEmitted           a request's handler reports -> Step (Notify)
@@ -197,6 +198,14 @@ class OutcomeLost(Input, frozen=True):
     waited: float
 
 
+class HandlerMissing(Input, frozen=True):
+    """A run of task `record` (as stored now; None: gone) found no handler to run: its tool
+    was removed while the task waited for its answers or to be run again."""
+
+    journal_name: ClassVar[str] = "task_handler_missing"
+    record: TaskRecord | None
+
+
 class AnswersArrived(Input, frozen=True):
     """`record` (as stored now) may hold answers for a handler waiting in this process."""
 
@@ -317,6 +326,7 @@ INPUTS: tuple[type[Input], ...] = (
     TaskProgressed,
     LeaseLapsed,
     OutcomeLost,
+    HandlerMissing,
     AnswersArrived,
     Due,
     ProgressReported,
@@ -346,6 +356,7 @@ StepInput = (
     | TaskProgressed
     | LeaseLapsed
     | OutcomeLost
+    | HandlerMissing
     | AnswersArrived
     | Due
     | ProgressReported

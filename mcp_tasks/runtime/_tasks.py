@@ -25,19 +25,18 @@ from .._backend import CancelScope, Event, cancel_scope, event
 from .._context import ToolContext
 from ..core import (
     AwaitAnswer,
+    EndRun,
     ErrorObject,
     InputRequest,
-    LocalProtocolError,
     Reply,
     ResumeTask,
     StartTask,
     Step,
     TaskRecord,
-    TaskStatus,
     ToolOutcome,
-    failure_outcome,
 )
 from ..core.inputs import (
+    HandlerMissing,
     OutcomeLost,
     StatusMessageSet,
     TaskAsked,
@@ -88,6 +87,10 @@ class RunningTask:
     """What the handler returned, until it is saved (or dropped, the store out of reach)."""
     early: ResumeTask | None = None
     """Answers that came while the question was being saved, before the handler waited."""
+    ends: bool = False
+    """The core answered the question being asked with `EndRun`: nothing will answer it."""
+    handler_missing: bool = False
+    """The run found no handler (its tool was removed): the core fails the task."""
 
 
 class TaskRunner:
@@ -220,9 +223,8 @@ class TaskRunner:
                 if start.claim_lease:
                     await shared.store.coordination.claim(task_id, shared.lease_until())
                 entry: ToolEntry | None = start.handler
-                if entry is None:  # removed while the task waited
-                    gone = LocalProtocolError(f"Tool {call.tool_name!r} is no longer registered")
-                    running.outcome = failure_outcome(gone, f"Tool {call.tool_name!r}")
+                if entry is None:  # removed while the task waited: the core says what now
+                    running.handler_missing = True
                 elif not shared.telemetry.enabled:
                     running.outcome = await invoke_tool(entry, call, context, threads=threads)
                 else:
@@ -231,7 +233,8 @@ class TaskRunner:
             # Cancelled, failed or expired: the record says so already (a terminal save
             # drops the lease), or is gone with its lease. Shut down: the lease stays, so
             # the task is taken over (or failed) as one left unfinished.
-            if running.outcome is not None and not running.scope.cancelled_caught:
+            ended = running.outcome is not None or running.handler_missing
+            if ended and not running.scope.cancelled_caught:
                 self.finishing.add(task_id)
         finally:
             if self.running.get(task_id) is running:
@@ -256,6 +259,8 @@ class TaskRunner:
         transition = self.transition
 
         def returned(record: TaskRecord | None) -> Step:
+            if running.handler_missing:
+                return self._decide(HandlerMissing(record))
             assert running.outcome is not None  # held by `running` alone: it may be dropped
             return self._decide(TaskReturned(record, running.outcome))
 
@@ -328,11 +333,13 @@ class TaskRunner:
         answered = running.asking = event()
         running.asked.clear()
 
-        def decide(record: TaskRecord | None) -> Any:
+        def decide(record: TaskRecord | None) -> Step:
             for key in running.asked:  # decided before, on a record that has changed since
                 running.waiting.pop(key, None)
             running.asked.clear()
-            return self._decide(TaskAsked(record, request))
+            step = self._decide(TaskAsked(record, request))
+            running.ends = any(isinstance(effect, EndRun) for effect in step.effects)
+            return step
 
         try:  # through a store outage, as an outcome is: asking is not failing
             saved = await self._keep_trying(
@@ -348,10 +355,7 @@ class TaskRunner:
                 f"{self.outcome_retry_seconds:g} s"
             )
         asked = list(running.asked)
-        after = running.record  # as the transition saved it
-        if not asked or after is None or after.status is not TaskStatus.INPUT_REQUIRED:
-            # The task is gone (expired), or the core refused the question (the client
-            # cannot answer it) and failed the task: nothing will answer, so the run ends.
+        if running.ends:  # the core says nothing will answer (`EndRun`): the run ends
             for key in asked:
                 running.waiting.pop(key, None)
             if not answered.is_set():
