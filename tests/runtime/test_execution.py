@@ -222,6 +222,22 @@ async def test_returned_input_request_runs_the_handler_again_with_the_answer(
     assert seen["runs"] == 2
 
 
+async def test_a_task_whose_tool_was_removed_while_it_waited_fails_saying_so(
+    env: Env, autojump_clock: MockClock
+) -> None:
+    server, client, seen = env
+    task_id = await client.start("rerun")
+    await client.wait_status(task_id, "input_required")
+    server.remove_tool("rerun")
+    await client.send(
+        "tasks/update", {"taskId": task_id, "inputResponses": {"ok": {"action": "accept"}}}
+    )
+    failed = await client.wait_status(task_id, "failed")
+    assert failed["error"]["message"] == "Tool 'rerun' is no longer registered"
+    assert seen["runs"] == 1  # its answers found nothing to run
+    assert server.runner.running == {}
+
+
 async def test_awaited_elicit_waits_in_place(env: Env, autojump_clock: MockClock) -> None:
     _, client, seen = env
     task_id = await client.start("in_place")
