@@ -68,12 +68,14 @@ class Input(Struct, frozen=True):
 
 class Received(Input, frozen=True):
     """One JSON-RPC message from a client: its bytes as they came, the HTTP headers that
-    carried it (None over stdio) and its sender as the transport authenticated it."""
+    carried it (None over stdio) and its sender as the transport authenticated it.
+    `closing`: it came while the server shuts down (a task it would create is refused)."""
 
     journal_name: ClassVar[str] = "receive"
     data: bytes
     headers: HttpHeaders | None = None
     principal: str | None = None
+    closing: bool = False
 
 
 class ToolReturned(Input, frozen=True):

@@ -108,11 +108,12 @@ class Interpreter:
             if isinstance(answer, Step):
                 try:
                     return await self.perform(answer, notify, connection)
-                except StoreFull as full:  # the task tool_returned created: over a limit
-                    if tool_call is None:
+                except StoreFull as full:  # the task a tools/call created: over a limit
+                    created_by = tool_call or _created_by(answer)
+                    if created_by is None:
                         raise
                     refused = TaskRefused(
-                        tool_call, full.per_principal, full.stored, full.data, full.retry_at
+                        created_by, full.per_principal, full.stored, full.data, full.retry_at
                     )
                     answer = self._decide(refused)
                     tool_call = None
@@ -265,6 +266,15 @@ class Interpreter:
         raise RuntimeError(
             f"task {task_id!r} kept changing underneath {MAX_CONFLICT_RETRIES} writes"
         )
+
+
+def _created_by(step: Step) -> ToolCall | None:
+    """The `tools/call` whose task `step` creates at once (a tool that runs only as a
+    task): its `StartTask` carries it, request id and all."""
+    for effect in step.effects:
+        if isinstance(effect, StartTask) and effect.call.request_id is not None:
+            return effect.call
+    return None
 
 
 def _fetched(decide: Decide, need: FetchTask, record: TaskRecord | None) -> Step:

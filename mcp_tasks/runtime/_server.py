@@ -387,7 +387,7 @@ class Server(Registering):
         connection: Connection | None,
         principal: str | None,
     ) -> Reply | None:
-        answer = self.decide(Received(data, headers, principal))
+        answer = self.decide(Received(data, headers, principal, self._shared.closing))
         try:
             return await self.interpreter.drive(answer, notify, connection)
         except StoreUnavailable as error:

@@ -42,7 +42,7 @@ from mcp_tasks.core import (
     TaskStatus,
     ToolSpec,
 )
-from mcp_tasks.core.inputs import HandlerMissing
+from mcp_tasks.core.inputs import HandlerMissing, Received
 
 from .harness import ALL_CAPS, T0, Harness, meta
 from .tools import TOOLS, ask_name
@@ -68,6 +68,41 @@ def _started(h: Harness, caps: Any = None) -> TaskRecord:
 
 def _meta(**extra: Any) -> RequestMeta:
     return msgspec.convert(meta(**extra), RequestMeta)
+
+
+# --- a tool that runs only as a task -------------------------------------------------------
+
+
+def _required_call(h: Harness) -> bytes:
+    params = {"name": "required_job", "arguments": {}, "_meta": meta(ALL_CAPS)}
+    message = {"jsonrpc": "2.0", "id": "r-1", "method": "tools/call", "params": params}
+    return json.dumps(message).encode()
+
+
+def test_a_tool_that_runs_only_as_a_task_becomes_its_task_at_once(
+    make_harness: type[Harness],
+) -> None:
+    """No `RunTool` for the shell to answer with `START_TASK`: the call is the task."""
+    h = make_harness(tools=TOOLS)
+    answer = h.core.handle(Received(_required_call(h)), h.now)
+    assert isinstance(answer, Step)
+    save, start, *_ = answer.effects
+    assert isinstance(save, SaveTask) and save.expected_version is None and save.take_lease
+    assert isinstance(start, StartTask) and start.task_id == save.record.task_id
+    assert start.call.in_task and start.call.request_id == "r-1" and not start.claim_lease
+    assert answer.reply is not None
+    assert json.loads(answer.reply.body)["result"]["taskId"] == save.record.task_id
+
+
+def test_a_tool_that_runs_only_as_a_task_starts_none_while_the_server_shuts_down(
+    make_harness: type[Harness],
+) -> None:
+    h = make_harness(tools=TOOLS)
+    answer = h.core.handle(Received(_required_call(h), closing=True), h.now)
+    assert isinstance(answer, Step) and answer.effects == ()
+    assert answer.reply is not None
+    error = json.loads(answer.reply.body)["error"]
+    assert error["code"] == -32603 and "shutting down" in error["message"]
 
 
 # --- a task asks in place -------------------------------------------------------------------

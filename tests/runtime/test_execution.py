@@ -353,6 +353,20 @@ async def test_shutdown_refuses_new_calls_but_answers_polls(autojump_clock: Mock
         assert (await client.get(task_id))["status"] == "working"
 
 
+async def test_shutdown_refuses_a_tool_that_runs_only_as_a_task(
+    autojump_clock: MockClock,
+) -> None:
+    """Its task is created by the core at once, not after a handler's `START_TASK`: the
+    core still creates none while the server shuts down."""
+    server, seen = build(grace=1.0)
+    async with server.running():
+        client = Client(server)
+        server.closing = True  # what leaving `running()` does first
+        error = (await client.call("rerun"))["error"]
+        assert error["code"] == -32603 and "shutting down" in error["message"]
+        assert await server.store.count() == 0 and seen["runs"] == 0
+
+
 async def test_handle_outside_running_is_a_clear_error(autojump_clock: MockClock) -> None:
     server, _ = build()
     with pytest.raises(RuntimeError, match="running"):
