@@ -129,6 +129,18 @@ def test_no_transport_imports_the_runtime() -> None:
     assert {path: names for path, names in offending.items() if names} == {}
 
 
+def test_no_runtime_part_imports_the_server() -> None:
+    """The runtime's parts are given their collaborators: none imports `Server` (not even
+    for type checking), and only the server module and the package's face name it."""
+    runtime = PACKAGE / "runtime"
+    parts = [path for path in sorted(runtime.glob("*.py")) if path.name != "__init__.py"]
+    assert len(parts) > 8
+    offending = sorted(
+        path.name for path in parts if "mcp_tasks.runtime._server" in imported_modules(path)
+    )
+    assert offending == []
+
+
 def test_the_scan_resolves_relative_imports() -> None:
     """The scan above sees the runtime however it is imported."""
     transports = "mcp_tasks.transports"

@@ -10,6 +10,7 @@ answer is registered (`AwaitAnswer`) before the question is saved.
     StartTask     run the task's handler here, in the background
     ResumeTask    the answers are in: wake the waiting handler, or run it again
     AwaitAnswer   the running handler waits in place for the answer under `key`
+    EndRun        the running handler asked what nobody will answer: end its run
     CancelTask    stop the task's handler, wherever it runs
     CancelRequest stop the in-flight request with this id (`notifications/cancelled`)
     ReleaseLease  no handler runs for the task any more (it waits for answers)
@@ -112,6 +113,15 @@ class AwaitAnswer(Struct, frozen=True, kw_only=True):
     key: str
 
 
+class EndRun(Struct, frozen=True, kw_only=True):
+    """The handler running task `task_id` asked a question nobody will answer (the task
+    ended or is gone, or the question was refused and the task failed): end its run where
+    it asks. The run that asked carries it out (`TaskAsked` answers it instead of an
+    `AwaitAnswer`); `task_id` is None when the task is gone."""
+
+    task_id: str | None
+
+
 class CancelTask(Struct, frozen=True, kw_only=True):
     """Cancel the running handler of the task, wherever it runs."""
 
@@ -150,6 +160,7 @@ Effect = (
     | StartTask
     | ResumeTask
     | AwaitAnswer
+    | EndRun
     | CancelTask
     | CancelRequest
     | ReleaseLease

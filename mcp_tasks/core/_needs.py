@@ -165,8 +165,9 @@ class RunTool(_HandlerNeed, frozen=True, kw_only=True):
     """The arguments decoded with the tool's `arguments_type` (None without one)."""
     use_once: UseOnce | None = None
     starts_task: bool = False
-    """A `task_support="required"` tool: its handler runs only inside the task, so do not
-    run it now; answer `returned(START_TASK)` at once."""
+    """No longer set by the core, which creates a `task_support="required"` tool's task
+    at once (no `RunTool`). Kept for journals and code written before: a shell given one
+    answers `returned(START_TASK)` without running the handler."""
 
     def returned(self, outcome: ToolOutcome) -> ToolReturned:
         """The input that answers this need: the handler returned `outcome`."""

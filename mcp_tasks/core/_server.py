@@ -18,7 +18,6 @@ place where peer input is converted.
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Callable, Iterable
 from typing import Any, Final, overload
 
@@ -73,6 +72,7 @@ from .inputs import (
     CallRefused,
     CompletionReturned,
     Due,
+    HandlerMissing,
     Input,
     LeaseLapsed,
     ListChanged,
@@ -99,8 +99,6 @@ from .inputs import (
     TaskReturned,
     ToolReturned,
 )
-
-SHUTTING_DOWN_MESSAGE: typing.Final = "The server is shutting down; try again later"
 
 
 class ServerCore(CompatibleNames):
@@ -247,6 +245,7 @@ class ServerCore(CompatibleNames):
                 now=now,
                 headers=input.headers,
                 principal=input.principal,
+                closing=input.closing,
             )
         except (ProtocolError, RecursionError) as failure:
             if is_notification:
@@ -276,6 +275,7 @@ class ServerCore(CompatibleNames):
         now: float,
         headers: HttpHeaders | None,
         principal: str | None,
+        closing: bool = False,
     ) -> Step | Need:
         raw_params = Raw(b"{}") if params is UNSET else params
         head = decode_params(raw_params, w.ParamsHead)
@@ -293,7 +293,13 @@ class ServerCore(CompatibleNames):
             return self._tasks.request(request_id, method, raw_params, meta, principal)
         if method == "tools/call":
             return self._tools.call(
-                request_id, raw_params, meta, now=now, headers=headers, principal=principal
+                request_id,
+                raw_params,
+                meta,
+                now=now,
+                headers=headers,
+                principal=principal,
+                closing=closing,
             )
         if method == "prompts/get":
             return self._calls.get_prompt(request_id, raw_params, meta, principal, now)
@@ -337,8 +343,9 @@ class ServerCore(CompatibleNames):
         return self._tools.replayed(input.need)
 
     def _call_refused(self, input: CallRefused, now: float) -> Step:
-        error = w.ErrorObject(code=INTERNAL_ERROR, message=SHUTTING_DOWN_MESSAGE)
-        return Step(reply=self._encode.error_object(input.need.request_id, error))
+        request_id = input.need.request_id
+        assert request_id is not None
+        return self._tools.refused_closing(request_id)
 
     def _prompt_returned(self, input: PromptReturned, now: float) -> Step:
         return self._calls.prompt_returned(input.call, input.outcome, now)
@@ -373,6 +380,9 @@ class ServerCore(CompatibleNames):
 
     def _outcome_lost(self, input: OutcomeLost, now: float) -> Step:
         return self._tasks.outcome_lost(input.record, input.waited, now)
+
+    def _handler_missing(self, input: HandlerMissing, now: float) -> Step:
+        return self._tasks.handler_missing(input.record, now)
 
     def _answers_arrived(self, input: AnswersArrived, now: float) -> Step:
         resume = self._tasks.resumed(input.record)
@@ -465,6 +475,7 @@ _ANSWERS: Final[dict[type[Input], Callable[[ServerCore, Any, float], Step | Need
     TaskProgressed: ServerCore._task_progressed,
     LeaseLapsed: ServerCore._lease_lapsed,
     OutcomeLost: ServerCore._outcome_lost,
+    HandlerMissing: ServerCore._handler_missing,
     AnswersArrived: ServerCore._answers_arrived,
     Due: ServerCore._due,
     ProgressReported: ServerCore._progress_reported,

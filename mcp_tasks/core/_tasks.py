@@ -21,6 +21,7 @@ from ._effects import (
     CancelTask,
     DeleteTask,
     Effect,
+    EndRun,
     ReleaseLease,
     ResumeTask,
     SaveTask,
@@ -35,7 +36,7 @@ from ._errors import INTERNAL_ERROR, SERVER_ERROR, LocalProtocolError, ProtocolE
 from ._injected import Injected
 from ._needs import FetchTask, TaskRequest, ToolCall
 from ._options import TaskOptions
-from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome
+from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome, failure_outcome
 from ._records import TaskRecord
 from ._rounds import check_input_requests, checked_responses, method_of, needs_tasks_extension
 from ._state import INITIAL_STATUS, TaskEvent, TaskStatus, can_happen, next_status
@@ -304,11 +305,13 @@ class Tasks:
 
     def asked(self, record: TaskRecord | None, request: w.InputRequest, now: float) -> Step:
         """The handler running task `record` asks `request` and waits in place for the
-        answer, under a key the task never used; if it may not ask, the task fails."""
+        answer, under a key the task never used; if it may not ask, the task fails. Unless
+        it waits (`AwaitAnswer`), its run ends (`EndRun`): nothing will answer."""
         if record is None or record.status.is_terminal:
-            return Step()
+            return Step(effects=(EndRun(task_id=None if record is None else record.task_id),))
         if record.is_expired(now):
-            return self.expire(record, now)
+            expired = self.expire(record, now)
+            return Step(effects=(*expired.effects, EndRun(task_id=record.task_id)))
         number = len(record.issued_keys) + 1
         while f"{INPUT_KEY_PREFIX}{number}" in record.issued_keys:
             number += 1
@@ -317,7 +320,8 @@ class Tasks:
             updated = self._ask(record, InputRequired(requests={key: request}), now)
         except ProtocolError as error:
             failed = self._failed(record, error, now)
-            return Step(effects=(save(failed, record.version, TaskEvent.FAIL),))
+            ended = EndRun(task_id=record.task_id)
+            return Step(effects=(save(failed, record.version, TaskEvent.FAIL), ended))
         # Waiting before the question is saved: the answer may come as soon as it is.
         waiting = AwaitAnswer(task_id=record.task_id, key=key)
         return Step(effects=(waiting, save(updated, record.version, TaskEvent.NEED_INPUT)))
@@ -361,6 +365,15 @@ class Tasks:
             status_message=outcome.status_message,
             last_updated_at=now,
         )
+
+    def handler_missing(self, record: TaskRecord | None, now: float) -> Step:
+        """The task's run found no handler: its tool was removed while the task waited (for
+        its answers, or to be run again). The task fails, saying so."""
+        if record is None:
+            return Step()
+        name = record.tool_name
+        gone = LocalProtocolError(f"Tool {name!r} is no longer registered")
+        return self.returned(record, failure_outcome(gone, f"Tool {name!r}"), now)
 
     def _failed(self, record: TaskRecord, error: ProtocolError, now: float) -> TaskRecord:
         return _finish(

@@ -1,12 +1,16 @@
 """`tools/call`: the request checked, the handler's outcome answered.
 
 A call becomes `RunTool` once its params, its `Mcp-Param-*` headers, any input round and
-its arguments (decoded with the tool's `arguments_type`) are checked. The handler's outcome
+its arguments (decoded with the tool's `arguments_type`) are checked; a call of a tool that
+runs only as a task becomes that task at once (its handler runs inside it), with no handler
+run first and no round trip through the shell. The handler's outcome
 comes back to `returned`: the result, its error, another input round (MRTR), a new task,
 or, for a client that cannot hold a task, the handler run again in place.
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 import msgspec
 from msgspec import UNSET, Raw
@@ -16,11 +20,13 @@ from ._catalog import Catalog
 from ._effects import Step
 from ._encode import Encoder, shown
 from ._envelope import HttpHeaders, check_param_headers, decode_params, invalid_params
-from ._errors import LocalProtocolError, ProtocolError
+from ._errors import INTERNAL_ERROR, LocalProtocolError, ProtocolError
 from ._needs import Need, RunTool, ToolCall, UseOnce
 from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome
 from ._rounds import Rounds, needs_tasks_extension
 from ._tasks import Tasks
+
+SHUTTING_DOWN_MESSAGE: Final = "The server is shutting down; try again later"
 
 
 class ToolCalls:
@@ -39,7 +45,8 @@ class ToolCalls:
         now: float,
         headers: HttpHeaders | None,
         principal: str | None,
-    ) -> RunTool:
+        closing: bool = False,
+    ) -> RunTool | Step:
         params = decode_params(raw_params, w.CallToolParams)
         tool = self._catalog.tools.get(params.name)
         if tool is None:
@@ -73,17 +80,19 @@ class ToolCalls:
             input_responses=responses,
             handler_state=handler_state,
         )
-        handler = self._catalog.handler("tool", tool.name)
         # A tool that runs only as a task starts it at once: its handler runs inside it
         # (unless it asks before its task: then it runs now, as an optional one does).
-        starts_task = tool.task_support == "required" and not tool.input_before_task
-        return RunTool(
-            call=call,
-            handler=handler,
-            arguments=decoded,
-            use_once=use_once,
-            starts_task=starts_task,
-        )
+        if tool.task_support == "required" and not tool.input_before_task and use_once is None:
+            if closing:  # no new task while the server shuts down
+                return self.refused_closing(request_id)
+            return self._tasks.create(request_id, call, now)
+        handler = self._catalog.handler("tool", tool.name)
+        return RunTool(call=call, handler=handler, arguments=decoded, use_once=use_once)
+
+    def refused_closing(self, request_id: w.RequestId) -> Step:
+        """The server is shutting down: no new handler runs, no new task starts."""
+        error = w.ErrorObject(code=INTERNAL_ERROR, message=SHUTTING_DOWN_MESSAGE)
+        return Step(reply=self._encode.error_object(request_id, error))
 
     def replayed(self, need: RunTool) -> Step:
         """The store had `need.use_once` already: its `requestState` was used before."""

@@ -18,6 +18,7 @@ is one loop: input in, need out, the need's answer in again, until a `Step`.
     StatusMessageSet / TaskProgressed       from a task's running handler -> Step
     LeaseLapsed(record)                     the process running it stopped -> Step
     OutcomeLost(record, waited)             the store never took its outcome -> Step
+    HandlerMissing(record)                  its tool was removed before it ran -> Step
     AnswersArrived(record)                  answers for a handler waiting here -> Step
     Due(record)                             a `WakeAt` came due        -> Step
     ProgressReported / LogEmitted           a request's handler reports -> Step (Notify)
@@ -67,12 +68,14 @@ class Input(Struct, frozen=True):
 
 class Received(Input, frozen=True):
     """One JSON-RPC message from a client: its bytes as they came, the HTTP headers that
-    carried it (None over stdio) and its sender as the transport authenticated it."""
+    carried it (None over stdio) and its sender as the transport authenticated it.
+    `closing`: it came while the server shuts down (a task it would create is refused)."""
 
     journal_name: ClassVar[str] = "receive"
     data: bytes
     headers: HttpHeaders | None = None
     principal: str | None = None
+    closing: bool = False
 
 
 class ToolReturned(Input, frozen=True):
@@ -86,7 +89,8 @@ class ToolReturned(Input, frozen=True):
 class TaskRefused(Input, frozen=True):
     """The store refused the task a `ToolReturned` created: it holds its limit of tasks, or
     `per_principal` of this caller's unfinished ones, or (`stored` too) of its stored ones,
-    or (`data`) of bytes of task data. `next_expiry_at`: when there may be room again."""
+    or (`data`) of bytes of task data. `next_expiry_at`: when there may be room again, as
+    the store said (`StoreFull.retry_at`), passed on by the shell untouched."""
 
     journal_name: ClassVar[str] = "task_refused"
     call: ToolCall
@@ -194,6 +198,14 @@ class OutcomeLost(Input, frozen=True):
     journal_name: ClassVar[str] = "task_outcome_lost"
     record: TaskRecord | None
     waited: float
+
+
+class HandlerMissing(Input, frozen=True):
+    """A run of task `record` (as stored now; None: gone) found no handler to run: its tool
+    was removed while the task waited for its answers or to be run again."""
+
+    journal_name: ClassVar[str] = "task_handler_missing"
+    record: TaskRecord | None
 
 
 class AnswersArrived(Input, frozen=True):
@@ -316,6 +328,7 @@ INPUTS: tuple[type[Input], ...] = (
     TaskProgressed,
     LeaseLapsed,
     OutcomeLost,
+    HandlerMissing,
     AnswersArrived,
     Due,
     ProgressReported,
@@ -345,6 +358,7 @@ StepInput = (
     | TaskProgressed
     | LeaseLapsed
     | OutcomeLost
+    | HandlerMissing
     | AnswersArrived
     | Due
     | ProgressReported

@@ -3,9 +3,9 @@
 `Server` is the facade people use; `Registry` (its decorators), `Interpreter` (needs and
 commands), `TaskRunner` (task handlers), `Background` (expiry, leases, signals),
 `Listeners` (listen streams) and `ToolThreads` (plain-function tools' threads) are its
-parts. `Server` implements the transports' port (`mcp_tasks.transports._port`:
-`MessageHandler`, `HostedHandler`); `MessageHandler`, `Connection` and `Notify` are
-importable from here as before.
+parts, each given its collaborators (none holds the `Server`). `Server` implements the
+transports' port (`mcp_tasks.transports._port`: `MessageHandler`, `HostedHandler`);
+`MessageHandler`, `Connection` and `Notify` are importable from here as before.
 """
 
 from ..transports._port import Connection, MessageHandler, Notify

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import anyio
 import anyio.abc
@@ -29,9 +29,11 @@ from ..core import Step, TaskRecord, VersionConflict
 from ..core._compat import resume_of
 from ..core.inputs import AnswersArrived, Due, LeaseLapsed
 from ..store import StoreUnavailable
-
-if TYPE_CHECKING:
-    from ._server import Server
+from ._decide import Decide
+from ._interpreter import Interpreter
+from ._listeners import Listeners
+from ._shared import Shared
+from ._tasks import TaskRunner
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -39,20 +41,46 @@ REAP_BATCH: Final = 100
 """Tasks whose lease lapsed, asked of the store at a time."""
 
 
-class Background:
-    def __init__(self, server: Server) -> None:
-        self._server = server
-        self._decide = server.decide
-        self._wake: Event | None = None
+class ExpiryAlarm:
+    """How a `WakeAt` reaches the expiry loop: the interpreter calls `wake_at`, the loop
+    sleeps on it. Made before either of them, so neither holds the other."""
+
+    __slots__ = ("sleeping_until", "wake")
+
+    def __init__(self) -> None:
+        self.wake: Event | None = None
         """Set to wake the expiry loop (None while it does not run: it reads the store's
         next deadline when it starts)."""
-        self._sleeping_until = math.inf
+        self.sleeping_until = math.inf
         """Until when the expiry loop sleeps (inf while it is awake: any deadline counts)."""
 
     def wake_at(self, deadline: float) -> None:
         """A record's expiry is due at `deadline`: wake the expiry loop if it sleeps past it."""
-        if self._wake is not None and deadline < self._sleeping_until:
-            self._wake.set()
+        if self.wake is not None and deadline < self.sleeping_until:
+            self.wake.set()
+
+
+class Background:
+    def __init__(
+        self,
+        decide: Decide,
+        shared: Shared,
+        *,
+        interpreter: Interpreter,
+        runner: TaskRunner,
+        listeners: Listeners,
+        alarm: ExpiryAlarm,
+    ) -> None:
+        self._decide = decide
+        self._shared = shared
+        self._interpreter = interpreter
+        self._runner = runner
+        self._listeners = listeners
+        self._alarm = alarm
+
+    def wake_at(self, deadline: float) -> None:
+        """A record's expiry is due at `deadline`: wake the expiry loop if it sleeps past it."""
+        self._alarm.wake_at(deadline)
 
     async def serve(
         self,
@@ -60,7 +88,7 @@ class Background:
         task_status: anyio.abc.TaskStatus[anyio.CancelScope] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Expiry, and with a shared store leases and signals, until its scope is cancelled."""
-        coordination = self._server.store.coordination
+        coordination = self._shared.store.coordination
         async with anyio.create_task_group() as nursery:
             nursery.start_soon(self._keep_going, self._expire_loop)
             if coordination.shared:
@@ -85,42 +113,41 @@ class Background:
             except Exception:
                 logger.exception("%s failed; starting it again", loop.__name__)
             once.started()  # serve on without it meanwhile
-            await anyio.sleep(self._server.poll_seconds)
+            await anyio.sleep(self._shared.poll_seconds)
 
     async def _expire_loop(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        server = self._server
+        shared, alarm = self._shared, self._alarm
         # Another process may index an earlier deadline without waking this one: with a
         # shared store, look again at least every `poll_seconds`.
-        most = server.poll_seconds if server.store.coordination.shared else math.inf
-        wake = self._wake = event()
+        most = shared.poll_seconds if shared.store.coordination.shared else math.inf
+        wake = alarm.wake = event()
         task_status.started()
         try:
             while True:
-                deadline = await server.store.next_deadline()
-                delay = math.inf if deadline is None else deadline - server.now()
+                deadline = await shared.store.next_deadline()
+                delay = math.inf if deadline is None else deadline - shared.now()
                 if delay > 0:
-                    self._sleeping_until = server.now() + min(delay, most)
+                    alarm.sleeping_until = shared.now() + min(delay, most)
                     with anyio.move_on_after(min(delay, most)):
                         await wake.wait()
-                    self._sleeping_until = math.inf  # awake: any WakeAt means look again
-                    wake = self._wake = event()
+                    alarm.sleeping_until = math.inf  # awake: any WakeAt means look again
+                    wake = alarm.wake = event()
                     if delay > most:
                         continue
                 await self._expire_due()
         finally:
-            self._wake = None
-            self._sleeping_until = math.inf
+            alarm.wake = None
+            alarm.sleeping_until = math.inf
 
     async def _expire_due(self) -> None:
-        server = self._server
-        now = server.now()
-        for record in await server.store.pop_due(now):
+        interpreter = self._interpreter
+        for record in await self._shared.store.pop_due(self._shared.now()):
             try:
-                await server.interpreter.perform(self._decide(Due(record)))
+                await interpreter.perform(self._decide(Due(record)))
             except VersionConflict:  # changed since it came due: decide on it anew
-                await server.interpreter.transition(record.task_id, self._due)
+                await interpreter.transition(record.task_id, self._due)
 
     def _due(self, record: TaskRecord | None) -> Step:
         return self._decide(Due(record))
@@ -132,14 +159,14 @@ class Background:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Renew this process's leases, and take over the tasks of processes that died."""
-        server = self._server
+        shared = self._shared
         task_status.started()
         while True:
-            await anyio.sleep(server.lease_seconds / 3)
+            await anyio.sleep(shared.lease_seconds / 3)
             try:
-                held = server.runner.held
+                held = self._runner.held
                 if held:
-                    await server.store.coordination.renew(held, server.lease_until())
+                    await shared.store.coordination.renew(held, shared.lease_until())
                 await self.reap_lapsed()
             except StoreUnavailable as error:  # the leases are renewed when it is back
                 logger.warning("leases not renewed: %s", error)
@@ -147,29 +174,29 @@ class Background:
     async def reap_lapsed(self) -> None:
         """Take over every task whose lease lapsed (its process stopped), in batches of
         `REAP_BATCH`, however many there are: the core fails each one, or runs it again."""
-        server = self._server
-        now = server.now()
+        shared, runner = self._shared, self._runner
+        now = shared.now()
         seen: set[str] = set()
         while True:
-            lapsed = await server.store.coordination.lapsed(now, REAP_BATCH)
+            lapsed = await shared.store.coordination.lapsed(now, REAP_BATCH)
             fresh = [task_id for task_id in lapsed if task_id not in seen]
-            held = set(server.runner.held)
+            held = set(runner.held)
             for task_id in fresh:
                 if task_id in held:
                     # Its lease lapsed while this process could not reach the store: the
                     # handler (or its outcome's save) is still here, so keep it.
-                    await server.store.coordination.claim(task_id, server.lease_until())
+                    await shared.store.coordination.claim(task_id, shared.lease_until())
                     continue
                 logger.debug(
                     "task %s: the process running it stopped; taking it over",
                     task_id,
                     extra={"task_id": task_id},
                 )
-                await server.interpreter.transition(task_id, self._lease_lapsed)
+                await self._interpreter.transition(task_id, self._lease_lapsed)
             seen.update(fresh)
             if len(lapsed) < REAP_BATCH or not fresh:
                 break
-        taken = seen - set(server.runner.held)
+        taken = seen - set(runner.held)
         if taken:
             logger.warning(
                 "took over %d task(s) whose process stopped before they ended", len(taken)
@@ -178,31 +205,31 @@ class Background:
     async def _signal_loop(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        server = self._server
-        coordination = server.store.coordination
+        runner = self._runner
+        coordination = self._shared.store.coordination
         signals, origin = coordination.signals, coordination.origin
-        nursery = server.runner.nursery
+        nursery = runner.nursery
         assert signals is not None and nursery is not None
         async with signals.listen() as stream:
             task_status.started()
             # Signals are not stored: a cancel or an answer that came while this loop was
             # not listening (Redis out of reach) is only in the record. Listening now, look.
-            for task_id in list(server.runner.running):
+            for task_id in list(runner.running):
                 nursery.start_soon(self._catch_up, task_id)
             async for signal in stream:
                 if signal.kind == "cancel":
-                    server.runner.cancel(signal.task_id)
+                    runner.cancel(signal.task_id)
                 elif signal.kind == "resume":
                     if signal.to == origin:
                         nursery.start_soon(self._resume_from_signal, signal.task_id)
-                elif signal.origin != origin and server.listeners.wants_task(signal.task_id):
+                elif signal.origin != origin and self._listeners.wants_task(signal.task_id):
                     nursery.start_soon(self._publish_stored_task, signal.task_id)
 
     async def _resume_from_signal(self, task_id: str) -> None:
         record = await self._stored(task_id, "answers not delivered")
         resume = resume_of(self._decide(AnswersArrived(record)))
         if resume is not None:
-            self._server.runner.resume(resume)
+            self._runner.resume(resume)
 
     async def _catch_up(self, task_id: str) -> None:
         """Do what the signals lost while this loop was not listening would have done to the
@@ -210,11 +237,11 @@ class Background:
         place and its record holds its answers (never a second run of a handler that moved
         on meanwhile)."""
         try:
-            record = await self._server.store.get(task_id)
+            record = await self._shared.store.get(task_id)
         except StoreUnavailable as error:  # out of reach again: the next listen looks again
             logger.warning("task %s: signals not caught up: %s", task_id, error)
             return
-        runner = self._server.runner
+        runner = self._runner
         running = runner.running.get(task_id)
         if running is None:
             return
@@ -228,13 +255,13 @@ class Background:
     async def _publish_stored_task(self, task_id: str) -> None:
         record = await self._stored(task_id, "notifications/tasks not sent")
         if record is not None:
-            self._server.listeners.task_changed(record)
+            self._listeners.task_changed(record)
 
     async def _stored(self, task_id: str, lost: str) -> TaskRecord | None:
         """The record, or None if it is gone or the store cannot be reached (`lost` says
         what that costs, in the log)."""
         try:
-            return await self._server.store.get(task_id)
+            return await self._shared.store.get(task_id)
         except StoreUnavailable as error:
             logger.warning("task %s: %s: %s", task_id, lost, error, extra={"task_id": task_id})
             return None

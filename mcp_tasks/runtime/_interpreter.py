@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .._support.backend import cancel_scope
 from ..core import (
@@ -59,10 +59,10 @@ from . import _observe
 from ._context import RequestContext, ToolContext
 from ._decide import Decide
 from ._handlers import invoke_completion, invoke_prompt, invoke_resource, invoke_tool
-from ._threads import ToolThreadsFull
-
-if TYPE_CHECKING:
-    from ._server import Server
+from ._listeners import Listeners
+from ._shared import Shared
+from ._tasks import TaskRunner
+from ._threads import ToolThreads, ToolThreadsFull
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -74,9 +74,25 @@ DecideOnRecord = Callable[[TaskRecord | None], Step]
 
 
 class Interpreter:
-    def __init__(self, server: Server) -> None:
-        self._server = server
-        self._decide = server.decide
+    """Carries out the core's answers: fulfils needs, performs commands. `wake_at` tells
+    the expiry loop of a deadline (`WakeAt`)."""
+
+    def __init__(
+        self,
+        decide: Decide,
+        shared: Shared,
+        *,
+        runner: TaskRunner,
+        listeners: Listeners,
+        tool_threads: ToolThreads,
+        wake_at: Callable[[float], None],
+    ) -> None:
+        self._decide = decide
+        self._shared = shared
+        self._runner = runner
+        self._listeners = listeners
+        self._tool_threads = tool_threads
+        self._wake_at = wake_at
 
     # --- needs ------------------------------------------------------------------------------
 
@@ -92,14 +108,12 @@ class Interpreter:
             if isinstance(answer, Step):
                 try:
                     return await self.perform(answer, notify, connection)
-                except StoreFull as full:  # the task tool_returned created: over a limit
-                    if tool_call is None:
+                except StoreFull as full:  # the task a tools/call created: over a limit
+                    created_by = tool_call or _created_by(answer)
+                    if created_by is None:
                         raise
-                    next_expiry_at = full.room_at  # the principal's first to expire
-                    if not full.per_principal:  # retryable once the next task expires
-                        next_expiry_at = await self._server.store.next_deadline()
                     refused = TaskRefused(
-                        tool_call, full.per_principal, full.stored, full.data, next_expiry_at
+                        created_by, full.per_principal, full.stored, full.data, full.retry_at
                     )
                     answer = self._decide(refused)
                     tool_call = None
@@ -108,16 +122,17 @@ class Interpreter:
                 fetched = functools.partial(_fetched, self._decide, answer)
                 return await self.transition(answer.request.task_id, fetched)
             if isinstance(answer, Listen):
-                return await self._server.listeners.carry(
-                    answer, notify, connection, closing=self._server.closing
+                return await self._listeners.carry(
+                    answer, notify, connection, closing=self._shared.closing
                 )
             if isinstance(answer, RunTool):
-                if self._server.closing:
+                if self._shared.closing:
                     answer = self._decide(CallRefused(answer))
                     continue
                 once = answer.use_once
-                if once is not None and not await self._server.store.coordination.use_once(
-                    once.key, once.until, self._server.now()
+                shared = self._shared
+                if once is not None and not await shared.store.coordination.use_once(
+                    once.key, once.until, shared.now()
                 ):
                     answer = self._decide(RoundReplayed(answer))
                     continue
@@ -163,7 +178,7 @@ class Interpreter:
                 notify_progress=to_client.progress,
                 notify_log=to_client.log,
             )
-            threads = self._server.tool_threads
+            threads = self._tool_threads
             try:
                 outcome = await invoke_tool(
                     need.handler, need.call, context, need.arguments, threads=threads
@@ -191,9 +206,10 @@ class Interpreter:
         """Carry out `step.effects` in order; then `step.reply` is the answer."""
         if not step.effects:
             return step.reply
-        server = self._server
-        store = server.store
-        runner = server.runner
+        shared = self._shared
+        store = shared.store
+        runner = self._runner
+        listeners = self._listeners
         saved: dict[str, TaskRecord] = {}
         for effect in step.effects:
             if isinstance(effect, SaveTask):
@@ -203,16 +219,16 @@ class Interpreter:
                     effect.expected_version,
                     active=effect.active,
                     limits=effect.limits,
-                    lease_until=server.lease_until() if effect.take_lease else None,
+                    lease_until=shared.lease_until() if effect.take_lease else None,
                 )
                 saved[record.task_id] = record
                 runner.saved(record)
-                _observe.saved(server.telemetry, effect, record.last_updated_at)
-                if len(server.listeners):
-                    server.listeners.task_changed(record)
+                _observe.saved(shared.telemetry, effect, record.last_updated_at)
+                if len(listeners):
+                    listeners.task_changed(record)
             elif isinstance(effect, DeleteTask):
                 if await store.delete(effect.task_id, effect.expected_version):
-                    _observe.removed(server.telemetry, effect, server.now())
+                    _observe.removed(shared.telemetry, effect, shared.now())
             elif isinstance(effect, StartTask):
                 runner.start(effect, saved.get(effect.task_id))
             elif isinstance(effect, ResumeTask):
@@ -230,7 +246,7 @@ class Interpreter:
                 if connection is not None:
                     connection.cancel(effect.request_id)
             elif isinstance(effect, WakeAt):
-                server.background.wake_at(effect.deadline)
+                self._wake_at(effect.deadline)
         return step.reply
 
     async def transition(
@@ -242,7 +258,7 @@ class Interpreter:
         record = known
         for _ in range(MAX_CONFLICT_RETRIES):
             if record is None:
-                record = await self._server.store.get(task_id)
+                record = await self._shared.store.get(task_id)
             try:
                 return await self.perform(decide(record))
             except VersionConflict:
@@ -250,6 +266,15 @@ class Interpreter:
         raise RuntimeError(
             f"task {task_id!r} kept changing underneath {MAX_CONFLICT_RETRIES} writes"
         )
+
+
+def _created_by(step: Step) -> ToolCall | None:
+    """The `tools/call` whose task `step` creates at once (a tool that runs only as a
+    task): its `StartTask` carries it, request id and all."""
+    for effect in step.effects:
+        if isinstance(effect, StartTask) and effect.call.request_id is not None:
+            return effect.call
+    return None
 
 
 def _fetched(decide: Decide, need: FetchTask, record: TaskRecord | None) -> Step:

@@ -31,8 +31,9 @@ from ..core.inputs import (
     TaskChanged,
 )
 from ..transports._port import Connection, Notify
-from ..transports._telemetry import NO_TELEMETRY, Telemetry
+from ..transports._telemetry import Telemetry
 from ._decide import Decide
+from ._shared import Shared
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -69,9 +70,12 @@ class Listener:
 
 
 class Listeners:
-    def __init__(self, decide: Decide) -> None:
+    """The open `subscriptions/listen` streams; each message worded by `decide`, counted
+    in `shared.telemetry`."""
+
+    def __init__(self, decide: Decide, shared: Shared) -> None:
         self._decide = decide
-        self.telemetry: Telemetry = NO_TELEMETRY
+        self._shared = shared
         self._open: set[Listener] = set()
         self._per_principal: collections.Counter[str | None] = collections.Counter()
         self._by_task = _Index()
@@ -79,6 +83,11 @@ class Listeners:
 
     def __len__(self) -> int:
         return len(self._open)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """Where the open streams are counted: the server's telemetry, as it is now."""
+        return self._shared.telemetry
 
     def open_for(self, principal: str | None) -> int:
         """How many streams `principal` holds open."""

@@ -6,7 +6,8 @@ Theory of operation
 records) and the parts that carry out what the core decides, on anyio: the same code runs
 under trio and under asyncio (see `mcp_tasks._support.backend`):
 
-* `Registry` (the decorators) registers each spec with its handler in the core's catalog;
+* `Registry` (the decorators, `server.registry`; `Server` hands its own decorators on to
+  it) registers each spec with its handler in the core's catalog;
 * `Interpreter` turns each message into a reply: it fulfils the core's `Need`s (runs a
   handler in the transport's request task, where the client may cancel it; loads a task;
   carries a listen stream) and performs the commands of its `Step`, in order;
@@ -16,6 +17,10 @@ under trio and under asyncio (see `mcp_tasks._support.backend`):
   processes sharing a store;
 * `Listeners` carries `subscriptions/listen` streams.
 
+Each part is given what it uses when `Server` makes them (no part holds the `Server`).
+What `Server` may change before it runs (the store, the telemetry, `lease_seconds`) and the
+`closing` flag live in one `Shared` every part holds, so a change reaches every part.
+
 Transports hand each incoming message to `Server.handle`, inside `async with
 server.running():`.
 """
@@ -23,7 +28,6 @@ server.running():`.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import secrets
 import time
@@ -53,11 +57,12 @@ from ..store._legacy import as_task_store
 from ..transports._port import Connection, Notify
 from ..transports._telemetry import NO_TELEMETRY, Telemetry
 from . import _observe
-from ._background import Background
+from ._background import Background, ExpiryAlarm
 from ._decide import Decide
 from ._interpreter import Interpreter
 from ._listeners import Listeners
-from ._registry import Registry
+from ._registry import Registering, Registry
+from ._shared import Shared
 from ._tasks import TaskRunner
 from ._threads import ToolThreads
 
@@ -70,7 +75,7 @@ READINESS_PROBE_ID = "tsk_readiness_probe"
 """The id `readiness` reads: no task has it, so the store answers with nothing, cheaply."""
 
 
-class Server(Registry):
+class Server(Registering):
     """An MCP server with the Tasks extension.
 
     ```python
@@ -98,7 +103,10 @@ class Server(Registry):
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.info = Implementation(name=name, version=version)
-        self.store: TaskStore = MemoryTaskStore() if store is None else as_task_store(store)
+        if lease_seconds <= 0:
+            raise ValueError("lease_seconds must be positive")
+        held = MemoryTaskStore() if store is None else as_task_store(store)
+        shared = self._shared = Shared(held, NO_TELEMETRY, clock, lease_seconds)
         self.core = ServerCore(
             info=self.info,
             new_task_id=lambda: "tsk_" + secrets.token_urlsafe(24),
@@ -108,27 +116,68 @@ class Server(Registry):
         )
         self._state_key_given = state_key is not None
         self.shutdown_grace_seconds = shutdown_grace_seconds
-        if lease_seconds <= 0:
-            raise ValueError("lease_seconds must be positive")
-        self.lease_seconds = lease_seconds
-        """With a shared store: how long after its process dies a task is failed (or run
-        again) by another. Leases are renewed every third of it."""
-        self._clock = clock
-        self.telemetry: Telemetry = NO_TELEMETRY
-        """Where spans and metrics go (`use_telemetry`); by default nowhere."""
-        self.closing = False
-        """Leaving `running()`: new tool calls are refused."""
         self._journal: JournalWriter | None = None
         self.recorder: Recorder | None = None
         """What writes each input to the journal (`record`), or None."""
-        self.decide = Decide(self.core, clock)
+        decide = self.decide = Decide(self.core, clock)
         """The one way the runtime asks the core: `decide(input)`."""
-        self.listeners = Listeners(self.decide)
-        self.tool_threads = ToolThreads(self.core.options.max_tool_threads)
+        listeners = self.listeners = Listeners(decide, shared)
+        self.registry = Registry(self.core, listeners)
+        """The decorators' registry: `server.tool` and the others hand on to it."""
+        threads = self.tool_threads = ToolThreads(self.core.options.max_tool_threads)
         """The worker threads plain-function tools hold (`ServerOptions.max_tool_threads`)."""
-        self.runner = TaskRunner(self)
-        self.interpreter = Interpreter(self)
-        self.background = Background(self)
+        alarm = ExpiryAlarm()
+        runner = self.runner = TaskRunner(decide, shared, threads)
+        interpreter = self.interpreter = Interpreter(
+            decide,
+            shared,
+            runner=runner,
+            listeners=listeners,
+            tool_threads=threads,
+            wake_at=alarm.wake_at,
+        )
+        runner.saves_through(interpreter.transition)  # the one circle, closed here
+        self.background = Background(
+            decide,
+            shared,
+            interpreter=interpreter,
+            runner=runner,
+            listeners=listeners,
+            alarm=alarm,
+        )
+
+    # --- what the parts share (`Shared`) -------------------------------------------------
+
+    @property
+    def store(self) -> TaskStore:
+        """Where tasks are kept (`use_store`); with telemetry, wrapped to report its calls."""
+        return self._shared.store
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """Where spans and metrics go (`use_telemetry`); by default nowhere."""
+        return self._shared.telemetry
+
+    @property
+    def closing(self) -> bool:
+        """Leaving `running()`: new tool calls are refused."""
+        return self._shared.closing
+
+    @closing.setter
+    def closing(self, closing: bool) -> None:
+        self._shared.closing = closing
+
+    @property
+    def lease_seconds(self) -> float:
+        """With a shared store: how long after its process dies a task is failed (or run
+        again) by another. Leases are renewed every third of it."""
+        return self._shared.lease_seconds
+
+    @lease_seconds.setter
+    def lease_seconds(self, seconds: float) -> None:
+        if seconds <= 0:
+            raise ValueError("lease_seconds must be positive")
+        self._shared.lease_seconds = seconds
 
     # --- running -------------------------------------------------------------------------
 
@@ -196,7 +245,7 @@ class Server(Registry):
         before `running()`: tasks already stored elsewhere are not moved."""
         if self.runner.nursery is not None:
             raise RuntimeError("use_store() while the server is running: stop it first")
-        self.store = self.telemetry.wrap_store(as_task_store(store))
+        self._shared.store = self.telemetry.wrap_store(as_task_store(store))
 
     def record(
         self,
@@ -239,9 +288,9 @@ class Server(Registry):
         from now on. Only before `running()`."""
         if self.runner.nursery is not None:
             raise RuntimeError("use_telemetry() while the server is running: stop it first")
-        self.telemetry = telemetry
-        self.listeners.telemetry = telemetry
-        self.store = telemetry.wrap_store(self.store)
+        shared = self._shared
+        shared.telemetry = telemetry
+        shared.store = telemetry.wrap_store(shared.store)
 
     async def readiness(self, timeout_seconds: float = 1.0) -> str | None:
         """None if the server may be sent requests now; otherwise why not: "not running",
@@ -288,17 +337,16 @@ class Server(Registry):
         nursery.start_soon(function)
 
     def now(self) -> float:
-        return self._clock()
+        return self._shared.now()
 
     def lease_until(self) -> float:
-        """The end of a lease taken or renewed now. A store only this process uses hears
-        of no other process to take over: its leases never lapse while it runs."""
-        return self.now() + self.lease_seconds if self.store.coordination.shared else math.inf
+        """The end of a lease taken or renewed now (`Shared.lease_until`)."""
+        return self._shared.lease_until()
 
     @property
     def poll_seconds(self) -> float:
         """How often loops waiting on a shared store look again."""
-        return min(1.0, self.lease_seconds / 3)
+        return self._shared.poll_seconds
 
     async def handle(
         self,
@@ -339,7 +387,7 @@ class Server(Registry):
         connection: Connection | None,
         principal: str | None,
     ) -> Reply | None:
-        answer = self.decide(Received(data, headers, principal))
+        answer = self.decide(Received(data, headers, principal, self._shared.closing))
         try:
             return await self.interpreter.drive(answer, notify, connection)
         except StoreUnavailable as error:

@@ -14,7 +14,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 import anyio.abc
@@ -26,16 +26,16 @@ from ..core import (
     AwaitAnswer,
     ErrorObject,
     InputRequest,
-    LocalProtocolError,
+    Reply,
     ResumeTask,
     StartTask,
     Step,
     TaskRecord,
-    TaskStatus,
     ToolOutcome,
-    failure_outcome,
 )
+from ..core.commands import EndRun
 from ..core.inputs import (
+    HandlerMissing,
     OutcomeLost,
     StatusMessageSet,
     TaskAsked,
@@ -44,10 +44,10 @@ from ..core.inputs import (
 )
 from ..store import Signal, StoreUnavailable
 from ._context import ToolContext
+from ._decide import Decide
 from ._handlers import ToolEntry, invoke_tool
-
-if TYPE_CHECKING:
-    from ._server import Server
+from ._shared import Shared
+from ._threads import ToolThreads
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -58,6 +58,18 @@ FIRST_RETRY_SECONDS: Final = 0.05
 LAST_RETRY_SECONDS: Final = 2.0
 """Waits between tries to save while the store is unavailable: doubling from the first to
 the last, which is kept, so a store that is back is written to within about that long."""
+
+
+class Transition(Protocol):
+    """`Interpreter.transition`: read a record, let the core decide, perform, retry on a
+    compare-and-set conflict."""
+
+    async def __call__(
+        self,
+        task_id: str,
+        decide: Callable[[TaskRecord | None], Step],
+        known: TaskRecord | None = None,
+    ) -> Reply | None: ...
 
 
 @dataclass
@@ -75,12 +87,22 @@ class RunningTask:
     """What the handler returned, until it is saved (or dropped, the store out of reach)."""
     early: ResumeTask | None = None
     """Answers that came while the question was being saved, before the handler waited."""
+    ends: bool = False
+    """The core answered the question being asked with `EndRun`: nothing will answer it."""
+    handler_missing: bool = False
+    """The run found no handler (its tool was removed): the core fails the task."""
 
 
 class TaskRunner:
-    def __init__(self, server: Server) -> None:
-        self._server = server
-        self._decide = server.decide
+    """Runs each task's handler. Its outcome, question and progress are saved through
+    `transition` (the interpreter's, which in turn starts handlers here: `saves_through`
+    closes that one circle, once, when the server puts its parts together)."""
+
+    def __init__(self, decide: Decide, shared: Shared, tool_threads: ToolThreads) -> None:
+        self._decide = decide
+        self._shared = shared
+        self._tool_threads = tool_threads
+        self._transition: Transition | None = None
         self.running: dict[str, RunningTask] = {}
         self.finishing: set[str] = set()
         """Tasks whose handler ended here and whose outcome is being saved: this process
@@ -88,6 +110,19 @@ class TaskRunner:
         self.outcome_retry_seconds = STORE_RETRY_SECONDS
         self.nursery: anyio.abc.TaskGroup | None = None
         self.all_ended: Event | None = None
+
+    def saves_through(self, transition: Transition) -> None:
+        """Save what handlers report with `transition` (`Interpreter.transition`)."""
+        self._transition = transition
+
+    async def transition(
+        self,
+        task_id: str,
+        decide: Callable[[TaskRecord | None], Step],
+        known: TaskRecord | None = None,
+    ) -> None:
+        assert self._transition is not None, "saves_through() was not called"
+        await self._transition(task_id, decide, known)
 
     # --- commands ---------------------------------------------------------------------------
 
@@ -141,12 +176,12 @@ class TaskRunner:
     async def route_resume(self, effect: ResumeTask) -> None:
         """Answers are in: wake the handler where it waits, here or in the process holding
         the task's lease; with no live handler anywhere, run it again here."""
-        coordination = self._server.store.coordination
+        coordination = self._shared.store.coordination
         signals = coordination.signals
         if effect.task_id in self.running or signals is None:
             self.resume(effect)
             return
-        holder = await coordination.lease_holder(effect.task_id, self._server.now())
+        holder = await coordination.lease_holder(effect.task_id, self._shared.now())
         if holder is None or holder == coordination.origin:
             self.resume(effect)
         else:
@@ -158,7 +193,7 @@ class TaskRunner:
             running.scope.cancel()
 
     async def route_cancel(self, task_id: str) -> None:
-        coordination = self._server.store.coordination
+        coordination = self._shared.store.coordination
         signals = coordination.signals
         if task_id in self.running:
             self.cancel(task_id)
@@ -167,7 +202,7 @@ class TaskRunner:
 
     async def release(self, task_id: str) -> None:
         if task_id not in self.running:  # not run again meanwhile
-            await self._server.store.coordination.release(task_id)
+            await self._shared.store.coordination.release(task_id)
 
     # --- one run of a handler -------------------------------------------------------------
 
@@ -181,24 +216,25 @@ class TaskRunner:
                 task_id, progress, total, message
             ),
         )
-        threads = self._server.tool_threads
+        threads = self._tool_threads
+        shared = self._shared
         try:
             with running.scope:
                 if start.claim_lease:
-                    await self._server.store.coordination.claim(task_id, self._server.lease_until())
+                    await shared.store.coordination.claim(task_id, shared.lease_until())
                 entry: ToolEntry | None = start.handler
-                if entry is None:  # removed while the task waited
-                    gone = LocalProtocolError(f"Tool {call.tool_name!r} is no longer registered")
-                    running.outcome = failure_outcome(gone, f"Tool {call.tool_name!r}")
-                elif not self._server.telemetry.enabled:
+                if entry is None:  # removed while the task waited: the core says what now
+                    running.handler_missing = True
+                elif not shared.telemetry.enabled:
                     running.outcome = await invoke_tool(entry, call, context, threads=threads)
                 else:
-                    with self._server.telemetry.task_context(task_id, call.tool_name, call.meta):
+                    with shared.telemetry.task_context(task_id, call.tool_name, call.meta):
                         running.outcome = await invoke_tool(entry, call, context, threads=threads)
             # Cancelled, failed or expired: the record says so already (a terminal save
             # drops the lease), or is gone with its lease. Shut down: the lease stays, so
             # the task is taken over (or failed) as one left unfinished.
-            if running.outcome is not None and not running.scope.cancelled_caught:
+            ended = running.outcome is not None or running.handler_missing
+            if ended and not running.scope.cancelled_caught:
                 self.finishing.add(task_id)
         finally:
             if self.running.get(task_id) is running:
@@ -220,9 +256,11 @@ class TaskRunner:
         """Save what the handler returned, through a store outage of up to
         `outcome_retry_seconds`; past that the outcome is dropped and the task fails with an
         error that says so (saved as soon as the store is back)."""
-        transition = self._server.interpreter.transition
+        transition = self.transition
 
         def returned(record: TaskRecord | None) -> Step:
+            if running.handler_missing:
+                return self._decide(HandlerMissing(record))
             assert running.outcome is not None  # held by `running` alone: it may be dropped
             return self._decide(TaskReturned(record, running.outcome))
 
@@ -285,9 +323,7 @@ class TaskRunner:
     async def _save_progress(self, task_id: str, decide: Any) -> None:
         running = self.running.get(task_id)
         try:
-            await self._server.interpreter.transition(
-                task_id, decide, None if running is None else running.record
-            )
+            await self.transition(task_id, decide, None if running is None else running.record)
         except StoreUnavailable as error:  # progress is worth no more than a warning
             logger.warning(
                 "task %s: status message not saved: %s", task_id, error, extra={"task_id": task_id}
@@ -297,16 +333,18 @@ class TaskRunner:
         answered = running.asking = event()
         running.asked.clear()
 
-        def decide(record: TaskRecord | None) -> Any:
+        def decide(record: TaskRecord | None) -> Step:
             for key in running.asked:  # decided before, on a record that has changed since
                 running.waiting.pop(key, None)
             running.asked.clear()
-            return self._decide(TaskAsked(record, request))
+            step = self._decide(TaskAsked(record, request))
+            running.ends = any(isinstance(effect, EndRun) for effect in step.effects)
+            return step
 
         try:  # through a store outage, as an outcome is: asking is not failing
             saved = await self._keep_trying(
                 f"task {task_id!r}: saving its question",
-                lambda: self._server.interpreter.transition(task_id, decide, running.record),
+                lambda: self.transition(task_id, decide, running.record),
                 self.outcome_retry_seconds,
             )
         finally:
@@ -317,10 +355,7 @@ class TaskRunner:
                 f"{self.outcome_retry_seconds:g} s"
             )
         asked = list(running.asked)
-        after = running.record  # as the transition saved it
-        if not asked or after is None or after.status is not TaskStatus.INPUT_REQUIRED:
-            # The task is gone (expired), or the core refused the question (the client
-            # cannot answer it) and failed the task: nothing will answer, so the run ends.
+        if running.ends:  # the core says nothing will answer (`EndRun`): the run ends
             for key in asked:
                 running.waiting.pop(key, None)
             if not answered.is_set():

@@ -67,7 +67,13 @@ class StoreFull(Exception):
     """A new record was refused: the store holds its `limit` of records already, or (when
     `per_principal`) its principal has `limit` unfinished (saved `active`) tasks already,
     or (when `per_principal` and `stored`) `limit` stored tasks, finished ones included,
-    or (when `data`) `limit` bytes of task data."""
+    or (when `data`) `limit` bytes of task data.
+
+    `retry_at` is when there may be room again, which the refusal tells the caller
+    (`Retry-After`): for the store's limits (of tasks, of bytes) the store's next deadline
+    (`next_deadline`), for a principal's stored tasks its first to expire; None for a
+    principal's unfinished tasks (room comes when one finishes) or when not known. A store
+    fills it as it refuses; the server passes it on."""
 
     def __init__(
         self,
@@ -76,6 +82,7 @@ class StoreFull(Exception):
         per_principal: bool = False,
         stored: bool = False,
         data: bool = False,
+        retry_at: float | None = None,
         room_at: float | None = None,
     ) -> None:
         if data:
@@ -92,9 +99,14 @@ class StoreFull(Exception):
         self.stored = stored and per_principal
         self.data = data
         """The store holds `limit` bytes of task data (`TaskRecord.data_bytes`) already."""
-        self.room_at = room_at
-        """`stored`: when the principal's first stored task expires (None: never, or not
-        known), so a refused caller can be told when to come back."""
+        self.retry_at = room_at if retry_at is None else retry_at
+        """When there may be room again (None: not known, or when a task finishes)."""
+
+    @property
+    def room_at(self) -> float | None:
+        """The name `retry_at` had (given for a principal's stored tasks alone): kept for
+        the stores written before; `room_at=` is still taken."""
+        return self.retry_at
 
 
 class Signal(msgspec.Struct, frozen=True):

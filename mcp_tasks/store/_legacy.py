@@ -22,7 +22,7 @@ import warnings
 from typing import Any, Final
 
 from ..core import TaskLimits, TaskRecord
-from ._base import Coordination, Signals, TaskStore
+from ._base import Coordination, Signals, StoreFull, TaskStore
 
 _OLD_KEYWORDS = {
     "limit": "max_tasks",
@@ -163,6 +163,21 @@ class PreSplitStore(CoordinationOnStore):
         if limits is None:
             await self.old.save(record, expected_version, active=active, lease_until=lease_until)
             return
+        try:
+            await self._save_within(record, expected_version, active, limits, lease_until)
+        except StoreFull as full:  # written before `retry_at`: the store's next deadline
+            if full.retry_at is None and not full.per_principal:
+                full.retry_at = await self.next_deadline()
+            raise
+
+    async def _save_within(
+        self,
+        record: TaskRecord,
+        expected_version: int | None,
+        active: bool,
+        limits: TaskLimits,
+        lease_until: float | None,
+    ) -> None:
         await self.old.save(
             record,
             expected_version,

@@ -79,11 +79,12 @@ class MemoryTaskStore(CoordinationOnStore):
         self, record: TaskRecord, size: int, limits: TaskLimits, unfinished: set[str]
     ) -> None:
         """Raise `StoreFull` if a new `record` of `size` bytes of task data is over `limits`."""
+        heap = self._expiry_heap
         if len(self._records) >= limits.max_tasks:
-            raise StoreFull(limits.max_tasks)
+            raise StoreFull(limits.max_tasks, retry_at=heap[0][0] if heap else None)
         most = limits.max_bytes
         if most is not None and self._bytes + size > most:
-            raise StoreFull(most, data=True)
+            raise StoreFull(most, data=True, retry_at=heap[0][0] if heap else None)
         most = limits.max_active_per_principal
         if most is not None and len(unfinished) >= most:
             raise StoreFull(most, per_principal=True)
@@ -92,7 +93,7 @@ class MemoryTaskStore(CoordinationOnStore):
         if most is not None and len(owned) >= most:
             deadlines = (self._records[task_id].expires_at for task_id in owned)
             room_at = min((at for at in deadlines if at is not None), default=None)
-            raise StoreFull(most, per_principal=True, stored=True, room_at=room_at)
+            raise StoreFull(most, per_principal=True, stored=True, retry_at=room_at)
 
     async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
         current = self._records.get(task_id)

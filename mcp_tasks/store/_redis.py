@@ -261,7 +261,10 @@ class RedisTaskStore(CoordinationOnStore):
             raise VersionConflict(task_id, expected_version, _version(answer[1]))
         if answer[0] != b"ok":
             assert limits is not None
-            raise _refusal(answer, limits)
+            full = _refusal(answer, limits)
+            if not full.per_principal:  # room when the store's next task expires
+                full.retry_at = await self.next_deadline()
+            raise full
 
     async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
         keys = [self._key(task_id), self._ids, self._due, self._leases, self._holders, self._bytes]
@@ -431,6 +434,6 @@ def _refusal(answer: list[bytes], limits: TaskLimits) -> StoreFull:
         first = float(answer[1])
         room_at = None if math.isinf(first) else first
         return StoreFull(
-            limits.max_stored_per_principal, per_principal=True, stored=True, room_at=room_at
+            limits.max_stored_per_principal, per_principal=True, stored=True, retry_at=room_at
         )
     return StoreFull(limits.max_tasks)

@@ -194,11 +194,11 @@ class SQLiteTaskStore(CoordinationOnStore):
         """Raise `StoreFull` if a new `record` of `size` bytes of task data is over `limits`
         (in the write's transaction)."""
         if self._count >= limits.max_tasks and self._version(record.task_id) is None:
-            raise StoreFull(limits.max_tasks)
+            raise StoreFull(limits.max_tasks, retry_at=self._next_deadline(db))
         most = limits.max_bytes
         over = most is not None and self._bytes + size > most
         if over and most is not None and self._version(record.task_id) is None:
-            raise StoreFull(most, data=True)
+            raise StoreFull(most, data=True, retry_at=self._next_deadline(db))
         most = limits.max_active_per_principal
         if most is not None:
             (held,) = db.execute(
@@ -214,7 +214,14 @@ class SQLiteTaskStore(CoordinationOnStore):
                 (record.principal,),
             ).fetchone()
             if held >= most:
-                raise StoreFull(most, per_principal=True, stored=True, room_at=room_at)
+                raise StoreFull(most, per_principal=True, stored=True, retry_at=room_at)
+
+    @staticmethod
+    def _next_deadline(db: sqlite3.Connection) -> float | None:
+        row = db.execute(
+            "SELECT due_at FROM tasks WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1"
+        ).fetchone()
+        return None if row is None else float(row[0])
 
     def _version(self, task_id: str) -> int | None:
         row = self._db.execute("SELECT version FROM tasks WHERE task_id = ?", (task_id,))
@@ -262,13 +269,7 @@ class SQLiteTaskStore(CoordinationOnStore):
         return [decode_record(data) for data in await self._run(work)]
 
     async def next_deadline(self) -> float | None:
-        def work() -> float | None:
-            row = self._db.execute(
-                "SELECT due_at FROM tasks WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1"
-            ).fetchone()
-            return None if row is None else float(row[0])
-
-        return await self._run(work)
+        return await self._run(lambda: self._next_deadline(self._db))
 
     async def aclose(self) -> None:
         await self._run(self._db.close)

@@ -276,8 +276,9 @@ class Harness:
                 return None
         try:
             return self.carry_out(answer)
-        except StoreFull as full:
-            assert tool_call is not None
+        except StoreFull as full:  # the task a call created (at once, for a required tool)
+            starts = [e.call for e in answer.effects if isinstance(e, StartTask)]
+            tool_call = tool_call or starts[0]
             return self.carry_out(
                 self.core.task_refused(tool_call, per_principal=full.per_principal)
             )

@@ -41,6 +41,8 @@ from mcp_tasks.core import (
     TaskStatus,
     ToolSpec,
 )
+from mcp_tasks.core.commands import EndRun
+from mcp_tasks.core.inputs import HandlerMissing, Received
 
 from .harness import ALL_CAPS, T0, Harness, meta
 from .tools import TOOLS, ask_name
@@ -68,6 +70,41 @@ def _meta(**extra: Any) -> RequestMeta:
     return msgspec.convert(meta(**extra), RequestMeta)
 
 
+# --- a tool that runs only as a task -------------------------------------------------------
+
+
+def _required_call(h: Harness) -> bytes:
+    params = {"name": "required_job", "arguments": {}, "_meta": meta(ALL_CAPS)}
+    message = {"jsonrpc": "2.0", "id": "r-1", "method": "tools/call", "params": params}
+    return json.dumps(message).encode()
+
+
+def test_a_tool_that_runs_only_as_a_task_becomes_its_task_at_once(
+    make_harness: type[Harness],
+) -> None:
+    """No `RunTool` for the shell to answer with `START_TASK`: the call is the task."""
+    h = make_harness(tools=TOOLS)
+    answer = h.core.handle(Received(_required_call(h)), h.now)
+    assert isinstance(answer, Step)
+    save, start, *_ = answer.effects
+    assert isinstance(save, SaveTask) and save.expected_version is None and save.take_lease
+    assert isinstance(start, StartTask) and start.task_id == save.record.task_id
+    assert start.call.in_task and start.call.request_id == "r-1" and not start.claim_lease
+    assert answer.reply is not None
+    assert json.loads(answer.reply.body)["result"]["taskId"] == save.record.task_id
+
+
+def test_a_tool_that_runs_only_as_a_task_starts_none_while_the_server_shuts_down(
+    make_harness: type[Harness],
+) -> None:
+    h = make_harness(tools=TOOLS)
+    answer = h.core.handle(Received(_required_call(h), closing=True), h.now)
+    assert isinstance(answer, Step) and answer.effects == ()
+    assert answer.reply is not None
+    error = json.loads(answer.reply.body)["error"]
+    assert error["code"] == -32603 and "shutting down" in error["message"]
+
+
 # --- a task asks in place -------------------------------------------------------------------
 
 
@@ -90,20 +127,47 @@ def test_task_asked_what_the_client_cannot_answer_fails_the_task_and_awaits_noth
 ) -> None:
     h = make_harness(tools=TOOLS)
     record = _started(h)  # tasks only: no elicitation capability
-    (save,) = h.core.task_asked(record, ask_name(), h.now).effects
+    save, ended = h.core.task_asked(record, ask_name(), h.now).effects
     assert isinstance(save, SaveTask) and not save.active
     assert save.record.status is TaskStatus.FAILED
     assert save.record.error is not None and save.record.error.code == -32021
+    assert ended == EndRun(task_id=record.task_id)  # nothing will answer: the run ends
 
 
-def test_task_asked_of_a_task_that_is_gone_or_over_does_nothing(
+def test_task_asked_of_a_task_that_is_gone_or_over_ends_the_run_and_saves_nothing(
     make_harness: type[Harness],
 ) -> None:
     h = make_harness(tools=TOOLS)
     record = _started(h, ALL_CAPS)
     h.finish(record.task_id, CallToolResult.text("done"))
-    assert h.core.task_asked(h.record(record.task_id), ask_name(), h.now) == Step()
-    assert h.core.task_asked(None, ask_name(), h.now) == Step()
+    ended = Step(effects=(EndRun(task_id=record.task_id),))
+    assert h.core.task_asked(h.record(record.task_id), ask_name(), h.now) == ended
+    assert h.core.task_asked(None, ask_name(), h.now) == Step(effects=(EndRun(task_id=None),))
+
+
+def test_task_asked_of_an_expired_task_removes_it_and_ends_the_run(
+    make_harness: type[Harness],
+) -> None:
+    h = make_harness(tools=TOOLS)
+    record = _started(h, ALL_CAPS)
+    assert record.expires_at is not None
+    *expiry, ended = h.core.task_asked(record, ask_name(), record.expires_at + 1).effects
+    assert [type(effect) for effect in expiry] == [CancelTask, DeleteTask]
+    assert ended == EndRun(task_id=record.task_id)
+
+
+def test_a_run_that_finds_no_handler_fails_its_task_saying_so(
+    make_harness: type[Harness],
+) -> None:
+    """The tool was removed while its task waited: the core fails the task (the runtime
+    only reports that it found nothing to run)."""
+    h = make_harness(tools=TOOLS)
+    record = _started(h, ALL_CAPS)
+    (save,) = h.core.handle(HandlerMissing(record), h.now).effects
+    assert isinstance(save, SaveTask) and not save.active
+    assert save.record.status is TaskStatus.FAILED and save.record.error is not None
+    assert save.record.error.message == f"Tool {record.tool_name!r} is no longer registered"
+    assert h.core.handle(HandlerMissing(None), h.now) == Step()
 
 
 # --- leases ----------------------------------------------------------------------------------

@@ -17,9 +17,11 @@ from mcp_tasks.core import (
     ErrorObject,
     HttpHeaders,
     InputRequired,
+    Step,
     TaskOptions,
     ToolSpec,
 )
+from mcp_tasks.core.inputs import Received
 from mcp_tasks.journals._codec import CALL, JournalDamaged, frame, unframe
 from mcp_tasks.journals._playback import Playback, Replayed
 from mcp_tasks.journals._recorder import RecordingCore
@@ -94,6 +96,22 @@ def test_a_session_replays_byte_for_byte_with_what_it_drew() -> None:
     header = json.loads(unframe(lines[0]))
     assert header == {"journal": "mcp-tasks", "format": 1}
     assert "k" * 32 not in b"".join(lines).decode()  # the harness's sealing key
+
+
+def test_a_task_created_at_once_or_refused_while_closing_replays() -> None:
+    """A tool that runs only as a task is created in `Received`'s answer (its id drawn
+    there), and `Received.closing` is written down: both replay."""
+    h = Harness(tools=TOOLS, task_options=TaskOptions(ttl_ms=600_000))
+    lines = recording(h)
+    h.call("required_job", {}, caps=ALL_CAPS)
+    params = {"name": "required_job", "arguments": {}, "_meta": meta(ALL_CAPS)}
+    message = {"jsonrpc": "2.0", "id": "late", "method": "tools/call", "params": params}
+    refused = h.core.handle(Received(json.dumps(message).encode(), closing=True), h.now)
+    assert isinstance(refused, Step) and refused.effects == ()
+    calls = assert_replays(lines)
+    created, closing = (json.loads(unframe(line)) for line in lines[-2:])
+    assert created["draws"][-1][0] == "id" and closing["in"]["closing"] is True
+    assert [call.call for call in calls][-2:] == ["receive", "receive"]
 
 
 def test_an_answer_that_changed_is_found() -> None:

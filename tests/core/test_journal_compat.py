@@ -5,7 +5,10 @@ when a journal wrapped each of the core's 27 entry points: the session of
 `test_journal.session` under a poll policy, then one call of each entry point a listen
 stream, an unreachable store, a handler's progress and log, a resume and an orphan use.
 Not `internal_failure`: its answer changed on purpose since (one internal-error reply for
-every transport), and a replay would rightly say so.
+every transport), and a replay would rightly say so. Nor the two `receive` lines that called
+a tool registered `task_support="required"` (`greet`, `ask_then_task`): the core answered
+them with `RunTool(starts_task=True)` then, and creates the task at once now (issue 28,
+point 5), drawing its id; a replay rightly says the answer changed.
 """
 
 from __future__ import annotations

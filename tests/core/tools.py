@@ -105,7 +105,12 @@ TOOLS: dict[str, tuple[ToolSpec, Handler]] = {
     ),
     "slow": (ToolSpec(name="slow", task_support="optional"), slow),
     "required_job": (ToolSpec(name="required_job", task_support="required"), start_anyway),
-    "ask_then_task": (ToolSpec(name="ask_then_task", task_support="required"), ask_then_task),
+    "ask_then_task": (
+        # It asks before its task exists: a tool that runs only as a task says so, or its
+        # task is created at once (as the runtime has always done: its handler never ran).
+        ToolSpec(name="ask_then_task", task_support="required", input_before_task=True),
+        ask_then_task,
+    ),
     "greet_after_asking": (ToolSpec(name="greet_after_asking"), greet_after_asking),
     "needs_sampling": (ToolSpec(name="needs_sampling"), needs_sampling),
     "needs_roots": (ToolSpec(name="needs_roots"), needs_roots),

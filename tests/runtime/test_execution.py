@@ -222,6 +222,22 @@ async def test_returned_input_request_runs_the_handler_again_with_the_answer(
     assert seen["runs"] == 2
 
 
+async def test_a_task_whose_tool_was_removed_while_it_waited_fails_saying_so(
+    env: Env, autojump_clock: MockClock
+) -> None:
+    server, client, seen = env
+    task_id = await client.start("rerun")
+    await client.wait_status(task_id, "input_required")
+    server.remove_tool("rerun")
+    await client.send(
+        "tasks/update", {"taskId": task_id, "inputResponses": {"ok": {"action": "accept"}}}
+    )
+    failed = await client.wait_status(task_id, "failed")
+    assert failed["error"]["message"] == "Tool 'rerun' is no longer registered"
+    assert seen["runs"] == 1  # its answers found nothing to run
+    assert server.runner.running == {}
+
+
 async def test_awaited_elicit_waits_in_place(env: Env, autojump_clock: MockClock) -> None:
     _, client, seen = env
     task_id = await client.start("in_place")
@@ -335,6 +351,20 @@ async def test_shutdown_refuses_new_calls_but_answers_polls(autojump_clock: Mock
         error = (await client.call("work", {"seconds": 1}))["error"]
         assert "shutting down" in error["message"]
         assert (await client.get(task_id))["status"] == "working"
+
+
+async def test_shutdown_refuses_a_tool_that_runs_only_as_a_task(
+    autojump_clock: MockClock,
+) -> None:
+    """Its task is created by the core at once, not after a handler's `START_TASK`: the
+    core still creates none while the server shuts down."""
+    server, seen = build(grace=1.0)
+    async with server.running():
+        client = Client(server)
+        server.closing = True  # what leaving `running()` does first
+        error = (await client.call("rerun"))["error"]
+        assert error["code"] == -32603 and "shutting down" in error["message"]
+        assert await server.store.count() == 0 and seen["runs"] == 0
 
 
 async def test_handle_outside_running_is_a_clear_error(autojump_clock: MockClock) -> None:

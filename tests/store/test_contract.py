@@ -26,6 +26,7 @@ from mcp_tasks.core import (
     ElicitRequest,
     ErrorObject,
     RequestMeta,
+    TaskLimits,
     TaskRecord,
     TaskStatus,
     VersionConflict,
@@ -197,6 +198,48 @@ async def test_the_limit_refuses_new_records_only(store: TaskStore) -> None:
     await store.delete("b")
     await store.save(record("c"), None, active=True, limit=2)  # room again
     assert await store.count() == 2
+
+
+async def test_a_refusal_says_when_there_may_be_room_again(store: TaskStore) -> None:
+    """`StoreFull.retry_at`: for the store's limits its next deadline, for a principal's
+    stored tasks that principal's first to expire, for its unfinished ones nothing."""
+    soon, later = record("a", ttl_ms=30_000), record("b", ttl_ms=90_000)
+    await store.save(later, None, active=True, limits=TaskLimits(max_tasks=2))
+    await store.save(soon, None, active=True, limits=TaskLimits(max_tasks=2))
+    deadline = await store.next_deadline()
+    assert deadline is not None
+    with pytest.raises(StoreFull) as caught:
+        await store.save(record("c"), None, active=True, limits=TaskLimits(max_tasks=2))
+    assert caught.value.retry_at == deadline and not caught.value.per_principal
+    with pytest.raises(StoreFull) as caught:
+        limits = TaskLimits(max_tasks=10, max_bytes=later.data_bytes + soon.data_bytes)
+        await store.save(
+            record("c").replace(arguments=Raw(b'"xx"')), None, active=True, limits=limits
+        )
+    assert caught.value.data and caught.value.retry_at == deadline
+    share = TaskLimits(max_tasks=100, max_stored_per_principal=2)
+    alice = [
+        msgspec.structs.replace(record(f"a{n}", ttl_ms=ttl), principal="alice")
+        for n, ttl in ((1, 60_000), (2, 40_000))
+    ]
+    for made in alice:
+        await store.save(made, None, active=True, limits=share)
+    with pytest.raises(StoreFull) as caught:
+        await store.save(
+            msgspec.structs.replace(record("a3"), principal="alice"),
+            None,
+            active=True,
+            limits=share,
+        )
+    assert caught.value.retry_at == alice[1].expires_at
+    with pytest.raises(StoreFull) as caught:
+        await store.save(
+            msgspec.structs.replace(record("a3"), principal="alice"),
+            None,
+            active=True,
+            limits=TaskLimits(max_tasks=100, max_active_per_principal=2),
+        )
+    assert caught.value.per_principal and caught.value.retry_at is None
 
 
 async def test_the_principal_limit_counts_unfinished_tasks_of_that_principal(
