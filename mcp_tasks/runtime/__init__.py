@@ -2,7 +2,7 @@
 
 `Server` is the facade people use; `Registry` (its decorators), `Interpreter` (needs and
 commands), `TaskRunner` (task handlers), `Background` (expiry, leases, signals),
-`Listeners` (listen streams) and `ToolThreads` (plain-function tools' threads) are its
+`ListenStreams` (listen streams) and `ToolThreads` (plain-function tools' threads) are its
 parts, each given its collaborators (none holds the `Server`). `Server` implements the
 transports' port (`mcp_tasks.transports._port`: `MessageHandler`, `HostedHandler`);
 `MessageHandler`, `Connection` and `Notify` are importable from here as before.
@@ -11,11 +11,16 @@ transports' port (`mcp_tasks.transports._port`: `MessageHandler`, `HostedHandler
 from ..transports._port import Connection, MessageHandler, Notify
 from ._handlers import CompletionEntry, PromptEntry, ResourceEntry, ToolEntry
 from ._interpreter import MAX_CONFLICT_RETRIES, Interpreter
-from ._listeners import MAX_QUEUED_NOTIFICATIONS, Listener, Listeners
+from ._listen_streams import MAX_QUEUED_NOTIFICATIONS, ListenStream, ListenStreams
 from ._registry import Registry
 from ._server import Server
 from ._tasks import STORE_RETRY_SECONDS, TaskRunner
 from ._threads import ToolThreads, ToolThreadsFull
+
+Listener = ListenStream
+"""`ListenStream`'s name before issue 28 (kept one release)."""
+Listeners = ListenStreams
+"""`ListenStreams`' name before issue 28 (kept one release)."""
 
 __all__ = [
     "MAX_CONFLICT_RETRIES",
@@ -24,6 +29,8 @@ __all__ = [
     "CompletionEntry",
     "Connection",
     "Interpreter",
+    "ListenStream",
+    "ListenStreams",
     "Listener",
     "Listeners",
     "MessageHandler",

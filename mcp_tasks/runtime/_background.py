@@ -31,7 +31,7 @@ from ..core.inputs import AnswersArrived, Due, LeaseLapsed
 from ..store import StoreUnavailable
 from ._decide import Decide
 from ._interpreter import Interpreter
-from ._listeners import Listeners
+from ._listen_streams import ListenStreams
 from ._shared import Shared
 from ._tasks import TaskRunner
 
@@ -68,14 +68,14 @@ class Background:
         *,
         interpreter: Interpreter,
         runner: TaskRunner,
-        listeners: Listeners,
+        listeners: ListenStreams,
         alarm: ExpiryAlarm,
     ) -> None:
         self._decide = decide
         self._shared = shared
         self._interpreter = interpreter
         self._runner = runner
-        self._listeners = listeners
+        self._listen_streams = listeners
         self._alarm = alarm
 
     def wake_at(self, deadline: float) -> None:
@@ -222,7 +222,7 @@ class Background:
                 elif signal.kind == "resume":
                     if signal.to == origin:
                         nursery.start_soon(self._resume_from_signal, signal.task_id)
-                elif signal.origin != origin and self._listeners.wants_task(signal.task_id):
+                elif signal.origin != origin and self._listen_streams.wants_task(signal.task_id):
                     nursery.start_soon(self._publish_stored_task, signal.task_id)
 
     async def _resume_from_signal(self, task_id: str) -> None:
@@ -255,7 +255,7 @@ class Background:
     async def _publish_stored_task(self, task_id: str) -> None:
         record = await self._stored(task_id, "notifications/tasks not sent")
         if record is not None:
-            self._listeners.task_changed(record)
+            self._listen_streams.task_changed(record)
 
     async def _stored(self, task_id: str, lost: str) -> TaskRecord | None:
         """The record, or None if it is gone or the store cannot be reached (`lost` says

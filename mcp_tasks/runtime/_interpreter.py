@@ -59,7 +59,7 @@ from . import _observe
 from ._context import RequestContext, ToolContext
 from ._decide import Decide
 from ._handlers import invoke_completion, invoke_prompt, invoke_resource, invoke_tool
-from ._listeners import Listeners
+from ._listen_streams import ListenStreams
 from ._shared import Shared
 from ._tasks import TaskRunner
 from ._threads import ToolThreads, ToolThreadsFull
@@ -83,14 +83,14 @@ class Interpreter:
         shared: Shared,
         *,
         runner: TaskRunner,
-        listeners: Listeners,
+        listeners: ListenStreams,
         tool_threads: ToolThreads,
         wake_at: Callable[[float], None],
     ) -> None:
         self._decide = decide
         self._shared = shared
         self._runner = runner
-        self._listeners = listeners
+        self._listen_streams = listeners
         self._tool_threads = tool_threads
         self._wake_at = wake_at
 
@@ -122,7 +122,7 @@ class Interpreter:
                 fetched = functools.partial(_fetched, self._decide, answer)
                 return await self.transition(answer.request.task_id, fetched)
             if isinstance(answer, Listen):
-                return await self._listeners.carry(
+                return await self._listen_streams.carry(
                     answer, notify, connection, closing=self._shared.closing
                 )
             if isinstance(answer, RunTool):
@@ -209,7 +209,7 @@ class Interpreter:
         shared = self._shared
         store = shared.store
         runner = self._runner
-        listeners = self._listeners
+        listeners = self._listen_streams
         saved: dict[str, TaskRecord] = {}
         for effect in step.effects:
             if isinstance(effect, SaveTask):

@@ -26,7 +26,7 @@ from ._handlers import (
     prompt_arguments,
     schema_for,
 )
-from ._listeners import Listeners
+from ._listen_streams import ListenStreams
 from ._signatures import read_tool_signature
 
 ToolHandler = Callable[..., Any]
@@ -39,7 +39,7 @@ class Registry:
     """The decorators: each registers in `core`'s catalog and tells `listeners`. `Server`
     holds one (`server.registry`) and hands its decorators on."""
 
-    def __init__(self, core: ServerCore, listeners: Listeners) -> None:
+    def __init__(self, core: ServerCore, listeners: ListenStreams) -> None:
         self.core = core
         self.listeners = listeners
 

@@ -15,7 +15,7 @@ under trio and under asyncio (see `mcp_tasks._support.backend`):
   own, holding the task's lease in the store while it runs;
 * `Background` runs expiry, lease renewal and takeover, and the signals between the
   processes sharing a store;
-* `Listeners` carries `subscriptions/listen` streams.
+* `ListenStreams` carries `subscriptions/listen` streams.
 
 Each part is given what it uses when `Server` makes them (no part holds the `Server`).
 What `Server` may change before it runs (the store, the telemetry, `lease_seconds`) and the
@@ -60,7 +60,7 @@ from . import _observe
 from ._background import Background, ExpiryAlarm
 from ._decide import Decide
 from ._interpreter import Interpreter
-from ._listeners import Listeners
+from ._listen_streams import ListenStreams
 from ._registry import Registering, Registry
 from ._shared import Shared
 from ._tasks import TaskRunner
@@ -121,7 +121,7 @@ class Server(Registering):
         """What writes each input to the journal (`record`), or None."""
         decide = self.decide = Decide(self.core, clock)
         """The one way the runtime asks the core: `decide(input)`."""
-        listeners = self.listeners = Listeners(decide, shared)
+        listeners = self.listeners = ListenStreams(decide, shared)
         self.registry = Registry(self.core, listeners)
         """The decorators' registry: `server.tool` and the others hand on to it."""
         threads = self.tool_threads = ToolThreads(self.core.options.max_tool_threads)

@@ -1,10 +1,10 @@
 """`subscriptions/listen` streams: each one a queue its request task drains to the client.
 
 The core words every message (`ListChanged`, `ResourceUpdated`, `TaskChanged`); a
-`Listener` queues what its stream asked for, and `carry` sends the acknowledgement, then
+`ListenStream` queues what its stream asked for, and `carry` sends the acknowledgement, then
 the queue, until the client closes the stream or the server ends it.
 
-`Listeners` counts the open streams, in all and per principal, against the limits the
+`ListenStreams` counts the open streams, in all and per principal, against the limits the
 core's `Listen` carries (one too many gets the core's `ListenRefused`), and indexes them
 by the task ids and resource uris they agreed to: a task write, or a resource update,
 costs as much as the streams watching that task or uri, whatever the number of others.
@@ -43,7 +43,7 @@ that falls further behind gets its stream ended (it may listen again and re-read
 
 
 @dataclass(eq=False)  # hashed by identity: the server keeps a set of them
-class Listener:
+class ListenStream:
     subscription: Subscription
     connection: Connection | None
     wake: Event = field(default_factory=event)
@@ -69,14 +69,14 @@ class Listener:
         self.wake.set()
 
 
-class Listeners:
+class ListenStreams:
     """The open `subscriptions/listen` streams; each message worded by `decide`, counted
     in `shared.telemetry`."""
 
     def __init__(self, decide: Decide, shared: Shared) -> None:
         self._decide = decide
         self._shared = shared
-        self._open: set[Listener] = set()
+        self._open: set[ListenStream] = set()
         self._per_principal: collections.Counter[str | None] = collections.Counter()
         self._by_task = _Index()
         self._by_uri = _Index()
@@ -110,7 +110,7 @@ class Listeners:
         refusal = self._refusal(listen)
         if refusal is not None:
             return refusal
-        listener = Listener(subscription, connection)
+        listener = ListenStream(subscription, connection)
         if closing or (connection is not None and connection.closing):
             listener.end()
         self._add(listener)
@@ -155,7 +155,7 @@ class Listeners:
             return self._decide(ListenRefused(listen, per_principal=False)).reply
         return None
 
-    def _add(self, listener: Listener) -> None:
+    def _add(self, listener: ListenStream) -> None:
         self._open.add(listener)
         if self.telemetry.enabled:
             self.telemetry.listen_changed(1)
@@ -164,7 +164,7 @@ class Listeners:
         self._by_task.add(wanted.task_ids or (), listener)
         self._by_uri.add(wanted.resource_subscriptions or (), listener)
 
-    def _remove(self, listener: Listener) -> None:
+    def _remove(self, listener: ListenStream) -> None:
         self._open.discard(listener)
         if self.telemetry.enabled:
             self.telemetry.listen_changed(-1)
@@ -209,18 +209,18 @@ class _Index:
     stream of 256 task ids, and made the garbage collector's rounds longer.)"""
 
     def __init__(self) -> None:
-        self._by_key: dict[str, Listener | set[Listener]] = {}
+        self._by_key: dict[str, ListenStream | set[ListenStream]] = {}
 
     def __contains__(self, key: str) -> bool:
         return key in self._by_key
 
-    def get(self, key: str) -> Iterable[Listener]:
+    def get(self, key: str) -> Iterable[ListenStream]:
         found = self._by_key.get(key)
         if found is None:
             return ()
         return found if isinstance(found, set) else (found,)
 
-    def add(self, keys: Iterable[str], listener: Listener) -> None:
+    def add(self, keys: Iterable[str], listener: ListenStream) -> None:
         by_key = self._by_key
         for key in keys:
             found = by_key.setdefault(key, listener)
@@ -229,7 +229,7 @@ class _Index:
             elif found is not listener:
                 by_key[key] = {found, listener}
 
-    def discard(self, keys: Iterable[str], listener: Listener) -> None:
+    def discard(self, keys: Iterable[str], listener: ListenStream) -> None:
         by_key = self._by_key
         for key in keys:
             found = by_key.get(key)

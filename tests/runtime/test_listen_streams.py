@@ -1,4 +1,4 @@
-"""`Listeners`, in process: a task write (or a resource update) costs as much as the streams
+"""`ListenStreams`, in process: a task write (or a resource update) costs as much as the streams
 watching that task (or uri), not as much as all the streams open; the streams open are
 counted per principal, and the count goes down as they end.
 
