@@ -84,7 +84,7 @@ HOSTILE: dict[str, bytes] = {
     "blank": b"\n\n  \n",
     "no-header": CONFIG + CALLS[0],
     "no-header-call-first": CALLS[0],
-    "format-2": framed({"journal": "mcp-tasks", "format": 2}) + CONFIG,
+    "format-later": framed({"journal": "mcp-tasks", "format": 99}) + CONFIG,
     "format-string": framed({"journal": "mcp-tasks", "format": "1"}) + CONFIG,
     "another-journal": framed({"journal": "other", "format": 1}),
     "header-a-list": framed_raw("[1,2]"),
@@ -141,7 +141,14 @@ def assert_refused(ran: subprocess.CompletedProcess[str], line: int) -> None:
     assert len(ran.stderr) < 20_000  # a report, not the line
 
 
-FIRST_LINE = {"empty", "blank", "no-header", "no-header-call-first", "format-2", "format-string"}
+FIRST_LINE = {
+    "empty",
+    "blank",
+    "no-header",
+    "no-header-call-first",
+    "format-later",
+    "format-string",
+}
 FIRST_LINE |= {"another-journal", "header-a-list"}
 
 

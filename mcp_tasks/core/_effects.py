@@ -27,7 +27,7 @@ from msgspec import Struct
 from ._needs import ToolCall
 from ._records import TaskRecord
 from ._state import TaskEvent
-from ._wire import RequestId
+from ._wire import ErrorObject, RequestId
 
 
 class Reply(Struct, frozen=True, kw_only=True):
@@ -88,22 +88,31 @@ class DeleteTask(Struct, frozen=True, kw_only=True):
 class StartTask(Struct, frozen=True, kw_only=True):
     """Run the handler inside the task; its outcome goes to `task_returned`.
 
+    `arguments`: `call.arguments` decoded with the tool's `arguments_type` as registered
+    now (None for a tool without one). `arguments_refused`: they no longer fit it (the
+    tool was registered again with other arguments since the call): the run ends at once
+    with this error as its outcome, the handler never called.
     `claim_lease`: take the task's lease first (False when the save creating it took it)."""
 
     task_id: str
     call: ToolCall
     handler: Any = None
     claim_lease: bool = True
+    arguments: Any = None
+    arguments_refused: ErrorObject | None = None
 
 
 class ResumeTask(Struct, frozen=True, kw_only=True):
     """Every outstanding input request is answered: hand the answers to the handler
     waiting in place for them (`AwaitAnswer`), or, if none waits, run the handler again
-    with `call`; its outcome goes to `task_returned`."""
+    with `call` and `arguments` (decoded as for `StartTask`, which says what
+    `arguments_refused` means); its outcome goes to `task_returned`."""
 
     task_id: str
     call: ToolCall
     handler: Any = None
+    arguments: Any = None
+    arguments_refused: ErrorObject | None = None
 
 
 class AwaitAnswer(Struct, frozen=True, kw_only=True):

@@ -116,12 +116,7 @@ class Tasks:
         inside = msgspec.structs.replace(call, in_task=True, task_id=record.task_id)
         effects: list[Effect] = [
             SaveTask(record=record, expected_version=None, limits=limits, take_lease=True),
-            StartTask(
-                task_id=record.task_id,
-                call=inside,
-                handler=self._catalog.handler("tool", call.tool_name),
-                claim_lease=False,
-            ),
+            StartTask(task_id=record.task_id, call=inside, claim_lease=False, **self._run(inside)),
         ]
         if record.expires_at is not None:
             effects.append(WakeAt(task_id=record.task_id, deadline=record.expires_at))
@@ -407,11 +402,8 @@ class Tasks:
                 status_message=RESTARTED_MESSAGE,
                 last_updated_at=now,
             )
-            start = StartTask(
-                task_id=record.task_id,
-                call=task_call(restarted),
-                handler=self._catalog.handler("tool", record.tool_name),
-            )
+            call = task_call(restarted)
+            start = StartTask(task_id=record.task_id, call=call, **self._run(call))
             return Step(effects=(save(restarted, record.version, TaskEvent.RESTART), start))
         error = w.ErrorObject(code=INTERNAL_ERROR, message=ORPHANED_MESSAGE)
         failed = _finish(record, TaskEvent.ORPHAN, now, error=error, status_message=error.message)
@@ -439,11 +431,22 @@ class Tasks:
         return self._resume(record)
 
     def _resume(self, record: TaskRecord) -> ResumeTask:
-        return ResumeTask(
-            task_id=record.task_id,
-            call=task_call(record),
-            handler=self._catalog.handler("tool", record.tool_name),
-        )
+        call = task_call(record)
+        return ResumeTask(task_id=record.task_id, call=call, **self._run(call))
+
+    def _run(self, call: ToolCall) -> dict[str, Any]:
+        """What a `StartTask` or `ResumeTask` carries to run `call`: the tool's handler as
+        registered now, and the arguments decoded for it, or why they no longer fit."""
+        catalog = self._catalog
+        handler = catalog.handler("tool", call.tool_name)
+        tool = catalog.tools.get(call.tool_name)
+        if tool is None:  # removed: the run says so (`HandlerMissing`)
+            return {"handler": handler}
+        try:
+            arguments = catalog.decode_arguments(tool, call.arguments)
+        except ProtocolError as refused:
+            return {"handler": handler, "arguments_refused": error_object(refused)}
+        return {"handler": handler, "arguments": arguments}
 
     def expire(self, record: TaskRecord | None, now: float) -> Step:
         """A `WakeAt` came due: remove the record if its TTL has run out."""

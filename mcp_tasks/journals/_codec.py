@@ -65,7 +65,10 @@ from ..core._records import TaskRecord, decode_record
 from ..core.inputs import INPUTS, Input
 from ._redaction import WHOLLY_REDACTED, Redactor
 
-FORMAT: Final = 1
+FORMAT: Final = 2
+"""Format 2 (from issue 28): a task run's arguments are decoded by the core as it starts
+or resumes the run, one more "decode" draw. Format 1 journals replay: their runs drew none."""
+READABLE_FORMATS: Final = frozenset({1, FORMAT})
 _CRC_MARK: Final = b',"crc":'
 
 
@@ -393,10 +396,37 @@ def reply_out(reply: Reply | None) -> Any:
     }
 
 
+class _StartTaskOut(msgspec.Struct, omit_defaults=True):
+    """A `StartTask` as a line writes it: no handler, no decoded arguments (they follow
+    from `call` and the tool; the verdict of decoding them is a draw), the refusal only
+    when there is one (lines written before it existed read the same)."""
+
+    task_id: str
+    call: ToolCall
+    handler: None
+    claim_lease: bool
+    arguments_refused: w.ErrorObject | None = None
+
+
+class _ResumeTaskOut(msgspec.Struct, omit_defaults=True):
+    """A `ResumeTask` as a line writes it, as `_StartTaskOut`."""
+
+    task_id: str
+    call: ToolCall
+    handler: None
+    arguments_refused: w.ErrorObject | None = None
+
+
 def effect_out(effect: Effect, redactor: Redactor) -> Any:
-    if isinstance(effect, StartTask | ResumeTask):
-        effect = msgspec.structs.replace(effect, handler=None, call=redactor.call(effect.call))
-    elif isinstance(effect, SaveTask) or (
+    if isinstance(effect, StartTask):
+        call = redactor.call(effect.call)
+        refused = effect.arguments_refused
+        return {"StartTask": _StartTaskOut(effect.task_id, call, None, effect.claim_lease, refused)}
+    if isinstance(effect, ResumeTask):
+        call = redactor.call(effect.call)
+        refused = effect.arguments_refused
+        return {"ResumeTask": _ResumeTaskOut(effect.task_id, call, None, refused)}
+    if isinstance(effect, SaveTask) or (
         isinstance(effect, DeleteTask) and effect.record is not None
     ):
         effect = msgspec.structs.replace(effect, record=redactor.record(effect.record))

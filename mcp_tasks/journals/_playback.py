@@ -38,6 +38,7 @@ from ..core._server import ServerCore
 from ._codec import (
     FORMAT,
     INPUT_NAMED,
+    READABLE_FORMATS,
     JournalDamaged,
     decode_inputs,
     output_encoder,
@@ -98,6 +99,7 @@ class Playback:
     def __init__(self) -> None:
         self._core: PlaybackCore | None = None
         self._started = False
+        self._format = FORMAT
 
     @property
     def started(self) -> bool:
@@ -113,13 +115,13 @@ class Playback:
         try:
             fields = _fields_of(line)
             if "journal" in fields:
-                _check_header(fields)
+                self._format = _format_of(fields)
                 self._started = True
                 return []
             if not self._started:
                 raise JournalDamaged("the journal does not start with its header line")
             if "config" in fields:
-                self._core = _core_of(fields["config"])
+                self._core = _core_of(fields["config"], self._format)
                 return []
             if "gap" in fields:
                 if msgspec.json.decode(fields["gap"], type=int) < 0:
@@ -173,18 +175,23 @@ def _fields_of(line: bytes | bytearray) -> dict[str, Raw]:
     return _line_decoder.decode(body)
 
 
-def _check_header(fields: dict[str, Raw]) -> None:
-    if (
-        bytes(fields["journal"]) != b'"mcp-tasks"'
-        or bytes(fields.get("format", b"")) != b"%d" % FORMAT
-    ):
-        raise JournalDamaged("it starts a journal this version cannot read")
+def _format_of(fields: dict[str, Raw]) -> int:
+    """The format the header names, if this version reads it."""
+    named = bytes(fields.get("format", b""))
+    if bytes(fields["journal"]) == b'"mcp-tasks"':
+        for known in READABLE_FORMATS:
+            if named == b"%d" % known:
+                return known
+    raise JournalDamaged(
+        f"it starts a journal of a format this version cannot read (it reads formats "
+        f"{', '.join(map(str, sorted(READABLE_FORMATS)))}; a later mcp_tasks wrote it?)"
+    )
 
 
-def _core_of(config: Raw) -> PlaybackCore:
+def _core_of(config: Raw, format: int = FORMAT) -> PlaybackCore:
     decoded = _config_decoder.decode(config)
     try:
-        return PlaybackCore(decoded)
+        return PlaybackCore(decoded, format)
     except Exception as refused:  # a catalog no server could have had
         raise JournalDamaged(f"its configuration builds no core ({_short(refused)})") from None
 
@@ -226,8 +233,8 @@ def _inputs_of(call: _Call) -> dict[str, Any]:
 class PlaybackCore:
     """A core configured as a journal says, drawing what the journal recorded."""
 
-    def __init__(self, config: _Config) -> None:
-        self._played = _Played(config.poll_policy)
+    def __init__(self, config: _Config, format: int = FORMAT) -> None:
+        self._played = _Played(config.poll_policy, runs_decode=format >= 2)
         self.core = core = ServerCore(
             info=config.info,
             new_task_id=self._played.new_task_id,
@@ -278,10 +285,12 @@ class PlaybackCore:
 class _Played:
     """What the core draws (`Injected`), each value the one the journal recorded."""
 
-    __slots__ = ("draws", "polls")
+    __slots__ = ("draws", "polls", "runs_decode")
 
-    def __init__(self, polls: bool) -> None:
+    def __init__(self, polls: bool, *, runs_decode: bool = True) -> None:
         self.polls = polls
+        self.runs_decode = runs_decode
+        """False for a journal of format 1: a task run's arguments drew no "decode" then."""
         self.draws: deque[tuple[str, Any]] = deque()
 
     def take(self, kind: str) -> Any:
@@ -309,6 +318,8 @@ class _Played:
         return bool(self.take("verify"))
 
     def decode_arguments(self, spec: ToolSpec | PromptSpec, arguments: Any) -> Any:
+        if not self.runs_decode and (not self.draws or self.draws[0][0] != "decode"):
+            return None  # a format 1 journal: the run's arguments were decoded by the run
         refused = self.take("decode")
         if refused is not None:
             raise RemoteProtocolError(refused["code"], refused["message"])

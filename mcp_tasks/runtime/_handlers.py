@@ -98,21 +98,18 @@ async def invoke_tool(
     *,
     threads: ToolThreads,
 ) -> ToolOutcome:
-    """Run a tool; `arguments` as the core decoded them (None: decode `call.arguments`
-    with the tool's spec, for a run inside a task). A plain function runs in one of
-    `threads`; with none free, a call (not a task's run) raises `ToolThreadsFull`."""
+    """Run a tool with `arguments` as the core decoded them (`RunTool.arguments`, or a
+    task run's `StartTask.arguments`). A plain function runs in one of `threads`; with
+    none free, a call (not a task's run) raises `ToolThreadsFull`."""
     name = entry.spec.name
     try:
         if not entry.takes_arguments:
             value = await _call(entry, threads, context)
+        elif entry.keywords is None:
+            value = await _call(entry, threads, context, arguments)
         else:
-            if arguments is None:
-                arguments = entry.spec.decode_arguments(call.arguments)
-            if entry.keywords is None:
-                value = await _call(entry, threads, context, arguments)
-            else:
-                named = {key: getattr(arguments, key) for key in entry.keywords}
-                value = await _call(entry, threads, context, **named)
+            named = {key: getattr(arguments, key) for key in entry.keywords}
+            value = await _call(entry, threads, context, **named)
         return _tool_outcome(name, value, entry.output_type)
     except anyio.get_cancelled_exc_class():
         context._note_cancelled()  # a plain function still running may check ctx.cancelled

@@ -161,7 +161,13 @@ class TaskRunner:
         or repeated signal finds it running, and is done); with none, run it again."""
         running = self.running.get(effect.task_id)
         if running is None:
-            start = StartTask(task_id=effect.task_id, call=effect.call, handler=effect.handler)
+            start = StartTask(
+                task_id=effect.task_id,
+                call=effect.call,
+                handler=effect.handler,
+                arguments=effect.arguments,
+                arguments_refused=effect.arguments_refused,
+            )
             self.start(start)  # a handler that returned InputRequired runs again
         elif running.waiting:  # a handler awaits its answers in place
             for key, answered in list(running.waiting.items()):
@@ -223,13 +229,20 @@ class TaskRunner:
                 if start.claim_lease:
                     await shared.store.coordination.claim(task_id, shared.lease_until())
                 entry: ToolEntry | None = start.handler
+                arguments = start.arguments
                 if entry is None:  # removed while the task waited: the core says what now
                     running.handler_missing = True
+                elif start.arguments_refused is not None:  # they fit the tool no more
+                    running.outcome = start.arguments_refused
                 elif not shared.telemetry.enabled:
-                    running.outcome = await invoke_tool(entry, call, context, threads=threads)
+                    running.outcome = await invoke_tool(
+                        entry, call, context, arguments, threads=threads
+                    )
                 else:
                     with shared.telemetry.task_context(task_id, call.tool_name, call.meta):
-                        running.outcome = await invoke_tool(entry, call, context, threads=threads)
+                        running.outcome = await invoke_tool(
+                            entry, call, context, arguments, threads=threads
+                        )
             # Cancelled, failed or expired: the record says so already (a terminal save
             # drops the lease), or is gone with its lease. Shut down: the lease stays, so
             # the task is taken over (or failed) as one left unfinished.

@@ -15,6 +15,7 @@ import pytest
 
 from mcp_tasks.core import (
     INVALID_PARAMS,
+    START_TASK,
     AwaitAnswer,
     CallToolResult,
     CancelTask,
@@ -42,7 +43,7 @@ from mcp_tasks.core import (
     ToolSpec,
 )
 from mcp_tasks.core.commands import EndRun
-from mcp_tasks.core.inputs import HandlerMissing, Received
+from mcp_tasks.core.inputs import HandlerMissing, LeaseLapsed, Received
 
 from .harness import ALL_CAPS, T0, Harness, meta
 from .tools import TOOLS, ask_name
@@ -316,6 +317,42 @@ def test_run_tool_carries_the_registered_handler_and_the_decoded_arguments() -> 
     assert error["code"] == INVALID_PARAMS and "arguments.count" in error["message"]
     core.remove_tool("count")
     assert core.catalog.handler("tool", "count") is None
+
+
+class Renamed(msgspec.Struct):
+    total: int
+
+
+def test_a_task_run_carries_its_arguments_decoded_by_the_core() -> None:
+    """`StartTask` and a restart's `StartTask` carry the arguments decoded for the tool as
+    registered when the run starts; arguments that no longer fit it are the run's refusal."""
+    core = ServerCore(
+        info=Implementation(name="t", version="1"), new_task_id=lambda: "t", state_key=b"k" * 32
+    )
+    core.add_tool(ToolSpec(name="count", arguments_type=Args, task_support="optional"), "v1")
+    h = Harness()
+    h.core = core
+    run = _call(h, "count", {"count": 3})
+    assert isinstance(run, RunTool)
+    created = core.handle(run.returned(START_TASK), h.now)
+    assert isinstance(created, Step)
+    [start] = [effect for effect in created.effects if isinstance(effect, StartTask)]
+    assert start.arguments == Args(count=3) and start.arguments_refused is None
+    assert start.handler == "v1"
+    [saved] = [effect for effect in created.effects if isinstance(effect, SaveTask)]
+    record = saved.record.replace(request_meta=run.call.meta)
+    core.remove_tool("count")  # registered again, with arguments the task's do not fit
+    core.add_tool(
+        ToolSpec(name="count", arguments_type=Renamed, task_support="optional", resumable=True),
+        "v2",
+    )
+    restarted = core.handle(LeaseLapsed(record), h.now)
+    assert isinstance(restarted, Step)
+    [again] = [effect for effect in restarted.effects if isinstance(effect, StartTask)]
+    assert again.handler == "v2" and again.arguments is None
+    assert again.arguments_refused is not None
+    assert again.arguments_refused.code == INVALID_PARAMS
+    assert "arguments" in again.arguments_refused.message
 
 
 # --- no hidden state; poll policy injected --------------------------------------------------------

@@ -22,7 +22,7 @@ from mcp_tasks.core import (
     ToolSpec,
 )
 from mcp_tasks.core.inputs import Received
-from mcp_tasks.journals._codec import CALL, JournalDamaged, frame, unframe
+from mcp_tasks.journals._codec import CALL, FORMAT, JournalDamaged, frame, unframe
 from mcp_tasks.journals._playback import Playback, Replayed
 from mcp_tasks.journals._recorder import RecordingCore
 from mcp_tasks.journals._redaction import REDACTED
@@ -94,7 +94,7 @@ def test_a_session_replays_byte_for_byte_with_what_it_drew() -> None:
     kinds = {kind for drawn in draws for kind, _ in drawn}
     assert {"id", "digest", "mac", "verify"} <= kinds
     header = json.loads(unframe(lines[0]))
-    assert header == {"journal": "mcp-tasks", "format": 1}
+    assert header == {"journal": "mcp-tasks", "format": FORMAT}
     assert "k" * 32 not in b"".join(lines).decode()  # the harness's sealing key
 
 
@@ -110,7 +110,9 @@ def test_a_task_created_at_once_or_refused_while_closing_replays() -> None:
     assert isinstance(refused, Step) and refused.effects == ()
     calls = assert_replays(lines)
     created, closing = (json.loads(unframe(line)) for line in lines[-2:])
-    assert created["draws"][-1][0] == "id" and closing["in"]["closing"] is True
+    # The task's id, then the run's arguments decoded for its handler (format 2).
+    assert [kind for kind, _ in created["draws"][-2:]] == ["id", "decode"]
+    assert closing["in"]["closing"] is True
     assert [call.call for call in calls][-2:] == ["receive", "receive"]
 
 
@@ -131,7 +133,7 @@ def test_a_draw_that_changed_is_found() -> None:
     lines = recording(h)
     h.call("slow", {})
     [created] = [n for n, line in enumerate(lines) if b'"id","tsk-0001"' in line]
-    drawn = b'"draws":[["id","tsk-0001"]]'
+    drawn = b'"draws":[["id","tsk-0001"],["decode",null]]'
     lines[created] = frame(unframe(lines[created]).replace(drawn, b'"draws":[]'))
     problems = [call.problem for call in replayed(lines) if not call.matches]
     assert problems == ["the replayed call drew a id the recorded one did not"]

@@ -432,3 +432,30 @@ async def test_log_messages_only_when_the_request_asks_and_at_its_level(
         reply = await client.call("chatty", **{"io.modelcontextprotocol/logLevel": "error"})
         await client.wait_status(reply["result"]["taskId"], "completed")
         assert [n["params"]["level"] for n in client.notifications] == ["error"]  # before the task
+
+
+async def test_a_task_whose_tool_now_takes_other_arguments_fails_without_running_it(
+    env: Env, autojump_clock: MockClock
+) -> None:
+    """The core decodes a run's arguments for the tool as registered when the run starts:
+    a task whose arguments no longer fit fails with the -32602 decoding gave, and the new
+    handler never runs."""
+    server, client, seen = env
+    task_id = await client.start("rerun")
+    await client.wait_status(task_id, "input_required")
+    server.remove_tool("rerun")
+    ran: list[int] = []
+
+    @server.tool(name="rerun", task_support="required")
+    async def counted(ctx: ToolContext, count: int) -> str:
+        ran.append(count)
+        return "ran"
+
+    await client.send(
+        "tasks/update", {"taskId": task_id, "inputResponses": {"ok": {"action": "accept"}}}
+    )
+    failed = await client.wait_status(task_id, "failed")
+    assert failed["error"]["code"] == -32602
+    assert failed["error"]["message"].startswith("Invalid arguments for tool 'rerun'")
+    assert ran == [] and seen["runs"] == 1
+    assert server.runner.running == {}
