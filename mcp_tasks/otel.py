@@ -71,6 +71,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from . import __version__
 from .core import TaskEvent, TaskStatus
 from .core._envelope import KNOWN_METHODS
+from .core.wire import IncomingMessage
 from .store._legacy import COORDINATION_METHODS, PreSplitStore
 from .transports._telemetry import Telemetry
 
@@ -124,6 +125,17 @@ class _Envelope(Struct):
 
 
 _envelope: Final = msgspec.json.Decoder(_Envelope)
+_params: Final = msgspec.json.Decoder(_Params)
+
+
+def _envelope_of(data: bytes | IncomingMessage) -> _Envelope:
+    """What a span tells of a message: its bytes read, or the message a host decoded."""
+    if not isinstance(data, IncomingMessage):
+        return _envelope.decode(data)
+    method = data.method if isinstance(data.method, str) else UNSET
+    request_id = data.id if isinstance(data.id, str | int) else UNSET
+    params = UNSET if data.params is UNSET else _params.decode(data.params)
+    return _Envelope(method, request_id, params)
 
 
 def _cut(text: str) -> str:
@@ -223,9 +235,11 @@ class OpenTelemetry(Telemetry):
     # --- server requests ---------------------------------------------------------------
 
     @contextlib.contextmanager
-    def request(self, data: bytes, principal: str | None) -> Iterator[_RequestSpan]:
+    def request(
+        self, data: bytes | IncomingMessage, principal: str | None
+    ) -> Iterator[_RequestSpan]:
         try:
-            envelope = _envelope.decode(data)
+            envelope = _envelope_of(data)
         except msgspec.DecodeError:  # the core answers it; the span says what little it can
             envelope = _Envelope()
         method = _cut(envelope.method) if isinstance(envelope.method, str) else "unknown"

@@ -130,6 +130,17 @@ def decode_message(data: bytes) -> w.IncomingMessage:
         raise RemoteProtocolError(INVALID_REQUEST, f"Invalid request: {TOO_DEEP}") from None
 
 
+def message_of(data: bytes | w.IncomingMessage) -> w.IncomingMessage:
+    """The message `data` is: its bytes decoded (`decode_message`), or the message a host
+    decoded already, its params held to the same depth."""
+    if not isinstance(data, w.IncomingMessage):
+        return decode_message(data)
+    params = data.params
+    if params is not UNSET and too_deep(memoryview(params)):
+        raise RemoteProtocolError(INVALID_REQUEST, f"Invalid request: {TOO_DEEP}")
+    return data
+
+
 def _too_deep_why(data: bytes) -> str:
     if data.lstrip(b" \t\r\n").startswith(b"{"):
         return TOO_DEEP

@@ -42,10 +42,10 @@ from ._envelope import (
     check_envelope,
     check_headers,
     check_version_and_method,
-    decode_message,
     decode_params,
     invalid_params,
     is_request_id,
+    message_of,
     request_meta,
 )
 from ._errors import (
@@ -215,9 +215,8 @@ class ServerCore(CompatibleNames):
         """Check one incoming JSON-RPC message and say what happens next. Tasks and
         input rounds are bound to `input.principal`: another principal's requests see
         neither."""
-        data = input.data
         try:
-            message = decode_message(data)
+            message = message_of(input.data)
         except ProtocolError as unreadable:
             return Step(reply=self._encode.error(None, unreadable))
         if (

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     )
     from ._outcomes import CompletionOutcome, PromptOutcome, ResourceOutcome, ToolOutcome
     from ._records import TaskRecord
-    from ._wire import InputRequest, LoggingLevel, RequestId, RequestMeta
+    from ._wire import IncomingMessage, InputRequest, LoggingLevel, RequestId, RequestMeta
 
 
 class Input(Struct, frozen=True):
@@ -69,10 +69,14 @@ class Input(Struct, frozen=True):
 class Received(Input, frozen=True):
     """One JSON-RPC message from a client: its bytes as they came, the HTTP headers that
     carried it (None over stdio) and its sender as the transport authenticated it.
-    `closing`: it came while the server shuts down (a task it would create is refused)."""
+    `closing`: it came while the server shuts down (a task it would create is refused).
+
+    A host that has decoded the message already (a framework that parsed the request)
+    hands it as an `IncomingMessage` instead of bytes, `params` as JSON (`msgspec.Raw`):
+    the envelope is not encoded again to be decoded again."""
 
     journal_name: ClassVar[str] = "receive"
-    data: bytes
+    data: bytes | IncomingMessage
     headers: HttpHeaders | None = None
     principal: str | None = None
     closing: bool = False

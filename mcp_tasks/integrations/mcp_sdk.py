@@ -66,6 +66,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final, Literal
 
 import msgspec
+from msgspec import UNSET, Raw
 from pydantic import ConfigDict
 
 from .._support.backend import Event, event, spawn_detached
@@ -84,6 +85,7 @@ from ..core import (
     TaskOptions,
     ToolOutcome,
 )
+from ..core.wire import IncomingMessage
 from ..runtime import Server
 from ..runtime._context import ToolContext
 from ..store import TaskStore
@@ -262,12 +264,12 @@ class TasksExtension(Extension):
         return self._answer(await self._handle(server, ctx), None)
 
     async def _handle(self, server: Server, ctx: ServerRequestContext[Any, Any]) -> Reply | None:
-        """The core's reply to the request of `ctx`, as the client sent it."""
-        message = {"jsonrpc": "2.0", "id": next(self._ids), "method": ctx.method}
-        if ctx.params is not None:
-            message["params"] = ctx.params
+        """The core's reply to the request of `ctx`, as the client sent it: the message
+        the SDK decoded, handed on as it is (its params encoded back, the core's form)."""
+        params = UNSET if ctx.params is None else Raw(msgspec.json.encode(ctx.params))
+        message = IncomingMessage("2.0", next(self._ids), ctx.method, params)
         return await server.handle(
-            msgspec.json.encode(message),
+            message,
             headers=_sdk_task.headers_of(ctx),
             principal=authenticated_principal(ctx),
         )

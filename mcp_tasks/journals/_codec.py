@@ -280,6 +280,7 @@ ANY = _plain(Any)
 
 _CODEC_OF: Final[dict[str, Codec]] = {
     "bytes": DATA,
+    "bytes | IncomingMessage": DATA,
     "HttpHeaders | None": _plain(HttpHeaders | None),
     "str": TEXT,
     "str | None": TEXT,
@@ -352,6 +353,8 @@ def encode_inputs(
             inputs[name] = codec.encode(inputs[name], redactor)  # type: ignore[misc]
     if call == "receive":
         data = inputs["data"]
+        if isinstance(data, w.IncomingMessage):  # a host decoded it: written as received
+            data = msgspec.json.encode(data)
         if redacting:
             data, tool = redactor.message(data)
             inputs["headers"] = redactor.headers(tool, inputs.get("headers"))

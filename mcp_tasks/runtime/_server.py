@@ -67,6 +67,7 @@ from ._tasks import TaskRunner
 from ._threads import ToolThreads
 
 if TYPE_CHECKING:
+    from ..core.wire import IncomingMessage
     from ..transports._port import HostedHandler
 
 logger = logging.getLogger("mcp_tasks.server")
@@ -350,7 +351,7 @@ class Server(Registering):
 
     async def handle(
         self,
-        data: bytes,
+        data: bytes | IncomingMessage,
         *,
         headers: HttpHeaders | None = None,
         notify: Notify | None = None,
@@ -361,7 +362,8 @@ class Server(Registering):
         request cancelled while it ran). `notify` sends a notification to this request's
         client while the request runs (progress). `principal` is who sent it (the HTTP
         authenticator's answer): tasks it creates are its own, and only its own tasks
-        answer it.
+        answer it. `data` is the message's bytes, or the message a host decoded already
+        (an `IncomingMessage`, its `params` as JSON: see `Received`).
 
         A `tools/call` is entered in `connection.in_flight` before this coroutine first
         yields, so a `notifications/cancelled` read right after it always finds it.
@@ -381,7 +383,7 @@ class Server(Registering):
 
     async def _answer(
         self,
-        data: bytes,
+        data: bytes | IncomingMessage,
         headers: HttpHeaders | None,
         notify: Notify | None,
         connection: Connection | None,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from ..core import Reply, RequestMeta, TaskEvent, TaskRecord
+    from ..core.wire import IncomingMessage
     from ..store import TaskStore
 
 __all__ = ["NO_TELEMETRY", "ClientRequest", "RequestObservation", "Telemetry"]
@@ -60,8 +61,11 @@ class Telemetry:
     enabled: ClassVar[bool] = False
 
     @contextlib.contextmanager
-    def request(self, data: bytes, principal: str | None) -> Iterator[RequestObservation]:
-        """Around the handling of one incoming message (`data` as received)."""
+    def request(
+        self, data: bytes | IncomingMessage, principal: str | None
+    ) -> Iterator[RequestObservation]:
+        """Around the handling of one incoming message (`data` as received: its bytes, or
+        the message a host decoded)."""
         yield _NO_REQUEST
 
     def task_saved(

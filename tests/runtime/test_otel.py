@@ -4,14 +4,17 @@ exporters."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 from doc_snippets import Page
+from msgspec import Raw
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -40,6 +43,7 @@ from mcp_tasks.core import (
     TaskStatus,
 )
 from mcp_tasks.core._client import PollPolicy
+from mcp_tasks.core.wire import IncomingMessage
 from mcp_tasks.otel import OpenTelemetry
 from mcp_tasks.transports import serve_http
 
@@ -305,3 +309,25 @@ async def test_listen_streams_and_http_refusals_are_counted() -> None:
         for point in telemetry.points("mcp_tasks.refusals")
     }
     assert refusals == {"host": 1}
+
+
+async def test_a_message_a_host_decoded_is_spanned_as_its_bytes_are() -> None:
+    """`Server.handle` takes the message a host decoded (`IncomingMessage`, as the SDK
+    integration hands it): its span names the method, the tool and the request id alike."""
+    telemetry = Telemetry()
+    server = build(telemetry)
+    meta = RequestMeta(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
+    params = {"name": "greet", "arguments": {}, "_meta": msgspec.to_builtins(meta)}
+    message = {"jsonrpc": "2.0", "id": "r1", "method": "tools/call", "params": params}
+    decoded = IncomingMessage("2.0", "r1", "tools/call", Raw(msgspec.json.encode(params)))
+    async with server.running():
+        by_bytes = await server.handle(json.dumps(message).encode())
+        by_message = await server.handle(decoded)
+    assert by_bytes is not None and by_message is not None
+    assert json.loads(by_message.body) == json.loads(by_bytes.body)
+    spans = [span for span in telemetry.finished() if span.kind is SpanKind.SERVER]
+    assert len(spans) == 2
+    first, second = spans
+    assert first.name == second.name == "tools/call greet"
+    assert first.attributes == second.attributes
+    assert second.attributes is not None and second.attributes["jsonrpc.request.id"] == "r1"
