@@ -104,10 +104,8 @@ class RequestMeta(_Wire):
 
 
 class IncomingMessage(Struct, gc=False):
-    """Any JSON-RPC message, with `params` kept raw until its method is known.
-
-    Not tracked by the garbage collector (one made per message: about 0.1 µs a message
-    less): it holds JSON values, which never refer back to it."""
+    """Any JSON-RPC message, with `params` kept raw until its method is known. Untracked
+    by the garbage collector (one a message): JSON values never refer back to it."""
 
     jsonrpc: Any = UNSET
     id: Any = UNSET
