@@ -104,8 +104,7 @@ class RequestMeta(_Wire):
 
 
 class IncomingMessage(Struct, gc=False):
-    """Any JSON-RPC message, with `params` kept raw until its method is known. Untracked
-    by the garbage collector (one a message): JSON values never refer back to it."""
+    """Any JSON-RPC message, `params` raw until its method is known (not GC-tracked)."""
 
     jsonrpc: Any = UNSET
     id: Any = UNSET
