@@ -24,7 +24,7 @@ from redis_server import free_port, running_redis
 from mcp_tasks.client import RpcError, connect_http, connect_stdio
 from mcp_tasks.core import ElicitParams, ElicitResult, SubscriptionFilter
 from mcp_tasks.core._client import PollPolicy, TaskExpired
-from mcp_tasks.journals._codec import frame, unframe
+from mcp_tasks.journals._codec import FORMAT, frame, unframe
 from mcp_tasks.replay import ReplayFailed, format_timeline, replay, timeline
 
 ROOT = Path(__file__).parent.parent
@@ -267,5 +267,5 @@ def test_nothing_secret_is_written(recorded: tuple[Path, dict[str, str]]) -> Non
     text = journal.read_text()
     assert "state_key" not in text and "authorization" not in text.lower()
     header = json.loads(journal.read_text().splitlines()[0])
-    assert header["journal"] == "mcp-tasks" and header["format"] == 1
+    assert header["journal"] == "mcp-tasks" and header["format"] == FORMAT
     assert os.path.getsize(journal) > 0
