@@ -109,7 +109,7 @@ class AsgiApp:
         self._all_answered: Event | None = None  # set while draining
         self.draining = False
         self._warned_not_running = False
-        self.tick = exchange.keeper_tick(config)
+        self.tick = exchange.keeper_tick(config)  # how often the keeper looks, in seconds
         self._keeper_runs = False  # in the server's task group: it ends with the server
         self._requests_came: Event | None = None  # what an idle keeper waits for
 
