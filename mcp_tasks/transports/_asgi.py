@@ -14,8 +14,11 @@ the bound address (the Host check on loopback), and a client that disconnects.
 A request pays for no task of its own: most are answered within microseconds, and a task
 group with a watcher per request cost ten times what the server spends on a `tasks/get`.
 One keeper task (in the server's task group) looks at the requests in flight every tick
-(`exchange.TICK_SECONDS`); one that has been with the server for a tick gets a watcher, which waits
-for the ASGI server's `http.disconnect` and then cancels the request.
+(`exchange.keeper_tick`) and asks each one's `Keeping` what is due, as the built-in
+server's keeper does (`_exchange`): one that has been with the server for a tick gets a
+watcher, which waits for the ASGI server's `http.disconnect` and then cancels the request;
+an SSE stream quiet for `keep_alive_comment_seconds` gets a task that writes it the
+comment line `: keep-alive`.
 
 Refused while the client still sends (413, 503, or any refusal made before the body is
 read), the rest of the body is read and dropped before the answer (2 s and 64 MiB at most,
@@ -106,6 +109,7 @@ class AsgiApp:
         self._all_answered: Event | None = None  # set while draining
         self.draining = False
         self._warned_not_running = False
+        self.tick = exchange.keeper_tick(config)  # how often the keeper looks, in seconds
         self._keeper_runs = False  # in the server's task group: it ends with the server
         self._requests_came: Event | None = None  # what an idle keeper waits for
 
@@ -313,20 +317,22 @@ class AsgiApp:
             self._requests_came = None
 
     async def _watch_requests(self) -> None:
-        """Every tick, give each request that has been in flight for a tick a watcher.
-        Cancelled when the server stops: the next request after it runs again starts
-        another."""
+        """Every tick, give each request that has been in flight for a tick a watcher, and
+        each quiet SSE stream a comment (`Keeping`). Cancelled when the server stops: the
+        next request after it runs again starts another."""
         try:
             while True:
                 if not self.in_flight:
                     self._requests_came = came = event()
                     await came.wait()
-                await anyio.sleep(exchange.TICK_SECONDS)
+                await anyio.sleep(self.tick)
                 now = anyio.current_time()
                 for answer in list(self.in_flight):
-                    if answer.watcher is None and now - answer.since >= exchange.TICK_SECONDS:
+                    if answer.keeping.watch_due(now):
                         answer.watcher = cancel_scope()
                         self.spawn(answer.watch_client)
+                    if answer.keeping.comment_due(now):
+                        self.spawn(answer.keep_alive)
         finally:  # runs even for a keeper the server stopped before it began: anyio starts it
             self._keeper_runs = False
             self._requests_came = None
@@ -346,14 +352,13 @@ class _Answer:
         self._receive = receive
         self._send = send
         self._sse_allowed = sse_allowed
-        self.since = anyio.current_time()
+        self.keeping = exchange.Keeping(app.config.keep_alive_comment_seconds, app.tick)
+        self.keeping.handling(anyio.current_time())
         self.watcher: CancelScope | None = None  # given by the keeper after a tick
         self._scope: CancelScope = cancel_scope()
         self._streaming = False
         self._ended = False
         self._lock: anyio.Lock | None = None
-        self._last_sent = -math.inf
-        self._keep_alive: CancelScope | None = None
 
     def cancel(self) -> None:
         self._scope.cancel()
@@ -364,9 +369,9 @@ class _Answer:
             with self._scope:
                 reply = await self._handle(body, headers, principal)
             self._ended = True
-            for scope in (self.watcher, self._keep_alive):
-                if scope is not None:
-                    scope.cancel()
+            self.keeping.ended()
+            if self.watcher is not None:
+                self.watcher.cancel()
             if self._scope.cancelled_caught:
                 return  # the client left, or the drain ran out of time
             await self._finish(reply)
@@ -423,30 +428,22 @@ class _Answer:
         self._streaming = True
         headers = exchange.sse_head(draining=self.app.draining)
         await self._send({"type": "http.response.start", "status": 200, "headers": headers})
-        self._last_sent = anyio.current_time()
-        if self.app.config.keep_alive_comment_seconds is not None:
-            self._keep_alive = cancel_scope()
-            self.app.spawn(self._keep_stream_alive)
+        self.keeping.sent(anyio.current_time())
 
-    async def _keep_stream_alive(self) -> None:
-        """Send the comment line `: keep-alive` on the stream whenever it has been quiet
-        for `keep_alive_comment_seconds`."""
-        every = self.app.config.keep_alive_comment_seconds
-        assert self._lock is not None and self._keep_alive is not None and every is not None
-        with self._keep_alive:
-            while not self._ended:
-                await anyio.sleep(max(0.0, self._last_sent + every - anyio.current_time()))
-                try:
-                    async with self._lock:
-                        if anyio.current_time() - self._last_sent >= every:  # still quiet
-                            await self._send_on_stream(exchange.KEEP_ALIVE)
-                except _CLIENT_GONE:
-                    self._scope.cancel()
-                    return
+    async def keep_alive(self) -> None:
+        """The keeper found the SSE stream quiet: a comment shows it is alive."""
+        assert self._lock is not None  # the stream has begun
+        try:
+            async with self._lock:
+                comment = self.keeping.comment(anyio.current_time())
+                if comment is not None:  # still quiet, not yet ended
+                    await self._send_on_stream(comment)
+        except _CLIENT_GONE:
+            self._scope.cancel()
 
     async def _send_on_stream(self, data: bytes) -> None:
         await self._send({"type": "http.response.body", "body": data, "more_body": True})
-        self._last_sent = anyio.current_time()
+        self.keeping.sent(anyio.current_time())
 
 
 # --- helpers --------------------------------------------------------------------------------

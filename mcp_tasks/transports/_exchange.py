@@ -19,10 +19,22 @@ asks this module what to do with them, in this order:
                    when quiet); a refusal as `refusal_answer` says
     its framing    `framed`: Content-Length, and `Connection: close` while draining
 
-What stays with each driver is what is its own: reading and writing, its deadlines (h11
-leaves them to the driver; an ASGI server enforces those before a request reaches the
-app), noticing a client that leaves, the drain. Both look at the requests in flight once
-a `TICK_SECONDS` (the keeper): a request pays for no timer and no task of its own.
+Beside the exchange, each driver keeps the time of the request in flight the same way:
+one task, the keeper, looks at every request in flight once a `keeper_tick`, and asks the
+request's `Keeping` what is due (a request pays for no timer and no task of its own):
+
+    watch_due      the request has been with the server for a tick: watch its client
+                   (the driver's watcher reads the socket, or waits for `http.disconnect`,
+                   and cancels the request when the client has gone)
+    comment_due    its SSE stream has been quiet for `keep_alive_comment_seconds`: the
+                   driver starts a task that writes `comment()` (`KEEP_ALIVE`, or nothing
+                   if the stream spoke or ended since), under the stream's send lock
+
+So both drivers send the same comment on the same schedule: `keep_alive_comment_seconds`
+after the stream last carried bytes (its head, a message, a comment), at the first tick
+since, up to one tick late. What stays with each driver is what is its own: reading and
+writing, its deadlines (h11 leaves them to the driver; an ASGI server enforces those before
+a request reaches the app), the drain.
 
 The functions are small and allocate what the answer needs and no more: the built-in
 server's `tasks/get` is measured against the fastest h11 server Python allows
@@ -33,12 +45,13 @@ from __future__ import annotations
 
 import http
 import logging
+import math
 from collections.abc import Iterable
 from typing import Final
 
 from ..core import Reply, internal_error_reply
 from ._http_access import report_refusal
-from ._http_rules import Authenticator, Refusal, RequestRules, principal_of
+from ._http_rules import Authenticator, HttpConfig, Refusal, RequestRules, principal_of
 from ._port import MessageHandler
 
 __all__ = [
@@ -49,10 +62,12 @@ __all__ = [
     "SSE_HEADERS",
     "TICK_SECONDS",
     "Headers",
+    "Keeping",
     "admit",
     "answer_of",
     "framed",
     "handler_failed",
+    "keeper_tick",
     "refusal_answer",
     "sse_event",
     "sse_head",
@@ -61,7 +76,7 @@ __all__ = [
 Headers = list[tuple[bytes, bytes]]
 
 TICK_SECONDS: Final = 0.1
-"""How often a driver's keeper looks at what is in flight (deadlines, watchers)."""
+"""How often a driver's keeper looks at what is in flight, at most (`keeper_tick`)."""
 JSON: Final = (b"content-type", b"application/json")
 CLOSE: Final = (b"connection", b"close")
 SSE_HEADERS: Final = (
@@ -143,3 +158,77 @@ def sse_head(*, draining: bool) -> Headers:
 def sse_event(message: bytes) -> bytes:
     """One JSON-RPC message as an SSE event."""
     return b"data: " + message + b"\n\n"
+
+
+# --- the keeper's decisions ----------------------------------------------------------------
+
+
+def keeper_tick(config: HttpConfig) -> float:
+    """How often a driver's keeper looks at what is in flight: `TICK_SECONDS`, or a quarter
+    of the shortest time it keeps if that is less, so that nothing is more than a quarter
+    of its time late."""
+    shortest = min(
+        config.header_timeout_seconds,
+        config.body_timeout_seconds,
+        config.idle_timeout_seconds,
+        config.keep_alive_comment_seconds or math.inf,
+    )
+    return min(TICK_SECONDS, shortest / 4)
+
+
+class Keeping:
+    """What the keeper decides about one request in flight, without I/O: when its client is
+    watched, when its quiet SSE stream is due a keep-alive comment (theory of operation).
+
+    The driver tells it what happens (`handling`, `sent`, `ended`; the time is the
+    driver's clock, `anyio.current_time()`) and asks it at each tick (`watch_due`,
+    `comment_due`); each says yes once. A driver may reuse one for the next request."""
+
+    __slots__ = ("_every", "_tick", "commenting", "sent_at", "since", "watched")
+
+    def __init__(self, every: float | None, tick: float) -> None:
+        self._every = math.inf if every is None else every  # keep_alive_comment_seconds
+        self._tick = tick
+        self.since = math.inf  # when the request went to the server (inf: none in flight)
+        self.watched = False  # its client is watched
+        self.sent_at = math.inf  # when its SSE stream last carried bytes (inf: no stream)
+        self.commenting = False  # a comment is due, and not yet written
+
+    def handling(self, now: float) -> None:
+        """The request went to the server."""
+        self.since = now
+        self.watched = self.commenting = False
+        self.sent_at = math.inf
+
+    def sent(self, now: float) -> None:
+        """Bytes went out on the request's SSE stream (its head, a message, a comment).
+        After `ended` (a message that was on its way), nothing: no comment follows."""
+        if self.since != math.inf:
+            self.sent_at = now
+            self.commenting = False
+
+    def ended(self) -> None:
+        """The server answered (or the request was cancelled): nothing more is due."""
+        self.since = self.sent_at = math.inf
+
+    def watch_due(self, now: float) -> bool:
+        """True once the request has been with the server for a tick: watch its client."""
+        if self.watched or now - self.since < self._tick:
+            return False
+        self.watched = True
+        return True
+
+    def comment_due(self, now: float) -> bool:
+        """True once the stream has been quiet for `keep_alive_comment_seconds`: start
+        writing `comment()` (it is not due again before that is done)."""
+        if self.commenting or now - self.sent_at < self._every:
+            return False
+        self.commenting = True
+        return True
+
+    def comment(self, now: float) -> bytes | None:
+        """The bytes to write on the stream now, under its send lock: `KEEP_ALIVE`; None if
+        the stream carried something since it was due, or ended. Call `sent` once they
+        are out."""
+        self.commenting = False
+        return KEEP_ALIVE if now - self.sent_at >= self._every else None

@@ -16,15 +16,16 @@ and framing of each answer):
     next cycle                 keep-alive, unless either side asked to close
 
 Only the pump reads its socket, and a request pays for no timer. One task, the keeper,
-looks at every connection each tick (0.1 s): a wait for the client that has passed its
-deadline cancels that connection's pump (408, or a quiet close if no request had begun);
-a request that has been with the server for a tick gets a watcher task, which reads the
-socket (the pump does not while the server answers) and, at end-of-file, cancels the pump
-(closing the stream is how a client cancels a request; bytes of a next request go to h11,
-and the watcher stops); an SSE answer quiet for `keep_alive_comment_seconds` gets
-a task that writes it the comment line `: keep-alive`. A trio deadline per wait and a
-reader task per connection were simpler, and cost more than all the rest of the transport
-(`benchmarks/http.py`).
+looks at every connection each tick (`_exchange.keeper_tick`: 0.1 s, or less): a wait for
+the client that has passed its deadline cancels that connection's pump (408, or a quiet
+close if no request had begun); for the request in flight, it asks the connection's
+`Keeping` (`_exchange`, the ASGI app's keeper asks the same): one that has been with the
+server for a tick gets a watcher task, which reads the socket (the pump does not while the
+server answers) and, at end-of-file, cancels the pump (closing the stream is how a client
+cancels a request; bytes of a next request go to h11, and the watcher stops); an SSE
+answer quiet for `keep_alive_comment_seconds` gets a task that writes it the comment line
+`: keep-alive`. A trio deadline per wait and a reader task per connection were simpler,
+and cost more than all the rest of the transport (`benchmarks/http.py`).
 
 It runs on anyio: on asyncio (uvloop too) as on trio, the loop the server's tools are written
 for; its cancel scopes and events are that loop's own (`_backend`).
@@ -58,14 +59,14 @@ from .._support import backend as _backend
 from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyIntake, ByteBudget, slow_body
 from ._exchange import (
     CLOSE,
-    KEEP_ALIVE,
     REASONS,
-    TICK_SECONDS,
     Headers,
+    Keeping,
     admit,
     answer_of,
     framed,
     handler_failed,
+    keeper_tick,
     refusal_answer,
     sse_event,
     sse_head,
@@ -143,13 +144,7 @@ class _Serving:
         self.bodies = ByteBudget.of(config)
         self.draining = False
         self.connections: set[_Connection] = set()
-        shortest = min(
-            config.header_timeout_seconds,
-            config.body_timeout_seconds,
-            config.idle_timeout_seconds,
-            config.keep_alive_comment_seconds or math.inf,
-        )
-        self.tick = min(TICK_SECONDS, shortest / 4)
+        self.tick = keeper_tick(config)
         self._connected = _backend.event()
         self._drain_started = _backend.event()
         self._hold = anyio.CancelScope(shield=True)
@@ -217,9 +212,8 @@ class _Connection:
         self._scope = _backend.cancel_scope()  # the pump's: client deadlines, client gone, drain
         self._waiting_for: str | None = None  # what the pump waits for from the client
         self._deadline = math.inf  # until when it waits
-        self._handling_since = math.inf  # when the request in flight went to the server
+        self._keeping = Keeping(self.config.keep_alive_comment_seconds, serving.tick)
         self._watch: tuple[_backend.CancelScope, _backend.Event] | None = None  # scope, ended
-        self._keep_alive_at = math.inf  # when the quiet SSE answer in flight gets a comment
         self._nursery: anyio.abc.TaskGroup | None = None
         self._peer_closed = False
         self._read_for_request = 0  # bytes read since the current request's head began
@@ -258,17 +252,16 @@ class _Connection:
             self._scope.cancel()
 
     def check_time(self, now: float) -> None:
-        """The keeper's tick: end a wait for the client past its deadline; watch the
-        client of a request that has been with the server for a tick or more."""
+        """The keeper's tick: end a wait for the client past its deadline; ask the request
+        in flight's `Keeping` whether to watch its client, or to comment on its stream."""
         if self._waiting_for is not None and now >= self._deadline:
             self._scope.cancel()
-        elif now - self._handling_since >= self.serving.tick and self._watch is None:
+        elif self._keeping.watch_due(now):
             assert self._nursery is not None
             self._watch = (_backend.cancel_scope(), _backend.event())
             self._nursery.start_soon(self._watch_client, *self._watch)
-        if now >= self._keep_alive_at:
+        if self._keeping.comment_due(now):
             assert self._nursery is not None
-            self._keep_alive_at = math.inf  # until the comment is out
             self._nursery.start_soon(self._keep_alive)
 
     # --- the pump ------------------------------------------------------------------------
@@ -446,7 +439,7 @@ class _Connection:
         headers = mcp_headers(found, params)
         self._streaming = False
         self._sse_allowed = self.serving.rules.allows_event_stream(found.get(b"accept"))
-        self._handling_since = anyio.current_time()
+        self._keeping.handling(anyio.current_time())
         try:
             reply = await self.serving.server.handle(
                 body, headers=headers, notify=self._notify, principal=principal
@@ -454,7 +447,7 @@ class _Connection:
         except Exception:
             reply = handler_failed(body, logger)
         finally:
-            self._handling_since = self._keep_alive_at = math.inf
+            self._keeping.ended()
             watch, self._watch = self._watch, None
             if watch is not None:
                 watch[0].cancel()  # the pump reads this socket next, once the watcher ended
@@ -470,7 +463,7 @@ class _Connection:
     async def _notify(self, message: bytes) -> None:
         """Send a notification of the request in flight; the first one turns the answer
         into an SSE stream. A client that is gone cancels the request here."""
-        if not self._sse_allowed or self._handling_since == math.inf:
+        if not self._sse_allowed or self._keeping.since == math.inf:  # ended
             return
         try:
             async with self._send_lock:
@@ -482,7 +475,7 @@ class _Connection:
                     headers = sse_head(draining=self.serving.draining)
                     await self._send(h11.Response(status_code=200, headers=headers, reason=b"OK"))
                     await self._send(event)
-                self._sent_on_stream()
+                self._keeping.sent(anyio.current_time())
         except _GONE:
             self._peer_closed = True
             self._scope.cancel()
@@ -492,16 +485,13 @@ class _Connection:
         """The keeper found the SSE answer in flight quiet: a comment shows it is alive."""
         try:
             async with self._send_lock:
-                if self._streaming and self._handling_since != math.inf:  # not yet ended
-                    await self._send(h11.Data(data=KEEP_ALIVE))
-                    self._sent_on_stream()
+                comment = self._keeping.comment(anyio.current_time())
+                if comment is not None:  # still quiet, not yet ended
+                    await self._send(h11.Data(data=comment))
+                    self._keeping.sent(anyio.current_time())
         except _GONE:
             self._peer_closed = True
             self._scope.cancel()
-
-    def _sent_on_stream(self) -> None:
-        if self.config.keep_alive_comment_seconds is not None:
-            self._keep_alive_at = anyio.current_time() + self.config.keep_alive_comment_seconds
 
     # --- noticing a client that leaves mid-request ----------------------------------------
 

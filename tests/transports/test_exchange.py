@@ -20,10 +20,13 @@ from mcp_tasks.transports._exchange import (
     CLOSE,
     JSON,
     KEEP_ALIVE,
+    TICK_SECONDS,
+    Keeping,
     admit,
     answer_of,
     framed,
     handler_failed,
+    keeper_tick,
     refusal_answer,
     sse_event,
     sse_head,
@@ -86,6 +89,57 @@ def test_an_sse_stream_frames_each_message_and_its_comments() -> None:
     assert CLOSE not in sse_head(draining=False)
     assert sse_event(b'{"a":1}') == b'data: {"a":1}\n\n'
     assert KEEP_ALIVE.startswith(b":") and KEEP_ALIVE.endswith(b"\n\n")
+
+
+# --- the keeper's decisions: the same for both drivers -----------------------------------------
+
+
+def test_the_keeper_ticks_at_a_quarter_of_the_shortest_time_it_keeps() -> None:
+    assert keeper_tick(HttpConfig()) == TICK_SECONDS
+    assert keeper_tick(HttpConfig(keep_alive_comment_seconds=0.2)) == 0.05
+    assert keeper_tick(HttpConfig(keep_alive_comment_seconds=None)) == TICK_SECONDS
+    assert keeper_tick(HttpConfig(header_timeout_seconds=0.1)) == 0.025
+
+
+def test_a_request_in_flight_for_a_tick_has_its_client_watched_once() -> None:
+    keeping = Keeping(15.0, tick=0.125)  # times in eighths: exact in binary
+    assert not keeping.watch_due(100.0)  # nothing in flight
+    keeping.handling(100.0)
+    assert not keeping.watch_due(100.0625)  # most requests are answered before a tick
+    assert keeping.watch_due(100.125)
+    assert not keeping.watch_due(100.25)  # watched already
+    keeping.ended()
+    keeping.handling(101.0)  # the connection's next request
+    assert not keeping.watch_due(101.0) and keeping.watch_due(101.125)
+    keeping.ended()
+    assert not keeping.watch_due(200.0)
+
+
+def test_a_quiet_stream_is_due_a_comment_every_so_often_until_it_ends() -> None:
+    keeping = Keeping(1.0, tick=0.125)
+    keeping.handling(10.0)
+    assert not keeping.comment_due(20.0)  # a JSON answer, however long: no stream
+    keeping.sent(20.0)  # the stream's head and first message
+    assert not keeping.comment_due(20.875)
+    assert keeping.comment_due(21.0)
+    assert not keeping.comment_due(21.125)  # due once, until written
+    assert keeping.comment(21.125) == KEEP_ALIVE
+    keeping.sent(21.125)
+    assert not keeping.comment_due(22.0) and keeping.comment_due(22.125)
+    keeping.sent(22.25)  # a message went out before the comment: the comment is not
+    assert keeping.comment(22.375) is None
+    assert not keeping.comment_due(23.125) and keeping.comment_due(23.25)
+    keeping.ended()
+    assert keeping.comment(23.375) is None  # the answer's last event went out first
+    keeping.sent(23.5)  # a message on its way as it ended: nothing more is due
+    assert not keeping.comment_due(99.0)
+
+
+def test_a_stream_gets_no_comment_when_they_are_off() -> None:
+    keeping = Keeping(None, tick=0.125)
+    keeping.handling(0.0)
+    keeping.sent(0.0)
+    assert not keeping.comment_due(1e9) and keeping.comment(1e9) is None
 
 
 class Counted:
