@@ -20,7 +20,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import click
 import msgspec
@@ -70,8 +70,14 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Serve", "capacity", "load_server", "
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 _http_transport = http_transport  # the name `serve` calls (tests stand in for it)
+
+
+def _seconds_option(flag: str, name: str, *, help: str) -> Callable[[_F], _F]:
+    """An option of `serve` that is a time in seconds, at least a millisecond."""
+    return click.option(flag, name, metavar="SECONDS", type=click.FloatRange(min=0.001), help=help)
 
 
 def _parse_address(
@@ -165,18 +171,14 @@ def main() -> None:
     help="How many tasks the server holds at once, running or finished and not yet expired "
     "(default: the server's, 1024); one more is refused until some expire.",
 )
-@click.option(
+@_seconds_option(
     "--ttl",
     "ttl_seconds",
-    metavar="SECONDS",
-    type=click.FloatRange(min=0.001),
     help="How long a task is kept after its creation (default: the server's, 600).",
 )
-@click.option(
+@_seconds_option(
     "--poll-interval",
     "poll_seconds",
-    metavar="SECONDS",
-    type=click.FloatRange(min=0.001),
     help="The poll interval advised to clients (default: the server's, 1).",
 )
 @click.option(
