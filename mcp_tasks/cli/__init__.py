@@ -514,31 +514,38 @@ def task() -> None:
     """Look at or cancel a task on a server."""
 
 
-@task.command(name="get", context_settings=_TASK_ID_MAY_START_WITH_A_DASH)
-@click.argument("words", nargs=-1, required=True, metavar="[URL] TASK_ID", type=click.UNPROCESSED)
-@_endpoint_options
-def get_task(words: tuple[str, ...], stdio_command: str | None) -> None:
+def _task_command(
+    name: str,
+) -> Callable[[Callable[[Client, str], Awaitable[None]]], click.Command]:
+    """`mcp-tasks task NAME [URL] TASK_ID`: what the decorated `act(client, task_id)` does,
+    on a client opened to the server the words name."""
+
+    def make(act: Callable[[Client, str], Awaitable[None]]) -> click.Command:
+        @task.command(name=name, help=act.__doc__, context_settings=_TASK_ID_MAY_START_WITH_A_DASH)
+        @click.argument(
+            "words", nargs=-1, required=True, metavar="[URL] TASK_ID", type=click.UNPROCESSED
+        )
+        @_endpoint_options
+        def command(words: tuple[str, ...], stdio_command: str | None) -> None:
+            open_client, task_id = _task_target(words, stdio_command)
+            _run_on_task(open_client, lambda client: act(client, task_id))
+
+        return command
+
+    return make
+
+
+@_task_command("get")
+async def get_task(client: Client, task_id: str) -> None:
     """Print the task (tasks/get) as JSON."""
-    open_client, task_id = _task_target(words, stdio_command)
-
-    async def get(client: Client) -> None:
-        click.echo(json.dumps(msgspec.to_builtins(await client.get_task(task_id)), indent=2))
-
-    _run_on_task(open_client, get)
+    click.echo(json.dumps(msgspec.to_builtins(await client.get_task(task_id)), indent=2))
 
 
-@task.command(name="cancel", context_settings=_TASK_ID_MAY_START_WITH_A_DASH)
-@click.argument("words", nargs=-1, required=True, metavar="[URL] TASK_ID", type=click.UNPROCESSED)
-@_endpoint_options
-def cancel_task(words: tuple[str, ...], stdio_command: str | None) -> None:
+@_task_command("cancel")
+async def cancel_task(client: Client, task_id: str) -> None:
     """Ask the server to cancel the task (tasks/cancel)."""
-    open_client, task_id = _task_target(words, stdio_command)
-
-    async def cancel(client: Client) -> None:
-        await client.cancel_task(task_id)
-        click.echo("cancel acknowledged")
-
-    _run_on_task(open_client, cancel)
+    await client.cancel_task(task_id)
+    click.echo("cancel acknowledged")
 
 
 def _task_target(words: Sequence[str], stdio_command: str | None) -> tuple[OpenClient, str]:
