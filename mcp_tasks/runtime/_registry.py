@@ -6,14 +6,14 @@ registry, and tells the `subscriptions/listen` streams that asked that the list 
 
 from __future__ import annotations
 
-import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 from msgspec import UNSET
 
+from .._support.handing_on import handed_on
 from ..core import PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerCore, TaskSupport, ToolSpec
 from ._handlers import (
     CompletionEntry,
@@ -34,8 +34,6 @@ ToolHandler = Callable[..., Any]
 """A tool's function: async, or plain (run in a worker thread)."""
 _Tool = typing.TypeVar("_Tool", bound=ToolHandler)
 ListKind = typing.Literal["tools", "prompts", "resources"]
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 
 
 class Registry:
@@ -277,19 +275,6 @@ class Registry:
         self.listeners.resource_updated(uri)
 
 
-def _handed_on(
-    method: Callable[Concatenate[Registry, _P], _R],
-) -> Callable[Concatenate[Any, _P], _R]:
-    """`method` of `Registry` as a method of the class that holds one (`self.registry`):
-    the same signature and docstring, for type checkers and `help()` alike."""
-
-    @functools.wraps(method)
-    def hand_on(self: Any, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        return method(self.registry, *args, **kwargs)
-
-    return hand_on
-
-
 class Registering:
     """The registry's decorators on the class that holds one (`Server`): each hands its
     arguments to `self.registry`, the `Registry` it composes. Made from `Registry`'s own
@@ -297,13 +282,13 @@ class Registering:
 
     registry: Registry
 
-    tool = _handed_on(Registry.tool)
-    remove_tool = _handed_on(Registry.remove_tool)
-    prompt = _handed_on(Registry.prompt)
-    remove_prompt = _handed_on(Registry.remove_prompt)
-    resource = _handed_on(Registry.resource)
-    remove_resource = _handed_on(Registry.remove_resource)
-    resource_template = _handed_on(Registry.resource_template)
-    completion = _handed_on(Registry.completion)
-    notify_list_changed = _handed_on(Registry.notify_list_changed)
-    notify_resource_updated = _handed_on(Registry.notify_resource_updated)
+    tool = handed_on("registry", Registry.tool)
+    remove_tool = handed_on("registry", Registry.remove_tool)
+    prompt = handed_on("registry", Registry.prompt)
+    remove_prompt = handed_on("registry", Registry.remove_prompt)
+    resource = handed_on("registry", Registry.resource)
+    remove_resource = handed_on("registry", Registry.remove_resource)
+    resource_template = handed_on("registry", Registry.resource_template)
+    completion = handed_on("registry", Registry.completion)
+    notify_list_changed = handed_on("registry", Registry.notify_list_changed)
+    notify_resource_updated = handed_on("registry", Registry.notify_resource_updated)

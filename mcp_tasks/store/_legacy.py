@@ -23,6 +23,7 @@ import sys
 import warnings
 from typing import Any, Final, NamedTuple
 
+from .._support.handing_on import AttributeOf, handed_on
 from ..core import TaskLimits, TaskRecord
 from ._base import Coordination, Signals, StoreFull, TaskStore
 
@@ -67,38 +68,16 @@ class CoordinationOnStore:
 
     coordination: Coordination
 
-    @property
-    def shared(self) -> bool:
-        return self.coordination.shared
-
-    @property
-    def origin(self) -> str:
-        return self.coordination.origin
-
-    @property
-    def signals(self) -> Signals | None:
-        return self.coordination.signals
-
-    async def claim(self, task_id: str, until: float) -> None:
-        await self.coordination.claim(task_id, until)
-
-    async def renew(self, task_ids: list[str], until: float) -> None:
-        await self.coordination.renew(task_ids, until)
-
-    async def release(self, task_id: str) -> None:
-        await self.coordination.release(task_id)
-
-    async def lease_holder(self, task_id: str, now: float) -> str | None:
-        return await self.coordination.lease_holder(task_id, now)
-
-    async def lapsed(self, now: float, limit: int = 100) -> list[str]:
-        return await self.coordination.lapsed(now, limit)
-
-    async def shared_key(self, proposal: bytes) -> bytes:
-        return await self.coordination.shared_key(proposal)
-
-    async def use_once(self, key: str, until: float, now: float) -> bool:
-        return await self.coordination.use_once(key, until, now)
+    shared = AttributeOf[bool]("coordination")
+    origin = AttributeOf[str]("coordination")
+    signals = AttributeOf[Signals | None]("coordination")
+    claim = handed_on("coordination", Coordination.claim)
+    renew = handed_on("coordination", Coordination.renew)
+    release = handed_on("coordination", Coordination.release)
+    lease_holder = handed_on("coordination", Coordination.lease_holder)
+    lapsed = handed_on("coordination", Coordination.lapsed)
+    shared_key = handed_on("coordination", Coordination.shared_key)
+    use_once = handed_on("coordination", Coordination.use_once)
 
 
 class Save(NamedTuple):
