@@ -4,8 +4,9 @@ written once, where the work is done.
 
 `handed_on("registry", Registry.tool)` is a method that calls `self.registry.tool` with
 its arguments; `AttributeOf[bool]("coordination")`, named `shared`, reads
-`self.coordination.shared`. The call goes by name, so a part that overrides the method, or
-one that only follows a Protocol, is called all the same.
+`self.coordination.shared` (with `writable=True` it sets it too). Each goes by name, so a
+part that overrides the method, or one that only follows a Protocol, is reached all the
+same.
 """
 
 from __future__ import annotations
@@ -34,11 +35,14 @@ def handed_on(
 
 
 class AttributeOf(Generic[_T]):
-    """A read-only attribute that is the attribute of the same name of `self.<holder>`."""
+    """An attribute that is the attribute of the same name of `self.<holder>`: read-only
+    as a property without a setter is, or `writable`. `doc` is its docstring."""
 
-    def __init__(self, holder: str) -> None:
+    def __init__(self, holder: str, *, doc: str | None = None, writable: bool = False) -> None:
         self._holder = holder
         self._name = ""
+        self._writable = writable
+        self.__doc__ = doc
 
     def __set_name__(self, owner: type, name: str) -> None:
         self._name = name
@@ -51,3 +55,8 @@ class AttributeOf(Generic[_T]):
         if instance is None:
             return self
         return cast(_T, getattr(getattr(instance, self._holder), self._name))
+
+    def __set__(self, instance: object, value: _T) -> None:
+        if not self._writable:
+            raise AttributeError(f"{self._name!r} is read-only")
+        setattr(getattr(instance, self._holder), self._name, value)
