@@ -70,66 +70,24 @@ __version__ = "0.1.0.dev0"  # the one place: pyproject.toml reads it from here
 _EXPORTS: dict[str, tuple[str, ...]] = {
     ".runtime._answers": ("Accepted", "Answer", "Cancelled", "Declined"),
     ".runtime._context": ("RequestContext", "ToolContext", "sampled_text"),
-    ".core": (
-        "INVALID_PARAMS",
-        "MISSING_REQUIRED_CLIENT_CAPABILITY",
-        "PROTOCOL_VERSION",
-        "START_TASK",
-        "TASKS_EXTENSION",
-        "AudioContent",
-        "CallToolResult",
-        "ClientCapabilities",
-        "Completion",
-        "CompletionArgument",
-        "CreateMessageParams",
-        "CreateMessageRequest",
-        "CreateMessageResult",
-        "ElicitParams",
-        "ElicitRequest",
-        "ElicitResult",
-        "EmbeddedResource",
-        "ErrorObject",
-        "GetPromptResult",
-        "HttpHeaders",
-        "ImageContent",
-        "Implementation",
-        "InputRequest",
-        "InputRequired",
-        "ListRootsRequest",
-        "ListRootsResult",
-        "LocalProtocolError",
-        "PromptMessage",
-        "ProtocolError",
-        "RemoteProtocolError",
-        "Reply",
-        "ResourceContents",
-        "ResourceLink",
-        "Root",
-        "SamplingMessage",
-        "ServerCore",
-        "ServerOptions",
-        "TaskOptions",
-        "TaskRecord",
-        "TaskStatus",
-        "TextContent",
-        "ToolOutcome",
-        "ToolSpec",
-    ),
     ".server": ("Connection", "ResourceNotFound", "Server", "ToolError"),
     ".store": ("MemoryTaskStore", "TaskStore"),
 }
-"""The module each re-exported name is loaded from, on first use."""
+"""The module each re-exported name is loaded from, on first use, but the core's: every
+other name of `__all__` (but `__version__`) comes from `.core`, as the imports above say."""
 
 _ORIGIN = {name: module for module, names in _EXPORTS.items() for name in names}
+_MODULES = frozenset({".core", *_EXPORTS})
+"""The modules the names come from, each an attribute of the package too."""
 
 
 if not TYPE_CHECKING:  # type checkers see the imports above, and a misspelt name is an error
 
     def __getattr__(name: str) -> object:
-        module = _ORIGIN.get(name)
+        module = _ORIGIN.get(name, ".core" if name in __all__ else None)
         if module is not None:
             value = getattr(importlib.import_module(module, __name__), name)
-        elif "." + name in _EXPORTS:  # `mcp_tasks.core` etc. without importing them first
+        elif "." + name in _MODULES:  # `mcp_tasks.core` etc. without importing them first
             value = importlib.import_module("." + name, __name__)
         else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -140,7 +98,7 @@ if not TYPE_CHECKING:  # type checkers see the imports above, and a misspelt nam
 def __dir__() -> list[str]:
     """The public names are `__all__` and the modules they come from, loaded or not."""
     private = (name for name in globals() if name.startswith("_"))
-    return sorted({*private, *__all__, *(module[1:] for module in _EXPORTS)})
+    return sorted({*private, *__all__, *(module[1:] for module in _MODULES)})
 
 
 __all__ = [

@@ -20,7 +20,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import click
 import msgspec
@@ -70,8 +70,14 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Serve", "capacity", "load_server", "
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 _http_transport = http_transport  # the name `serve` calls (tests stand in for it)
+
+
+def _seconds_option(flag: str, name: str, *, help: str) -> Callable[[_F], _F]:
+    """An option of `serve` that is a time in seconds, at least a millisecond."""
+    return click.option(flag, name, metavar="SECONDS", type=click.FloatRange(min=0.001), help=help)
 
 
 def _parse_address(
@@ -165,18 +171,14 @@ def main() -> None:
     help="How many tasks the server holds at once, running or finished and not yet expired "
     "(default: the server's, 1024); one more is refused until some expire.",
 )
-@click.option(
+@_seconds_option(
     "--ttl",
     "ttl_seconds",
-    metavar="SECONDS",
-    type=click.FloatRange(min=0.001),
     help="How long a task is kept after its creation (default: the server's, 600).",
 )
-@click.option(
+@_seconds_option(
     "--poll-interval",
     "poll_seconds",
-    metavar="SECONDS",
-    type=click.FloatRange(min=0.001),
     help="The poll interval advised to clients (default: the server's, 1).",
 )
 @click.option(
@@ -512,31 +514,38 @@ def task() -> None:
     """Look at or cancel a task on a server."""
 
 
-@task.command(name="get", context_settings=_TASK_ID_MAY_START_WITH_A_DASH)
-@click.argument("words", nargs=-1, required=True, metavar="[URL] TASK_ID", type=click.UNPROCESSED)
-@_endpoint_options
-def get_task(words: tuple[str, ...], stdio_command: str | None) -> None:
+def _task_command(
+    name: str,
+) -> Callable[[Callable[[Client, str], Awaitable[None]]], click.Command]:
+    """`mcp-tasks task NAME [URL] TASK_ID`: what the decorated `act(client, task_id)` does,
+    on a client opened to the server the words name."""
+
+    def make(act: Callable[[Client, str], Awaitable[None]]) -> click.Command:
+        @task.command(name=name, help=act.__doc__, context_settings=_TASK_ID_MAY_START_WITH_A_DASH)
+        @click.argument(
+            "words", nargs=-1, required=True, metavar="[URL] TASK_ID", type=click.UNPROCESSED
+        )
+        @_endpoint_options
+        def command(words: tuple[str, ...], stdio_command: str | None) -> None:
+            open_client, task_id = _task_target(words, stdio_command)
+            _run_on_task(open_client, lambda client: act(client, task_id))
+
+        return command
+
+    return make
+
+
+@_task_command("get")
+async def get_task(client: Client, task_id: str) -> None:
     """Print the task (tasks/get) as JSON."""
-    open_client, task_id = _task_target(words, stdio_command)
-
-    async def get(client: Client) -> None:
-        click.echo(json.dumps(msgspec.to_builtins(await client.get_task(task_id)), indent=2))
-
-    _run_on_task(open_client, get)
+    click.echo(json.dumps(msgspec.to_builtins(await client.get_task(task_id)), indent=2))
 
 
-@task.command(name="cancel", context_settings=_TASK_ID_MAY_START_WITH_A_DASH)
-@click.argument("words", nargs=-1, required=True, metavar="[URL] TASK_ID", type=click.UNPROCESSED)
-@_endpoint_options
-def cancel_task(words: tuple[str, ...], stdio_command: str | None) -> None:
+@_task_command("cancel")
+async def cancel_task(client: Client, task_id: str) -> None:
     """Ask the server to cancel the task (tasks/cancel)."""
-    open_client, task_id = _task_target(words, stdio_command)
-
-    async def cancel(client: Client) -> None:
-        await client.cancel_task(task_id)
-        click.echo("cancel acknowledged")
-
-    _run_on_task(open_client, cancel)
+    await client.cancel_task(task_id)
+    click.echo("cancel acknowledged")
 
 
 def _task_target(words: Sequence[str], stdio_command: str | None) -> tuple[OpenClient, str]:

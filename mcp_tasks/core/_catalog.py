@@ -10,7 +10,7 @@ not declared, and its methods answer -32601.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from . import _wire as w
 from ._options import PromptSpec, ResourceSpec, ResourceTemplateSpec, ToolSpec
@@ -19,6 +19,7 @@ CompletionTarget = tuple[Literal["ref/prompt", "ref/resource"], str]
 """("ref/prompt", prompt name) or ("ref/resource", uri template)."""
 
 ArgumentDecoder = Callable[[ToolSpec | PromptSpec, Any], Any]
+_Spec = TypeVar("_Spec", ToolSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec)
 
 
 class ResourceMatch:
@@ -76,60 +77,60 @@ class Catalog:
     # --- registration -----------------------------------------------------------------
 
     def add_tool(self, tool: ToolSpec, handler: Any = None) -> None:
-        if tool.name in self.tools:
-            raise ValueError(f"a tool named {tool.name!r} is already registered")
-        self.tools[tool.name] = tool
-        self._handlers["tool", tool.name] = handler
+        taken = f"a tool named {tool.name!r}"
+        self._add("tool", self.tools, tool, handler, key=tool.name, taken=taken)
         header_params = tool.header_params()
         if header_params:
             self.header_params[tool.name] = header_params
-        self._cached.pop("tools", None)
-        self.revision += 1
 
     def remove_tool(self, name: str) -> None:
-        del self.tools[name]
-        self._handlers.pop(("tool", name), None)
+        self._remove("tool", self.tools, name)
         self.header_params.pop(name, None)
-        self._cached.pop("tools", None)
-        self.revision += 1
 
     def add_prompt(self, prompt: PromptSpec, handler: Any = None) -> None:
-        if prompt.name in self.prompts:
-            raise ValueError(f"a prompt named {prompt.name!r} is already registered")
-        self.prompts[prompt.name] = prompt
-        self._handlers["prompt", prompt.name] = handler
-        self._cached.pop("prompts", None)
-        self.revision += 1
+        taken = f"a prompt named {prompt.name!r}"
+        self._add("prompt", self.prompts, prompt, handler, key=prompt.name, taken=taken)
 
     def remove_prompt(self, name: str) -> None:
         """Take the prompt away, and the completion of its arguments with it."""
-        del self.prompts[name]
-        self._handlers.pop(("prompt", name), None)
+        self._remove("prompt", self.prompts, name)
         self.completions.discard(("ref/prompt", name))
         self._handlers.pop(("completion", ("ref/prompt", name)), None)
-        self._cached.pop("prompts", None)
-        self.revision += 1
 
     def add_resource(self, resource: ResourceSpec, handler: Any = None) -> None:
-        if resource.uri in self.resources:
-            raise ValueError(f"a resource with uri {resource.uri!r} is already registered")
-        self.resources[resource.uri] = resource
-        self._handlers["resource", resource.uri] = handler
-        self._cached.pop("resources", None)
-        self.revision += 1
+        uri = resource.uri
+        taken = f"a resource with uri {uri!r}"
+        self._add("resource", self.resources, resource, handler, key=uri, taken=taken)
 
     def remove_resource(self, uri: str) -> None:
-        del self.resources[uri]
-        self._handlers.pop(("resource", uri), None)
-        self._cached.pop("resources", None)
-        self.revision += 1
+        self._remove("resource", self.resources, uri)
 
     def add_template(self, template: ResourceTemplateSpec, handler: Any = None) -> None:
-        if template.uri_template in self.templates:
-            raise ValueError(f"the uri template {template.uri_template!r} is already registered")
-        self.templates[template.uri_template] = template
-        self._handlers["template", template.uri_template] = handler
-        self._cached.pop("templates", None)
+        key = template.uri_template
+        taken = f"the uri template {key!r}"
+        self._add("template", self.templates, template, handler, key=key, taken=taken)
+
+    def _add(
+        self, kind: str, specs: dict[str, _Spec], spec: _Spec, handler: Any, *, key: str, taken: str
+    ) -> None:
+        """Register `spec` of `kind` under `key` in `specs`, served by `handler`; `taken`
+        names the key for the error when it is registered already."""
+        if key in specs:
+            raise ValueError(f"{taken} is already registered")
+        specs[key] = spec
+        self._handlers[kind, key] = handler
+        self._changed(kind)
+
+    def _remove(self, kind: str, specs: dict[str, Any], key: str) -> None:
+        """Take `key` away from `specs` (KeyError if it is not there), and its handler."""
+        del specs[key]
+        self._handlers.pop((kind, key), None)
+        self._changed(kind)
+
+    def _changed(self, kind: str) -> None:
+        """A registration or removal of `kind`: its list result (`tools` for "tool"...) is
+        made anew, and a journal notes the catalog again."""
+        self._cached.pop(kind + "s", None)
         self.revision += 1
 
     def add_completion(self, target: CompletionTarget, handler: Any = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import urllib.parse
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import msgspec
@@ -143,15 +144,11 @@ class ToolSpec(Struct, frozen=True, kw_only=True):
 
     def decode_arguments(self, arguments: Raw | None) -> Any:
         """The arguments as `arguments_type` (None without one), or -32602."""
-        if self.arguments_type is None:
+        arguments_type = self.arguments_type
+        if arguments_type is None:
             return None
-        try:
-            return _decoder(self.arguments_type).decode(b"{}" if arguments is None else arguments)
-        except msgspec.ValidationError as error:
-            raise RemoteProtocolError(
-                INVALID_PARAMS,
-                f"Invalid arguments for tool {self.name!r}: {error_path(error, 'arguments')}",
-            ) from None
+        data = b"{}" if arguments is None else arguments
+        return _decoded("tool", self.name, lambda: _decoder(arguments_type).decode(data))
 
     def __post_init__(self) -> None:
         if self.task_support not in ("none", "optional", "required"):
@@ -208,15 +205,10 @@ class PromptSpec(Struct, frozen=True, kw_only=True):
 
     def decode_arguments(self, arguments: dict[str, str]) -> Any:
         """The arguments as `arguments_type` (None without one), or -32602."""
-        if self.arguments_type is None:
+        arguments_type = self.arguments_type
+        if arguments_type is None:
             return None
-        try:
-            return msgspec.convert(arguments, self.arguments_type)
-        except msgspec.ValidationError as error:
-            raise RemoteProtocolError(
-                INVALID_PARAMS,
-                f"Invalid arguments for prompt {self.name!r}: {error_path(error, 'arguments')}",
-            ) from None
+        return _decoded("prompt", self.name, lambda: msgspec.convert(arguments, arguments_type))
 
     def to_wire(self) -> Prompt:
         return Prompt(
@@ -227,10 +219,10 @@ class PromptSpec(Struct, frozen=True, kw_only=True):
         )
 
 
-class ResourceSpec(Struct, frozen=True, kw_only=True):
-    """A resource with a fixed `uri`, listed by `resources/list`."""
+class _Listed(Struct, frozen=True, kw_only=True):
+    """How a resource or a resource template is listed, and the cache freshness advised
+    on its `resources/read` result."""
 
-    uri: str
     name: str
     title: str | UnsetType = UNSET
     description: str | UnsetType = UNSET
@@ -239,25 +231,37 @@ class ResourceSpec(Struct, frozen=True, kw_only=True):
     """Cache freshness advised on its `resources/read` result (0: read it again each time)."""
 
     def __post_init__(self) -> None:
-        if ":" not in self.uri:
-            raise ValueError(f"resource uri {self.uri!r} has no scheme")
         if self.ttl_ms < 0:
             raise ValueError("ttl_ms must not be negative")
 
+    def _listing(self) -> dict[str, Any]:
+        """The wire listing's fields beside the uri (or uri template)."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "mime_type": self.mime_type,
+        }
+
+
+class ResourceSpec(_Listed, frozen=True, kw_only=True):
+    """A resource with a fixed `uri`, listed by `resources/list`."""
+
+    uri: str
+
+    def __post_init__(self) -> None:
+        if ":" not in self.uri:
+            raise ValueError(f"resource uri {self.uri!r} has no scheme")
+        super().__post_init__()
+
     def to_wire(self) -> Resource:
-        return Resource(
-            uri=self.uri,
-            name=self.name,
-            title=self.title,
-            description=self.description,
-            mime_type=self.mime_type,
-        )
+        return Resource(uri=self.uri, **self._listing())
 
 
 _TEMPLATE_VARIABLE: Final = re.compile(r"\{([A-Za-z0-9_]+)\}")
 
 
-class ResourceTemplateSpec(Struct, frozen=True, kw_only=True):
+class ResourceTemplateSpec(_Listed, frozen=True, kw_only=True):
     """Resources whose uris fit `uri_template`, listed by `resources/templates/list`.
 
     Templates use simple RFC 6570 expansions only: `{name}` stands for one path segment
@@ -265,11 +269,6 @@ class ResourceTemplateSpec(Struct, frozen=True, kw_only=True):
     """
 
     uri_template: str
-    name: str
-    title: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    mime_type: str | UnsetType = UNSET
-    ttl_ms: int = 0
 
     def __post_init__(self) -> None:
         leftover = _TEMPLATE_VARIABLE.sub("", self.uri_template)
@@ -281,8 +280,7 @@ class ResourceTemplateSpec(Struct, frozen=True, kw_only=True):
             raise ValueError(f"uri template {self.uri_template!r} has no {{variable}}")
         if len(set(self.variables)) != len(self.variables):
             raise ValueError(f"uri template {self.uri_template!r} repeats a variable")
-        if self.ttl_ms < 0:
-            raise ValueError("ttl_ms must not be negative")
+        super().__post_init__()
 
     @property
     def variables(self) -> list[str]:
@@ -296,13 +294,7 @@ class ResourceTemplateSpec(Struct, frozen=True, kw_only=True):
         return {name: urllib.parse.unquote(value) for name, value in found.groupdict().items()}
 
     def to_wire(self) -> ResourceTemplate:
-        return ResourceTemplate(
-            uri_template=self.uri_template,
-            name=self.name,
-            title=self.title,
-            description=self.description,
-            mime_type=self.mime_type,
-        )
+        return ResourceTemplate(uri_template=self.uri_template, **self._listing())
 
 
 @functools.lru_cache(maxsize=256)
@@ -315,6 +307,18 @@ def _template_pattern(template: str) -> re.Pattern[str]:
         position = variable.end()
     parts.append(re.escape(template[position:]))
     return re.compile("".join(parts))
+
+
+def _decoded(kind: str, name: str, decode: Callable[[], Any]) -> Any:
+    """What `decode()` gives: a tool's or prompt's arguments as its `arguments_type`; one
+    that does not fit is refused with -32602, naming the `kind` and `name` and where."""
+    try:
+        return decode()
+    except msgspec.ValidationError as error:
+        where = error_path(error, "arguments")
+        raise RemoteProtocolError(
+            INVALID_PARAMS, f"Invalid arguments for {kind} {name!r}: {where}"
+        ) from None
 
 
 @functools.cache  # one per arguments type: as many as the tools registered

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec import UNSET
 
+from .._support.handing_on import AttributeOf
 from ..core import (
     ClientCapabilities,
     CreateMessageParams,
@@ -143,17 +144,9 @@ class ToolContext(RequestContext):
         self._ask = ask
         self._cancelled = threading.Event()
 
-    @property
-    def in_task(self) -> bool:
-        return self._tool_call.in_task
-
-    @property
-    def task_id(self) -> str | None:
-        return self._tool_call.task_id
-
-    @property
-    def tool_name(self) -> str:
-        return self._tool_call.tool_name
+    in_task = AttributeOf[bool]("_tool_call", doc="Do the work now: in a task, or in place.")
+    task_id = AttributeOf[str | None]("_tool_call", doc="The task's id (None: not in one).")
+    tool_name = AttributeOf[str]("_tool_call", doc="The name the tool was called by.")
 
     # --- cancellation, for plain functions in worker threads ------------------------------
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from msgspec import UNSET
 
+from .._support.handing_on import handed_on
 from ..core import PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerCore, TaskSupport, ToolSpec
 from ._handlers import (
     CompletionEntry,
@@ -60,7 +61,23 @@ class Registry:
         output_schema: dict[str, Any] | None = None,
         sensitive: Iterable[str] = (),
     ) -> Callable[[_Tool], _Tool]:
-        """Register a tool handler (what `Server.tool` says)."""
+        """Register a tool handler: `(ctx, name: str, times: int = 1)`, `(ctx, args)` or
+        `(ctx)`; async, or a plain function run in a worker thread.
+
+        Plain parameters, or one msgspec Struct, dataclass or TypedDict, give the tool's
+        `inputSchema`; arguments that do not fit are refused with -32602 naming the
+        argument. Pass `input_schema` to publish a schema of your own instead (the types
+        still decode). A return annotation that is a Struct, dataclass or TypedDict gives
+        the `outputSchema` (or pass `output_schema`), and a value of it is answered as
+        `structuredContent`. `task_support="required"` starts the task at once and runs
+        the handler inside it (`input_before_task=True`: the handler runs first outside the
+        task, to ask with `InputRequired`, and returns `START_TASK` when it has its answers).
+        `resumable=True` says the handler may safely run again from the start: a task whose
+        server stopped mid-run (restart, crash) runs again instead of failing.
+        `single_use_request_state=True` accepts each input round's `requestState` once
+        (remembered in the store until it expires): answers cannot be replayed.
+        `sensitive` names arguments a journal (`Server.record`) writes as "[redacted]".
+        """
         published = input_schema
         hidden = frozenset(sensitive)  # the parameter hides nothing the body needs
         published_output = output_schema
@@ -104,7 +121,8 @@ class Registry:
         return register
 
     def remove_tool(self, name: str) -> None:
-        """Take a tool away (what `Server.remove_tool` says)."""
+        """Take a tool away; `subscriptions/listen` streams that asked are told. Its tasks
+        already running go on to their end."""
         self.core.catalog.remove_tool(name)
         self.notify_list_changed("tools")
 
@@ -113,7 +131,12 @@ class Registry:
     def prompt(
         self, name: str | None = None, *, title: str | None = None, description: str | None = None
     ) -> Callable[[Handler], Handler]:
-        """Register a prompt handler (what `Server.prompt` says)."""
+        """Register an async prompt handler `(ctx)` or `(ctx, args)`.
+
+        `args` is a msgspec Struct of `str` fields: they are the prompt's arguments, the ones
+        without a default required. The handler returns the messages (`str` for one user
+        message, a list of `PromptMessage`, or a `GetPromptResult`), or `InputRequired`.
+        """
 
         def register(handler: Handler) -> Handler:
             parameters = handler_parameters("prompt", handler)
@@ -139,6 +162,7 @@ class Registry:
         return register
 
     def remove_prompt(self, name: str) -> None:
+        """Take a prompt away; `subscriptions/listen` streams that asked are told."""
         self.core.catalog.remove_prompt(name)
         self.notify_list_changed("prompts")
 
@@ -154,7 +178,12 @@ class Registry:
         mime_type: str | None = None,
         ttl_ms: int = 0,
     ) -> Callable[[Handler], Handler]:
-        """Register a resource handler (what `Server.resource` says)."""
+        """Register an async handler `(ctx)` that reads the resource at `uri`.
+
+        It returns `str` (text contents), `bytes` (a base64 blob), `ResourceContents` or a
+        list of them, or `InputRequired`. `ttl_ms` is the cache freshness its read result
+        advises (`ttlMs`).
+        """
 
         def register(handler: Handler) -> Handler:
             handler_parameters("resource", handler, most=1)
@@ -168,6 +197,7 @@ class Registry:
         return register
 
     def remove_resource(self, uri: str) -> None:
+        """Take a resource away; `subscriptions/listen` streams that asked are told."""
         self.core.catalog.remove_resource(uri)
         self.notify_list_changed("resources")
 
@@ -181,7 +211,9 @@ class Registry:
         mime_type: str | None = None,
         ttl_ms: int = 0,
     ) -> Callable[[Handler], Handler]:
-        """Register a resource template's handler (what `Server.resource_template` says)."""
+        """Register an async handler `(ctx, **variables)` for the uris `uri_template` fits,
+        e.g. `"files://{name}"` and `async def file(ctx, name: str)`. Raise
+        `ResourceNotFound` for a uri that fits but names nothing."""
 
         def register(handler: Handler) -> Handler:
             spec = ResourceTemplateSpec(
@@ -208,7 +240,11 @@ class Registry:
     def completion(
         self, *, prompt: str | None = None, uri_template: str | None = None
     ) -> Callable[[Handler], Handler]:
-        """Register a completion handler (what `Server.completion` says)."""
+        """Register an async handler `(argument, resolved)` that completes an argument of
+        `prompt` (or a variable of `uri_template`): `argument` is the `CompletionArgument`
+        (name, value typed so far), `resolved` the other values the client already chose.
+        It returns the candidate values (`list[str]`, at most 100 go out) or a `Completion`.
+        """
         if (prompt is None) == (uri_template is None):
             raise TypeError("completion() takes exactly one of prompt= and uri_template=")
         target: tuple[typing.Literal["ref/prompt", "ref/resource"], str]
@@ -229,148 +265,30 @@ class Registry:
     # --- telling listen streams ----------------------------------------------------------
 
     def notify_list_changed(self, kind: ListKind) -> None:
-        """Tell the listen streams that asked that a list changed."""
+        """Tell the `subscriptions/listen` streams that asked that a list changed. The
+        server does this itself on each registration and removal; call it when what a list
+        shows changed some other way."""
         self.listeners.list_changed(kind)
 
     def notify_resource_updated(self, uri: str) -> None:
-        """Tell the listen streams subscribed to `uri` that it changed."""
+        """Tell the `subscriptions/listen` streams subscribed to `uri` that it changed."""
         self.listeners.resource_updated(uri)
 
 
 class Registering:
     """The registry's decorators on the class that holds one (`Server`): each hands its
-    arguments to `self.registry`, the `Registry` it composes."""
+    arguments to `self.registry`, the `Registry` it composes. Made from `Registry`'s own
+    methods, so their signatures and docstrings are written once, there."""
 
     registry: Registry
 
-    def tool(
-        self,
-        name: str | None = None,
-        *,
-        task_support: TaskSupport = "none",
-        description: str | None = None,
-        title: str | None = None,
-        annotations: dict[str, Any] | None = None,
-        input_schema: dict[str, Any] | None = None,
-        resumable: bool = False,
-        single_use_request_state: bool = False,
-        input_before_task: bool = False,
-        output_schema: dict[str, Any] | None = None,
-        sensitive: Iterable[str] = (),
-    ) -> Callable[[_Tool], _Tool]:
-        """Register a tool handler: `(ctx, name: str, times: int = 1)`, `(ctx, args)` or
-        `(ctx)`; async, or a plain function run in a worker thread.
-
-        Plain parameters, or one msgspec Struct, dataclass or TypedDict, give the tool's
-        `inputSchema`; arguments that do not fit are refused with -32602 naming the
-        argument. Pass `input_schema` to publish a schema of your own instead (the types
-        still decode). A return annotation that is a Struct, dataclass or TypedDict gives
-        the `outputSchema` (or pass `output_schema`), and a value of it is answered as
-        `structuredContent`. `task_support="required"` starts the task at once and runs
-        the handler inside it (`input_before_task=True`: the handler runs first outside the
-        task, to ask with `InputRequired`, and returns `START_TASK` when it has its answers).
-        `resumable=True` says the handler may safely run again from the start: a task whose
-        server stopped mid-run (restart, crash) runs again instead of failing.
-        `single_use_request_state=True` accepts each input round's `requestState` once
-        (remembered in the store until it expires): answers cannot be replayed.
-        `sensitive` names arguments a journal (`Server.record`) writes as "[redacted]".
-        """
-        return self.registry.tool(
-            name,
-            task_support=task_support,
-            description=description,
-            title=title,
-            annotations=annotations,
-            input_schema=input_schema,
-            resumable=resumable,
-            single_use_request_state=single_use_request_state,
-            input_before_task=input_before_task,
-            output_schema=output_schema,
-            sensitive=sensitive,
-        )
-
-    def remove_tool(self, name: str) -> None:
-        """Take a tool away; `subscriptions/listen` streams that asked are told. Its tasks
-        already running go on to their end."""
-        self.registry.remove_tool(name)
-
-    def prompt(
-        self, name: str | None = None, *, title: str | None = None, description: str | None = None
-    ) -> Callable[[Handler], Handler]:
-        """Register an async prompt handler `(ctx)` or `(ctx, args)`.
-
-        `args` is a msgspec Struct of `str` fields: they are the prompt's arguments, the ones
-        without a default required. The handler returns the messages (`str` for one user
-        message, a list of `PromptMessage`, or a `GetPromptResult`), or `InputRequired`.
-        """
-        return self.registry.prompt(name, title=title, description=description)
-
-    def remove_prompt(self, name: str) -> None:
-        """Take a prompt away; `subscriptions/listen` streams that asked are told."""
-        self.registry.remove_prompt(name)
-
-    def resource(
-        self,
-        uri: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        ttl_ms: int = 0,
-    ) -> Callable[[Handler], Handler]:
-        """Register an async handler `(ctx)` that reads the resource at `uri`.
-
-        It returns `str` (text contents), `bytes` (a base64 blob), `ResourceContents` or a
-        list of them, or `InputRequired`. `ttl_ms` is the cache freshness its read result
-        advises (`ttlMs`).
-        """
-        return self.registry.resource(
-            uri, name=name, title=title, description=description, mime_type=mime_type, ttl_ms=ttl_ms
-        )
-
-    def remove_resource(self, uri: str) -> None:
-        """Take a resource away; `subscriptions/listen` streams that asked are told."""
-        self.registry.remove_resource(uri)
-
-    def resource_template(
-        self,
-        uri_template: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-        ttl_ms: int = 0,
-    ) -> Callable[[Handler], Handler]:
-        """Register an async handler `(ctx, **variables)` for the uris `uri_template` fits,
-        e.g. `"files://{name}"` and `async def file(ctx, name: str)`. Raise
-        `ResourceNotFound` for a uri that fits but names nothing."""
-        return self.registry.resource_template(
-            uri_template,
-            name=name,
-            title=title,
-            description=description,
-            mime_type=mime_type,
-            ttl_ms=ttl_ms,
-        )
-
-    def completion(
-        self, *, prompt: str | None = None, uri_template: str | None = None
-    ) -> Callable[[Handler], Handler]:
-        """Register an async handler `(argument, resolved)` that completes an argument of
-        `prompt` (or a variable of `uri_template`): `argument` is the `CompletionArgument`
-        (name, value typed so far), `resolved` the other values the client already chose.
-        It returns the candidate values (`list[str]`, at most 100 go out) or a `Completion`.
-        """
-        return self.registry.completion(prompt=prompt, uri_template=uri_template)
-
-    def notify_list_changed(self, kind: ListKind) -> None:
-        """Tell the `subscriptions/listen` streams that asked that a list changed. The
-        server does this itself on each registration and removal; call it when what a list
-        shows changed some other way."""
-        self.registry.notify_list_changed(kind)
-
-    def notify_resource_updated(self, uri: str) -> None:
-        """Tell the `subscriptions/listen` streams subscribed to `uri` that it changed."""
-        self.registry.notify_resource_updated(uri)
+    tool = handed_on("registry", Registry.tool)
+    remove_tool = handed_on("registry", Registry.remove_tool)
+    prompt = handed_on("registry", Registry.prompt)
+    remove_prompt = handed_on("registry", Registry.remove_prompt)
+    resource = handed_on("registry", Registry.resource)
+    remove_resource = handed_on("registry", Registry.remove_resource)
+    resource_template = handed_on("registry", Registry.resource_template)
+    completion = handed_on("registry", Registry.completion)
+    notify_list_changed = handed_on("registry", Registry.notify_list_changed)
+    notify_resource_updated = handed_on("registry", Registry.notify_resource_updated)

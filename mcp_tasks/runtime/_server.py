@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._support.backend import event
+from .._support.handing_on import AttributeOf, handed_on
 from ..core import (
     HttpHeaders,
     Implementation,
@@ -149,24 +150,16 @@ class Server(Registering):
 
     # --- what the parts share (`Shared`) -------------------------------------------------
 
-    @property
-    def store(self) -> TaskStore:
-        """Where tasks are kept (`use_store`); with telemetry, wrapped to report its calls."""
-        return self._shared.store
-
-    @property
-    def telemetry(self) -> Telemetry:
-        """Where spans and metrics go (`use_telemetry`); by default nowhere."""
-        return self._shared.telemetry
-
-    @property
-    def closing(self) -> bool:
-        """Leaving `running()`: new tool calls are refused."""
-        return self._shared.closing
-
-    @closing.setter
-    def closing(self, closing: bool) -> None:
-        self._shared.closing = closing
+    store = AttributeOf[TaskStore](
+        "_shared",
+        doc="Where tasks are kept (`use_store`); with telemetry, wrapped to report its calls.",
+    )
+    telemetry = AttributeOf[Telemetry](
+        "_shared", doc="Where spans and metrics go (`use_telemetry`); by default nowhere."
+    )
+    closing = AttributeOf[bool](
+        "_shared", doc="Leaving `running()`: new tool calls are refused.", writable=True
+    )
 
     @property
     def lease_seconds(self) -> float:
@@ -337,17 +330,11 @@ class Server(Registering):
             raise RuntimeError("start_soon() outside `async with server.running():`")
         nursery.start_soon(function)
 
-    def now(self) -> float:
-        return self._shared.now()
-
-    def lease_until(self) -> float:
-        """The end of a lease taken or renewed now (`Shared.lease_until`)."""
-        return self._shared.lease_until()
-
-    @property
-    def poll_seconds(self) -> float:
-        """How often loops waiting on a shared store look again."""
-        return self._shared.poll_seconds
+    now = handed_on("_shared", Shared.now)
+    lease_until = handed_on("_shared", Shared.lease_until)
+    poll_seconds = AttributeOf[float](
+        "_shared", doc="How often loops waiting on a shared store look again."
+    )
 
     async def handle(
         self,
@@ -370,7 +357,7 @@ class Server(Registering):
         """
         if self.runner.nursery is None:
             raise RuntimeError("use `async with server.running():` around the transport")
-        telemetry = self.telemetry
+        telemetry = self._shared.telemetry
         if not telemetry.enabled:
             reply = await self._answer(data, headers, notify, connection, principal)
         else:

@@ -11,16 +11,19 @@ one) and it had the lease methods, `shared_key`, `use_once`, `shared`, `origin` 
 * `CoordinationOnStore`, a base of the built-in stores, answers the old coordination
   methods on the store by passing them to `store.coordination`, for code that calls
   `store.claim(...)` or wraps a built-in store the old way;
-* `legacy_limits`: the built-in stores' `save` still takes the old limit keywords
-  (`limit=`, `principal_limit=`, `principal_stored_limit=`, `bytes_limit=`).
+* `SavingStore`, the base of the built-in stores and of `PreSplitStore`: its `save` still
+  takes the old limit keywords (`limit=`, `principal_limit=`, `principal_stored_limit=`,
+  `bytes_limit=`), turns them into one `TaskLimits` (`legacy_limits`) and hands the save,
+  whole, to the store's `_write`. It holds `TaskStore.save`'s signature once for them all.
 """
 
 from __future__ import annotations
 
 import sys
 import warnings
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
+from .._support.handing_on import AttributeOf, handed_on
 from ..core import TaskLimits, TaskRecord
 from ._base import Coordination, Signals, StoreFull, TaskStore
 
@@ -65,38 +68,51 @@ class CoordinationOnStore:
 
     coordination: Coordination
 
-    @property
-    def shared(self) -> bool:
-        return self.coordination.shared
+    shared = AttributeOf[bool]("coordination")
+    origin = AttributeOf[str]("coordination")
+    signals = AttributeOf[Signals | None]("coordination")
+    claim = handed_on("coordination", Coordination.claim)
+    renew = handed_on("coordination", Coordination.renew)
+    release = handed_on("coordination", Coordination.release)
+    lease_holder = handed_on("coordination", Coordination.lease_holder)
+    lapsed = handed_on("coordination", Coordination.lapsed)
+    shared_key = handed_on("coordination", Coordination.shared_key)
+    use_once = handed_on("coordination", Coordination.use_once)
 
-    @property
-    def origin(self) -> str:
-        return self.coordination.origin
 
-    @property
-    def signals(self) -> Signals | None:
-        return self.coordination.signals
+class Save(NamedTuple):
+    """One `TaskStore.save` call, its limits whole: what `SavingStore.save` hands `_write`."""
 
-    async def claim(self, task_id: str, until: float) -> None:
-        await self.coordination.claim(task_id, until)
+    record: TaskRecord
+    expected_version: int | None
+    active: bool
+    limits: TaskLimits | None
+    lease_until: float | None
 
-    async def renew(self, task_ids: list[str], until: float) -> None:
-        await self.coordination.renew(task_ids, until)
 
-    async def release(self, task_id: str) -> None:
-        await self.coordination.release(task_id)
+class SavingStore(CoordinationOnStore):
+    """The `save` of the built-in stores (and `PreSplitStore`): it takes the old limit
+    keywords too, for one release, and passes each save on, whole, to `_write`, where a
+    store does its compare-and-set under the limits."""
 
-    async def lease_holder(self, task_id: str, now: float) -> str | None:
-        return await self.coordination.lease_holder(task_id, now)
+    async def save(
+        self,
+        record: TaskRecord,
+        expected_version: int | None,
+        *,
+        active: bool,
+        limits: TaskLimits | None = None,
+        lease_until: float | None = None,
+        **old: Any,
+    ) -> None:
+        """What `TaskStore.save` says (the old limit keywords taken as well)."""
+        if old:
+            limits = legacy_limits(limits, old)
+        await self._write(Save(record, expected_version, active, limits, lease_until))
 
-    async def lapsed(self, now: float, limit: int = 100) -> list[str]:
-        return await self.coordination.lapsed(now, limit)
-
-    async def shared_key(self, proposal: bytes) -> bytes:
-        return await self.coordination.shared_key(proposal)
-
-    async def use_once(self, key: str, until: float, now: float) -> bool:
-        return await self.coordination.use_once(key, until, now)
+    async def _write(self, save: Save) -> None:
+        """Perform `save` as `TaskStore.save` says."""
+        raise NotImplementedError
 
 
 def as_task_store(store: object) -> TaskStore:
@@ -121,7 +137,7 @@ def as_task_store(store: object) -> TaskStore:
     return PreSplitStore(store)
 
 
-class PreSplitStore(CoordinationOnStore):
+class PreSplitStore(SavingStore):
     """A store written before the split, as both halves: `save` with `limits` whole calls
     the old `save` with the limits one by one, and the old store, which has the lease
     methods, `shared`, `origin` and `signals` itself, is the coordination."""
@@ -151,43 +167,26 @@ class PreSplitStore(CoordinationOnStore):
     async def aclose(self) -> None:
         await self.old.aclose()
 
-    async def save(
-        self,
-        record: TaskRecord,
-        expected_version: int | None,
-        *,
-        active: bool,
-        limits: TaskLimits | None = None,
-        lease_until: float | None = None,
-    ) -> None:
+    async def _write(self, save: Save) -> None:
+        record, expected_version, active, limits, lease_until = save
         if limits is None:
             await self.old.save(record, expected_version, active=active, lease_until=lease_until)
             return
         try:
-            await self._save_within(record, expected_version, active, limits, lease_until)
+            await self.old.save(
+                record,
+                expected_version,
+                active=active,
+                limit=limits.max_tasks,
+                principal_limit=limits.max_active_per_principal,
+                principal_stored_limit=limits.max_stored_per_principal,
+                bytes_limit=limits.max_bytes,
+                lease_until=lease_until,
+            )
         except StoreFull as full:  # written before `retry_at`: the store's next deadline
             if full.retry_at is None and not full.per_principal:
                 full.retry_at = await self.next_deadline()
             raise
-
-    async def _save_within(
-        self,
-        record: TaskRecord,
-        expected_version: int | None,
-        active: bool,
-        limits: TaskLimits,
-        lease_until: float | None,
-    ) -> None:
-        await self.old.save(
-            record,
-            expected_version,
-            active=active,
-            limit=limits.max_tasks,
-            principal_limit=limits.max_active_per_principal,
-            principal_stored_limit=limits.max_stored_per_principal,
-            bytes_limit=limits.max_bytes,
-            lease_until=lease_until,
-        )
 
     def __repr__(self) -> str:
         return f"PreSplitStore({self.old!r})"

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import heapq
 import secrets
-from typing import Any
 
 from ..core import TaskLimits, TaskRecord, VersionConflict
 from ._base import EXPIRY_CLAIM_SECONDS, StoreFull
-from ._legacy import CoordinationOnStore, legacy_limits
+from ._legacy import Save, SavingStore
 from ._local import LocalCoordination
 
 
-class MemoryTaskStore(CoordinationOnStore):
+class MemoryTaskStore(SavingStore):
     """Tasks in this process's memory, gone when it stops; the default store."""
 
     def __init__(self) -> None:
@@ -39,18 +38,8 @@ class MemoryTaskStore(CoordinationOnStore):
     async def get(self, task_id: str) -> TaskRecord | None:
         return self._records.get(task_id)
 
-    async def save(
-        self,
-        record: TaskRecord,
-        expected_version: int | None,
-        *,
-        active: bool,
-        limits: TaskLimits | None = None,
-        lease_until: float | None = None,
-        **old: Any,
-    ) -> None:
-        if old:
-            limits = legacy_limits(limits, old)
+    async def _write(self, save: Save) -> None:
+        record, expected_version, active, limits, lease_until = save
         current = self._records.get(record.task_id)
         found = None if current is None else current.version
         if found != expected_version:

@@ -36,7 +36,7 @@ import msgspec
 
 from ..core import TaskLimits, TaskRecord, VersionConflict, decode_record, encode_record
 from ._base import EXPIRY_CLAIM_SECONDS, Signal, StoreFull, StoreUnavailable, redacted
-from ._legacy import CoordinationOnStore, legacy_limits
+from ._legacy import Save, SavingStore
 from ._worker import BatchingWorker
 
 try:
@@ -160,7 +160,7 @@ _signal_encoder = msgspec.json.Encoder()
 _signal_decoder = msgspec.json.Decoder(Signal)
 
 
-class RedisTaskStore(CoordinationOnStore):
+class RedisTaskStore(SavingStore):
     """Tasks on a Redis server, shared by every process that opens the same URL and prefix."""
 
     def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str | None = None) -> None:
@@ -221,18 +221,8 @@ class RedisTaskStore(CoordinationOnStore):
             )
         return None if data is None else decode_record(data)
 
-    async def save(
-        self,
-        record: TaskRecord,
-        expected_version: int | None,
-        *,
-        active: bool,
-        limits: TaskLimits | None = None,
-        lease_until: float | None = None,
-        **old: Any,
-    ) -> None:
-        if old:
-            limits = legacy_limits(limits, old)
+    async def _write(self, save: Save) -> None:
+        record, expected_version, active, limits, lease_until = save
         task_id = record.task_id
         expires_at = record.expires_at
         origin = self.coordination.origin

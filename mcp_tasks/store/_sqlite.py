@@ -24,11 +24,11 @@ import secrets
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from ..core import TaskLimits, TaskRecord, VersionConflict, decode_record, encode_record
 from ._base import EXPIRY_CLAIM_SECONDS, Signals, StoreFull, StoreUnavailable
-from ._legacy import CoordinationOnStore, legacy_limits
+from ._legacy import Save, SavingStore
 from ._worker import BatchingWorker
 
 T = TypeVar("T")
@@ -67,7 +67,7 @@ class StoreLocked(Exception):
     """The SQLite file is open in another process."""
 
 
-class SQLiteTaskStore(CoordinationOnStore):
+class SQLiteTaskStore(SavingStore):
     """Tasks in one SQLite file, kept across restarts; one process at a time."""
 
     def __init__(
@@ -123,18 +123,8 @@ class SQLiteTaskStore(CoordinationOnStore):
         data = await self._run(work)
         return None if data is None else decode_record(data)
 
-    async def save(
-        self,
-        record: TaskRecord,
-        expected_version: int | None,
-        *,
-        active: bool,
-        limits: TaskLimits | None = None,
-        lease_until: float | None = None,
-        **old: Any,
-    ) -> None:
-        if old:
-            limits = legacy_limits(limits, old)
+    async def _write(self, save: Save) -> None:
+        record, expected_version, active, limits, lease_until = save
         data = encode_record(record)
         task_id, due_at, size = record.task_id, record.expires_at, record.data_bytes
 

@@ -36,6 +36,7 @@ from mcp_tasks.store import (
     StoreFull,
     TaskStore,
 )
+from mcp_tasks.store._legacy import PreSplitStore
 from mcp_tasks.transports import serve_http
 
 FAST = PollPolicy(min_interval_ms=10, max_interval_ms=50)
@@ -315,6 +316,21 @@ async def test_a_store_written_before_the_split_still_serves_a_task_end_to_end()
     assert created["lease_until"] is not None  # the lease taken in the save, as before
     assert {"shared_key", "lapsed"} <= set(store.calls)  # its own coordination, called
     assert record.task_id not in store.leases  # the finished task's lease dropped
+
+
+async def test_a_wrapped_pre_split_store_takes_the_old_limit_keywords_as_the_built_in_ones_do() -> (
+    None
+):
+    old = BeforeTheSplit()
+    store = PreSplitStore(old)  # what `Server` makes of it
+    await store.save(_record("t1"), None, active=True, limit=1, lease_until=50.0)
+    assert old.saves == [
+        {"limit": 1, "principal_limit": None, "bytes_limit": None, "lease_until": 50.0}
+    ]
+    with pytest.raises(StoreFull):  # the old keyword, passed on as the limit it was
+        await store.save(_record("t2"), None, active=True, limit=1)
+    with pytest.raises(TypeError, match="not both"):
+        await store.save(_record("t3"), None, active=True, limits=TaskLimits(max_tasks=9), limit=9)
 
 
 def test_use_store_wraps_a_store_written_before_the_split_too() -> None:
