@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import _wire as w
+from . import inputs as i
 from ._catalog import Catalog
 from ._effects import Notify, Reply, ResumeTask, SaveTask, Step
 from ._encode import Encoder
@@ -27,35 +28,6 @@ from ._options import TaskOptions, ToolSpec
 from ._outcomes import CompletionOutcome, PromptOutcome, ResourceOutcome, ToolOutcome
 from ._records import TaskRecord
 from ._tasks import task_call
-from .inputs import (
-    AnswersArrived,
-    CallRefused,
-    CompletionReturned,
-    Due,
-    LeaseLapsed,
-    ListChanged,
-    ListenEnded,
-    ListenRefused,
-    ListenStarted,
-    LogEmitted,
-    OutcomeLost,
-    ProgressReported,
-    PromptReturned,
-    Received,
-    ResourceReturned,
-    ResourceUpdated,
-    RoundReplayed,
-    ServerFailed,
-    StatusMessageSet,
-    StoreUnreachable,
-    TaskAsked,
-    TaskChanged,
-    TaskFetched,
-    TaskProgressed,
-    TaskRefused,
-    TaskReturned,
-    ToolReturned,
-)
 
 if TYPE_CHECKING:
     from ._envelope import HttpHeaders
@@ -69,7 +41,9 @@ class CompatibleNames:
 
     if TYPE_CHECKING:
 
-        def handle(self, input: Received | ToolReturned | StepInput, now: float) -> Step | Need: ...
+        def handle(
+            self, input: i.Received | i.ToolReturned | StepInput, now: float
+        ) -> Step | Need: ...
 
     def _step(self, input: StepInput, now: float) -> Step:
         step = self.handle(input, now)
@@ -86,7 +60,7 @@ class CompatibleNames:
         principal: str | None = None,
     ) -> Step | Need:
         """Use `handle(Received(data, headers, principal), now)`."""
-        return self.handle(Received(data, headers, principal), now)
+        return self.handle(i.Received(data, headers, principal), now)
 
     def tool_returned(
         self,
@@ -100,7 +74,7 @@ class CompatibleNames:
         """Use `handle(ToolReturned(call, outcome), now)`. `stored_tasks` and
         `active_for_principal` are the old way to check the limits here, for shells whose
         store cannot: a count at a limit refuses the task."""
-        answer = self.handle(ToolReturned(call, outcome), now)
+        answer = self.handle(i.ToolReturned(call, outcome), now)
         if stored_tasks is None and active_for_principal is None:
             return answer
         if isinstance(answer, Step) and any(
@@ -131,48 +105,48 @@ class CompatibleNames:
         """Use `handle(TaskRefused(...), now)`."""
         if now is None:  # no time given: no time to wait said
             next_expiry_at, now = None, 0.0
-        refused = TaskRefused(call, per_principal, stored, data, next_expiry_at)
+        refused = i.TaskRefused(call, per_principal, stored, data, next_expiry_at)
         return self._step(refused, now)
 
     def round_replayed(self, need: RunTool) -> Step:
         """Use `handle(RoundReplayed(need), now)`."""
-        return self._step(RoundReplayed(need), 0.0)
+        return self._step(i.RoundReplayed(need), 0.0)
 
     def call_refused(self, need: Need) -> Step:
         """Use `handle(CallRefused(need), now)`."""
-        return self._step(CallRefused(need), 0.0)
+        return self._step(i.CallRefused(need), 0.0)
 
     def prompt_returned(self, call: PromptCall, outcome: PromptOutcome, now: float) -> Step:
         """Use `handle(PromptReturned(call, outcome), now)`."""
-        return self._step(PromptReturned(call, outcome), now)
+        return self._step(i.PromptReturned(call, outcome), now)
 
     def resource_returned(self, call: ResourceRead, outcome: ResourceOutcome, now: float) -> Step:
         """Use `handle(ResourceReturned(call, outcome), now)`."""
-        return self._step(ResourceReturned(call, outcome), now)
+        return self._step(i.ResourceReturned(call, outcome), now)
 
     def completion_returned(self, call: CompletionCall, outcome: CompletionOutcome) -> Step:
         """Use `handle(CompletionReturned(call, outcome), now)`."""
-        return self._step(CompletionReturned(call, outcome), 0.0)
+        return self._step(i.CompletionReturned(call, outcome), 0.0)
 
     def handle_task_request(
         self, request: TaskRequest, record: TaskRecord | None, now: float
     ) -> Step:
         """Use `handle(TaskFetched(request, record), now)`."""
-        return self._step(TaskFetched(request, record), now)
+        return self._step(i.TaskFetched(request, record), now)
 
     def task_returned(self, record: TaskRecord | None, outcome: ToolOutcome, now: float) -> Step:
         """Use `handle(TaskReturned(record, outcome), now)`."""
-        return self._step(TaskReturned(record, outcome), now)
+        return self._step(i.TaskReturned(record, outcome), now)
 
     def task_asked(self, record: TaskRecord | None, request: w.InputRequest, now: float) -> Step:
         """Use `handle(TaskAsked(record, request), now)`."""
-        return self._step(TaskAsked(record, request), now)
+        return self._step(i.TaskAsked(record, request), now)
 
     def set_status_message(
         self, record: TaskRecord | None, message: str | None, now: float
     ) -> Step:
         """Use `handle(StatusMessageSet(record, message), now)`."""
-        return self._step(StatusMessageSet(record, message), now)
+        return self._step(i.StatusMessageSet(record, message), now)
 
     def task_progress(
         self,
@@ -183,69 +157,69 @@ class CompatibleNames:
         now: float,
     ) -> Step:
         """Use `handle(TaskProgressed(record, progress, total, message), now)`."""
-        return self._step(TaskProgressed(record, progress, total, message), now)
+        return self._step(i.TaskProgressed(record, progress, total, message), now)
 
     def task_orphaned(self, record: TaskRecord | None, now: float) -> Step:
         """Use `handle(LeaseLapsed(record), now)`."""
-        return self._step(LeaseLapsed(record), now)
+        return self._step(i.LeaseLapsed(record), now)
 
     def task_outcome_lost(self, record: TaskRecord | None, waited: float, now: float) -> Step:
         """Use `handle(OutcomeLost(record, waited), now)`."""
-        return self._step(OutcomeLost(record, waited), now)
+        return self._step(i.OutcomeLost(record, waited), now)
 
     def task_resumed(self, record: TaskRecord | None) -> ResumeTask | None:
         """Use `handle(AnswersArrived(record), now)`: its `ResumeTask`, or None."""
-        return resume_of(self._step(AnswersArrived(record), 0.0))
+        return resume_of(self._step(i.AnswersArrived(record), 0.0))
 
     def expire_task(self, record: TaskRecord | None, now: float) -> Step:
         """Use `handle(Due(record), now)`."""
-        return self._step(Due(record), now)
+        return self._step(i.Due(record), now)
 
     def progress(
         self, meta: w.RequestMeta, progress: float, total: float | None, message: str | None
     ) -> Step:
         """Use `handle(ProgressReported(meta, progress, total, message), now)`."""
-        return self._step(ProgressReported(meta, progress, total, message), 0.0)
+        return self._step(i.ProgressReported(meta, progress, total, message), 0.0)
 
     def log(
         self, meta: w.RequestMeta, level: w.LoggingLevel, data: Any, logger: str | None
     ) -> Step:
         """Use `handle(LogEmitted(meta, level, data, logger), now)`."""
-        return self._step(LogEmitted(meta, level, data, logger), 0.0)
+        return self._step(i.LogEmitted(meta, level, data, logger), 0.0)
 
     def subscription_acknowledged(self, subscription: Subscription) -> bytes:
         """Use `handle(ListenStarted(subscription), now)`: its `Notify`."""
-        message = message_of(self._step(ListenStarted(subscription), 0.0))
+        message = message_of(self._step(i.ListenStarted(subscription), 0.0))
         assert message is not None
         return message
 
     def list_changed(self, subscription: Subscription, kind: str) -> bytes | None:
         """Use `handle(ListChanged(subscription, kind), now)`: its `Notify`, if any."""
-        return message_of(self._step(ListChanged(subscription, kind), 0.0))
+        return message_of(self._step(i.ListChanged(subscription, kind), 0.0))
 
     def resource_updated(self, subscription: Subscription, uri: str) -> bytes | None:
         """Use `handle(ResourceUpdated(subscription, uri), now)`: its `Notify`, if any."""
-        return message_of(self._step(ResourceUpdated(subscription, uri), 0.0))
+        return message_of(self._step(i.ResourceUpdated(subscription, uri), 0.0))
 
     def task_changed(self, subscription: Subscription, record: TaskRecord) -> bytes | None:
         """Use `handle(TaskChanged(subscription, record), now)`: its `Notify`, if any."""
-        return message_of(self._step(TaskChanged(subscription, record), 0.0))
+        return message_of(self._step(i.TaskChanged(subscription, record), 0.0))
 
     def subscription_ended(self, subscription: Subscription) -> Reply:
         """Use `handle(ListenEnded(subscription), now)`: its reply."""
-        return _reply_of(self._step(ListenEnded(subscription), 0.0))
+        return _reply_of(self._step(i.ListenEnded(subscription), 0.0))
 
     def listen_refused(self, listen: Listen, *, per_principal: bool) -> Reply:
         """Use `handle(ListenRefused(listen, per_principal), now)`: its reply."""
-        return _reply_of(self._step(ListenRefused(listen, per_principal), 0.0))
+        return _reply_of(self._step(i.ListenRefused(listen, per_principal), 0.0))
 
     def store_unavailable(self, request_id: w.RequestId) -> Reply:
         """Use `handle(StoreUnreachable(request_id), now)`: its reply."""
-        return _reply_of(self._step(StoreUnreachable(request_id), 0.0))
+        return _reply_of(self._step(i.StoreUnreachable(request_id), 0.0))
 
     def internal_failure(self, request_id: w.RequestId) -> Reply:
         """Use `handle(ServerFailed(request_id), now)`: its reply."""
-        return _reply_of(self._step(ServerFailed(request_id), 0.0))
+        return _reply_of(self._step(i.ServerFailed(request_id), 0.0))
 
     # --- older names ------------------------------------------------------------------------
 
