@@ -10,6 +10,15 @@ writes one line per input (`_codec` says how): its name, its fields and the time
 drew, and what the core answered. An input handled from inside another (none today, but
 a shell may nest) is part of the outer one's line.
 
+Each line is written on the thread that handled the input, so it is built for speed: the
+input is kept as it came (a frozen struct: what it held then, it holds when written) and its
+fields are encoded from it in one go (`_codec.PLANS`, made once per input type), not
+gathered into a dict first; a `tasks/*` request and the `TaskFetched` that answered it, most
+lines of a polled server, are written in a few steps (`_poll_line`), the record they read
+encoded once however often it is polled. The bytes are the same either way
+(tests/core/journals/lines.jsonl). When a tool has sensitive arguments, every line goes the
+slower way of `_codec.encode_inputs`, which redacts.
+
 Writing never fails an input: a line that cannot be encoded is reported to `on_error`, and
 the sink (`JournalWriter`) deals with its own failures. `_playback.Playback` is the other
 half: it replays the lines through a fresh core.
