@@ -6,6 +6,7 @@ own first; `--peers-python` points at that environment's interpreter.
     benchmarks/run                      # every figure (about 15 minutes), writes docs/benchmarks.md
     benchmarks/run --quick              # a smoke run: short runs, few stored tasks, no docs
     python benchmarks/compare.py --peers none --quick    # ours and the limit only
+    python benchmarks/compare.py --recording             # tasks/get recording / not, alone
 
 The servers, each in a process of its own pinned to core 0 (the load generator here is
 pinned to core 1):
@@ -635,6 +636,34 @@ def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def recording_only(plan: Plan, log: Callable[[str], None]) -> dict[str, Any]:
+    """tasks/get on ours recording a journal and on ours not recording, alone (the other
+    servers are not started): runs alternate, every run is logged, the best of each counts."""
+    if _can_pin():
+        os.sched_setaffinity(0, {LOAD_CPU})
+    pair = [server for server in http_servers(None) if server.name in ("mcp_tasks", RECORDING)]
+    with contextlib.ExitStack() as stack:
+        servers = {server.name: stack.enter_context(server.started()) for server in pair}
+        task_ids = {name: completed_task(server) for name, server in servers.items()}
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
+        for server in servers.values():
+            server.pause()
+        for round_ in range(plan.rounds):
+            for name, server in servers.items():
+                server.resume()
+                try:
+                    poll = loadgen.task_poll(server.port, task_ids[name])
+                    result = loadgen.fixed_requests(server.port, poll, plan.warmup, plan.seconds)
+                finally:
+                    server.pause()
+                runs[name].append(result)
+                log(f"tasks/get, round {round_ + 1}: {name} {result['per_second']:,.0f}/s")
+        for server in servers.values():
+            server.resume()
+    best = {name: _best(results) for name, results in runs.items()}
+    return {"tasks/get": best, "ratio": _ratio(best, RECORDING, "mcp_tasks")}
+
+
 def _number(value: float | None, unit: str = "") -> str:
     if value is None:
         return "-"
@@ -875,6 +904,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--from-json", type=Path, help="measure nothing: report the figures of this file"
     )
+    parser.add_argument(
+        "--recording",
+        action="store_true",
+        help="only tasks/get recording a journal vs not (its aim), printed as JSON",
+    )
     args = parser.parse_args(argv)
     peers_python = None if args.peers_python == "none" else args.peers_python
     if peers_python and not Path(peers_python).exists():
@@ -884,6 +918,9 @@ def main(argv: list[str] | None = None) -> None:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    if args.recording:
+        print(json.dumps(recording_only(plan, log), indent=1))
+        return
     if args.from_json:  # the page again from figures already measured
         figures = json.loads(args.from_json.read_text())
     else:

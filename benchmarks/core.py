@@ -23,6 +23,7 @@ the garbage collector stays on, as in a server. Run from the repository root:
     python benchmarks/core.py --quick    # smoke test: short runs, 10,000 stored tasks
     python benchmarks/core.py --json     # the figures as one JSON object
     python benchmarks/core.py --profile  # cProfile of the tasks/get path, top functions
+    python benchmarks/core.py --recording  # tasks/get through a recording core, and not
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from mcp_tasks.core import (
     WakeAt,
 )
 from mcp_tasks.core.inputs import Received, TaskReturned
+from mcp_tasks.journals import Recorder
 from mcp_tasks.store import MemoryTaskStore
 
 T = TypeVar("T")
@@ -260,9 +262,13 @@ def timed_runs(
     )
 
 
-def tasks_get_batch() -> Batch:
-    """A batch of `tasks/get` on one completed task, the only one in the store."""
+def tasks_get_batch(recording: bool = False) -> Batch:
+    """A batch of `tasks/get` on one completed task, the only one in the store.
+    `recording`: through a `Recorder` whose lines are dropped (the cost of writing each
+    poll down on the server's thread; the disk's is the journal thread's)."""
     shell = Shell()
+    if recording:
+        shell.core = Recorder(shell.core, _dropped)  # type: ignore[assignment]
     task_id = check_life(*shell.live(CALL_REQUESTS[0]))
     requests = get_requests(task_id)
 
@@ -278,6 +284,29 @@ def tasks_get_batch() -> Batch:
             raise RuntimeError(f"unexpected tasks/get reply: {reply!r}")
 
     return batch
+
+
+def _dropped(line: bytes | bytearray) -> None:
+    return None
+
+
+def recording_cost(seconds: float, repeats: int) -> dict[str, Any]:
+    """tasks/get per second without and with a recording core, runs alternating, the best
+    of each (anything else on the machine only slows a run)."""
+    plain: list[float] = []
+    recorded: list[float] = []
+    for _ in range(repeats):
+        plain += timed_runs(tasks_get_batch, seconds, 1, batch_size=1000).runs_per_second
+        recorded += timed_runs(
+            lambda: tasks_get_batch(recording=True), seconds, 1, batch_size=1000
+        ).runs_per_second
+    best, best_recorded = max(plain), max(recorded)
+    return {
+        "plain_per_second": [round(rate) for rate in plain],
+        "recording_per_second": [round(rate) for rate in recorded],
+        "ratio": best_recorded / best,
+        "recording_us_per_poll": 1e6 / best_recorded - 1e6 / best,
+    }
 
 
 class _LifeBatches:
@@ -434,11 +463,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--profile", action="store_true", help="profile the tasks/get path with cProfile instead"
     )
+    parser.add_argument(
+        "--recording",
+        action="store_true",
+        help="only tasks/get with and without recording (JSON): what writing each poll costs",
+    )
     args = parser.parse_args(argv)
 
     seconds, repeats, tasks = (0.1, 3, 10_000) if args.quick else (1.0, 5, 100_000)
     if args.profile:
         profile_tasks_get(seconds * 3)
+        return
+    if args.recording:
+        json.dump(recording_cost(seconds, repeats), sys.stdout, indent=1)
+        print()
         return
 
     get = timed_runs(tasks_get_batch, seconds, repeats, batch_size=1000)

@@ -10,6 +10,15 @@ writes one line per input (`_codec` says how): its name, its fields and the time
 drew, and what the core answered. An input handled from inside another (none today, but
 a shell may nest) is part of the outer one's line.
 
+Each line is written on the thread that handled the input, so it is built for speed: the
+input is kept as it came (a frozen struct: what it held then, it holds when written) and its
+fields are encoded from it in one go (`_codec.PLANS`, made once per input type), not
+gathered into a dict first; a `tasks/*` request and the `TaskFetched` that answered it, most
+lines of a polled server, are written in a few steps (`_poll_line`), the record they read
+encoded once however often it is polled. The bytes are the same either way
+(tests/core/journals/lines.jsonl). When a tool has sensitive arguments, every line goes the
+slower way of `_codec.encode_inputs`, which redacts.
+
 Writing never fails an input: a line that cannot be encoded is reported to `on_error`, and
 the sink (`JournalWriter`) deals with its own failures. `_playback.Playback` is the other
 half: it replays the lines through a fresh core.
@@ -23,6 +32,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
+from msgspec.structs import astuple
 
 from ..core._catalog import Catalog
 from ..core._compat import CompatibleNames, message_of, resume_of
@@ -33,15 +43,21 @@ from ..core._needs import FetchTask, Need, TaskRequest
 from ..core._options import PromptSpec, ToolSpec
 from ..core._records import TaskRecord, encode_record
 from ..core._server import ServerCore
-from ..core.inputs import Input
+from ..core.inputs import Input, Received, ServerFailed, StoreUnreachable, TaskFetched
 from ._codec import (
     CODECS,
+    DATA,
     FORMAT,
+    JOINED_PLAN,
+    PLANS,
+    RECORD,
     encode_inputs,
+    encode_message,
     frame,
     input_encoder,
     output_encoder,
     raised_out,
+    write_inputs,
     write_output,
 )
 from ._redaction import Redactor
@@ -49,8 +65,9 @@ from ._redaction import Redactor
 Draw = tuple[str, Any]
 """("id", task id), ("digest", hex), ("mac", base64), ("verify", bool),
 ("decode", None or the -32602 as {"code","message"}), ("poll", ms or None)."""
-_Entry = tuple[str, dict[str, Any], list[Draw], Any, bool]
-"""One call: its name, its arguments by name, what it drew, its answer, whether it raised."""
+_Entry = tuple[Input, float, list[Draw], Any, bool]
+"""One input: itself (frozen: it is written as it came), the time it was handled at, what
+it drew, the core's answer (or what it raised), whether it raised."""
 
 MAX_HELD: Final = 4096
 """`receive` calls held for the answer to their `FetchTask` at most; past it, the oldest is
@@ -129,19 +146,16 @@ class Recorder(CompatibleNames):
         (journals of format 1 name calls: `Input.journal_name`)."""
         if self._draws is not None:  # handled from inside another: part of its line
             return self.core.handle(input, now)
-        call = input.journal_name
-        inputs = {name: getattr(input, name) for name in input.__struct_fields__}
-        inputs["now"] = now
         draws: list[Draw] = []
         self._draws = draws
         try:
             out = self.core.handle(input, now)
         except Exception as error:
             self._draws = None
-            self._write((call, inputs, draws, error, True))
+            self._write((input, now, draws, error, True))
             raise
         self._draws = None
-        self._write((call, inputs, draws, as_journal_answer(call, out), False))
+        self._write((input, now, draws, out, False))
         return out
 
     # --- writing -------------------------------------------------------------------------
@@ -166,30 +180,29 @@ class Recorder(CompatibleNames):
             self._write_now(entry)
 
     def _write(self, entry: _Entry) -> None:
-        call, inputs, _, out, raised = entry
-        if call == "receive" and not raised and isinstance(out, FetchTask):
+        input, _, _, out, raised = entry
+        kind = type(input)
+        if kind is Received and not raised and isinstance(out, FetchTask):
             # Held until `handle_task_request` answers it: the two go on one line, and the
             # request (the answer of one, the argument of the other) is written once.
             self._held[id(out.request)] = (out.request, entry)
             if len(self._held) > MAX_HELD:
                 self._write_now(self._held.pop(next(iter(self._held)))[1])
             return
-        if call == "handle_task_request":
-            request = inputs["request"]
+        if kind is TaskFetched:
+            request = input.request  # type: ignore[attr-defined]
             held = self._held.pop(id(request), None)
             if held is not None and held[0] is request:
-                del inputs["request"]
                 self._write_now(held[1], then=entry)
                 return
-        elif call in ("store_unavailable", "internal_failure"):
+        elif kind is StoreUnreachable or kind is ServerFailed:
             for key, (request, waiting) in list(self._held.items()):
-                if request.request_id == inputs["request_id"]:
+                if request.request_id == input.request_id:  # type: ignore[attr-defined]
                     self._write_now(waiting)  # it will never be answered otherwise
                     del self._held[key]
         self._write_now(entry)
 
     def _write_now(self, entry: _Entry, then: _Entry | None = None) -> None:
-        call = entry[0]
         try:
             core = self.core
             if self._revision != core.revision:
@@ -198,43 +211,87 @@ class Recorder(CompatibleNames):
                 config = {"config": config_of(core)}
                 self._sink(frame(input_encoder.encode(config)))
             self._sequence += 1
-            line = bytearray(b"{")
-            self._encode_call(entry, line)
-            if then is not None:
-                line += b',"then":{'
-                self._encode_call(then, line)
+            line = None if then is None else self._poll_line(entry, then)
+            if line is None:
+                line = bytearray(b"{")
+                self._encode_call(entry, line)
+                if then is not None:
+                    line += b',"then":{'
+                    self._encode_call(then, line, joined=True)
+                    line += b"}"
                 line += b"}"
-            line += b"}"
             line[-1:] = b',"crc":%d}\n' % zlib.crc32(line)
             self._sink(line)
         except Exception as failure:  # never the call's failure: it answered already
             if self._on_error is not None:
-                self._on_error(call, failure)
+                self._on_error(entry[0].journal_name, failure)
 
-    def _encode_call(self, entry: _Entry, line: bytearray) -> None:
-        """`"call":...,"draws":...,"in":...,"n":...,"out":...` (keys in sorted order)."""
-        call, inputs, draws, out, raised = entry
+    def _poll_line(self, asked: _Entry, answered: _Entry) -> bytearray | None:
+        """The line `_encode_call` writes for a `Received` (a `tasks/*` request) and the
+        `TaskFetched` that answered it, when neither drew and nothing is redacted: most
+        lines (every poll), so written in the fewest steps. None: not that case."""
+        received, now, draws, fetch, _ = asked
+        fetched, answered_at, answer_draws, step, raised = answered
         redactor = self._redactor
-        record = inputs.get("record")
-        if record is not None and not redactor.sensitive:
-            inputs["record"] = self._encoded_record(record)
-        line += _CALL_STARTS[call]
+        if draws or answer_draws or raised or redactor.sensitive:
+            return None
+        fields = astuple(received)  # the message first, the rest as they are (`PLANS`)
+        message = encode_message(fields[0], True)  # the core accepted it: it asked a task
+        line = bytearray(_POLL_START)
+        input_encoder.encode_into(_RECEIVED_IN(message, *fields[1:], now), line, -1)
+        line += b',"n":%d,"out":{"need":{"FetchTask":' % self._sequence
+        output_encoder.encode_into(fetch, line, -1)
+        line += _POLL_THEN
+        record = fetched.record  # type: ignore[attr-defined]
+        encoded = None if record is None else self._encoded_record(record)
+        input_encoder.encode_into(_FETCHED_IN(encoded, answered_at), line, -1)
+        line += b',"n":%d,"out":' % self._sequence
+        write_output(step, redactor, line)
+        line += b"}}"
+        return line
+
+    def _encode_call(self, entry: _Entry, line: bytearray, *, joined: bool = False) -> None:
+        """`"call":...,"draws":...,"in":...,"n":...,"out":...` (keys in sorted order).
+        `joined`: a `TaskFetched` on the line of the `Received` it answers."""
+        input, now, draws, out, raised = entry
+        call = input.journal_name
         if draws:
+            line += _CALL_STARTS[call]
             input_encoder.encode_into(draws, line, -1)
+            line += b',"in":'
         else:
-            line += b"[]"
-        line += b',"in":'
+            line += _UNDRAWN_STARTS[call]
         accepted = call == "receive" and not _refused(out)
-        inputs = encode_inputs(call, inputs, redactor, accepted=accepted)
-        input_encoder.encode_into(inputs, line, -1)
+        redactor = self._redactor
+        if redactor.sensitive:
+            inputs = {name: getattr(input, name) for name in input.__struct_fields__}
+            inputs["now"] = now
+            if joined:
+                del inputs["request"]
+            inputs = encode_inputs(call, inputs, redactor, accepted=accepted)
+            input_encoder.encode_into(inputs, line, -1)
+        else:
+            plan = JOINED_PLAN if joined else PLANS[type(input)]
+            record = self._encoded_record
+            write_inputs(
+                input, now, plan, line, accepted=accepted, record=record, redactor=redactor
+            )
         line += b',"n":%d,"out":' % self._sequence
         if raised:
             output_encoder.encode_into(raised_out(out), line, -1)
         else:
-            write_output(out, redactor, line)
+            write_output(as_journal_answer(call, out), redactor, line)
 
 
 _CALL_STARTS: Final = {call: b'"call":"%s","draws":' % call.encode() for call in CODECS}
+_UNDRAWN_STARTS: Final = {call: start + b'[],"in":' for call, start in _CALL_STARTS.items()}
+"""A call's start when it drew nothing (most): one append."""
+_POLL_START: Final = b"{" + _UNDRAWN_STARTS["receive"]
+_POLL_THEN: Final = b'}},"then":{' + _UNDRAWN_STARTS["handle_task_request"]
+_RECEIVED_IN: Final = PLANS[Received].written
+_FETCHED_IN: Final = JOINED_PLAN.written
+if PLANS[Received].changed != ((0, DATA),) or JOINED_PLAN.changed != ((0, RECORD),):
+    raise AssertionError("`_poll_line` writes a message first, then the rest as it is")
 
 
 def as_journal_answer(call: str, out: Any) -> Any:
