@@ -114,10 +114,12 @@ def _plain(kind: Any) -> Codec:
     return Codec(None, decoder.decode)
 
 
-def encode_message(data: bytes, accepted: bool) -> Any:
+def encode_message(data: bytes | w.IncomingMessage, accepted: bool) -> Any:
     """A message as received: a JSON object the core accepted (it decoded, whole and not
     too deep) as itself, on one line; anything else as a string, or ["base64", ...], or
-    ["redacted"] when nothing of it is kept."""
+    ["redacted"] when nothing of it is kept. One a host decoded is written as its JSON."""
+    if isinstance(data, w.IncomingMessage):
+        data = msgspec.json.encode(data)
     if data is WHOLLY_REDACTED:
         return Raw(data)
     if accepted and data[:1] == b"{" and data.find(b"\n") < 0 and data.find(b"\r") < 0:
