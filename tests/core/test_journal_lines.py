@@ -3,10 +3,11 @@ wrote them straight from the inputs (issue 28, the recording's cost).
 
 `journals/lines.jsonl` was written by the recorder at commit 746bfa1 (1b128e1's recorder,
 journals of format 2), which built a dict of each input's fields and encoded it: the
-session of `test_journal.session` with and without a poll policy (a `tasks/get` that draws), polls carrying HTTP headers and a
-principal, a poll the store could not answer, one held at a flush, a call that raised, and
-a tool with sensitive arguments (the redacting path). The same calls must write the same
-bytes: old readers, `mcp-tasks replay` and the line checksums all see the same journal.
+session of `test_journal.session` with and without a poll policy (a `tasks/get` that
+draws), polls carrying HTTP headers and a principal, a poll the store could not answer,
+one held at a flush, a call that raised, and a tool with sensitive arguments (the
+redacting path). The same calls must write the same bytes: old readers, `mcp-tasks
+replay` and the line checksums all see the same journal.
 """
 
 from __future__ import annotations
