@@ -173,13 +173,16 @@ class JournalWriter:
                 self._failed(error, 0)
 
     def _write_batches(self) -> None:
-        """The writing thread: a slow disk holds it, never the server."""
+        """The writing thread: a slow disk holds it, never the server. It alone opens,
+        writes and (on a failure) closes the file while it runs."""
         while (lines := self._queue.get()) is not None:
-            self._write_batch(lines)
-            with self._done:
-                self._queued_bytes -= sum(map(len, lines))
-                self._batches -= 1
-                self._done.notify_all()
+            try:
+                self._write_batch(lines)
+            finally:  # whatever happened, the batch is done: nobody waits for it forever
+                with self._done:
+                    self._queued_bytes -= sum(map(len, lines))
+                    self._batches -= 1
+                    self._done.notify_all()
 
     def _write_batch(self, lines: list[bytes | bytearray]) -> None:
         with self._done:
@@ -251,8 +254,14 @@ class JournalWriter:
         else:
             why = str(error.strerror or error)
         self._lose(lines, why)
+        file, self._file = self._file, None  # opened again for the next batch
+        if file is not None:
+            with contextlib.suppress(OSError):
+                file.close()
 
     def _lose(self, lines: int, why: str) -> None:
+        """Count `lines` lost (noted as a gap before the next lines written) and say why,
+        rate-limited. Either thread: the file is the writing thread's alone."""
         with self._done:
             self._lost += lines
             self.lines_lost += lines
@@ -263,10 +272,6 @@ class JournalWriter:
                 self.path,
                 why,
             )
-        file, self._file = self._file, None
-        if file is not None:
-            with contextlib.suppress(OSError):
-                file.close()
 
 
 def _make_folder(folder: Path) -> None:

@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import trio
 from trio.testing import MockClock
 
 from mcp_tasks import START_TASK, CallToolResult, Server, TaskOptions, ToolContext, ToolOutcome
+from mcp_tasks.journals import _writer
 from mcp_tasks.journals._codec import frame
 from mcp_tasks.recording import JournalWriter
 from mcp_tasks.replay import replay
@@ -268,3 +270,55 @@ def test_the_process_standard_streams_are_journals_though_linux_makes_them_links
     written, said = (ran.stdout, ran.stderr) if stream == "stdout" else (ran.stderr, ran.stdout)
     assert written == '{"journal":1}\n'
     assert said.strip() == "lost 0"
+
+
+def test_lines_lost_to_a_slow_disk_leave_the_writing_thread_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `MAX_QUEUED_BYTES` waiting, `flush` loses lines on the server's thread; the
+    file the writing thread is blocked on stays open under it (closing it there let the
+    descriptor be reused, or killed the thread), and once the disk keeps up again every
+    batch is done, the gap noted."""
+    monkeypatch.setattr(_writer, "MAX_QUEUED_BYTES", 256 * 1024)
+    fifo = tmp_path / "slow-disk"
+    os.mkfifo(fifo, 0o600)
+    received = bytearray()
+    reader_ready = threading.Event()
+    go = threading.Event()
+
+    def slow_disk() -> None:
+        with open(fifo, "rb", buffering=0) as pipe:
+            reader_ready.set()
+            go.wait(30)
+            while chunk := pipe.read(1 << 16):
+                received.extend(chunk)
+
+    reader = threading.Thread(target=slow_disk, daemon=True)
+    reader.start()
+    writer = JournalWriter(fifo)
+    line = frame(b'{"call":"receive","n":1,"pad":"' + b"x" * 4000 + b'"}')
+    writer(frame(b'{"journal":"mcp-tasks","format":2}'))
+    for _ in range(40):  # 160 KiB: more than the pipe holds, the writer thread blocks
+        writer(line)
+    writer.flush()
+    assert reader_ready.wait(10)
+    opened = None
+    for _ in range(200):  # bounded: the thread opens the pipe as the reader is there
+        opened = writer._file
+        if opened is not None:
+            break
+        threading.Event().wait(0.05)
+    assert opened is not None
+    for _ in range(200):  # 800 KiB more than may wait: lost, on this thread
+        writer(line)
+        writer.flush()
+    assert writer.lines_lost > 0
+    assert writer._file is opened and not opened.closed  # still the writing thread's
+    go.set()
+    assert writer.wait_written(30)
+    writer(line)
+    assert writer.wait_written(30)
+    writer.close()
+    reader.join(30)
+    assert b'{"gap":' in received
+    assert received.count(b'"pad"') == writer.lines_written - 1  # every line but the header
