@@ -475,17 +475,26 @@ def _without_related_task_meta(result: w.CallToolResult) -> w.CallToolResult:
     return msgspec.structs.replace(result, meta=meta or msgspec.UNSET)
 
 
+_ONLY_WHILE_RUNNING: Final = dict.fromkeys(
+    (
+        "arguments",
+        "request_meta",
+        "prior_responses",
+        "handler_state",
+        "input_requests",
+        "input_responses",
+    )
+)
+"""What a record holds only for its handler to run (again) or be answered: an ended task
+drops it (None each)."""
+
+
 def _finish(record: TaskRecord, event: TaskEvent, now: float, **changes: Any) -> TaskRecord:
     """The record after a terminal event, without what only a running task needs."""
     changes.setdefault("status_message", None)  # a waiting or progress message is over too
     return record.replace(
         status=next_status(record.status, event),
         last_updated_at=now,
-        arguments=None,
-        request_meta=None,
-        prior_responses=None,
-        handler_state=None,
-        input_requests=None,
-        input_responses=None,
+        **_ONLY_WHILE_RUNNING,
         **changes,
     )
