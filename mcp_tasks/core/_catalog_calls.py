@@ -13,9 +13,8 @@ import msgspec
 from msgspec import UNSET, Raw
 
 from . import _wire as w
-from ._catalog import Catalog
 from ._effects import Step
-from ._encode import Encoder, shown
+from ._encode import shown
 from ._envelope import decode_params, invalid_params
 from ._errors import LocalProtocolError, ProtocolError
 from ._needs import (
@@ -33,6 +32,7 @@ from ._outcomes import (
     ResourceOutcome,
     resource_not_found,
 )
+from ._parts import Parts
 from ._rounds import Rounds
 
 MAX_COMPLETION_VALUES: Final = 100
@@ -40,9 +40,8 @@ MAX_COMPLETION_VALUES: Final = 100
 
 
 class CatalogCalls:
-    def __init__(self, encoder: Encoder, catalog: Catalog, rounds: Rounds) -> None:
-        self._encode = encoder
-        self._catalog = catalog
+    def __init__(self, parts: Parts, rounds: Rounds) -> None:
+        self._parts = parts
         self._rounds = rounds
 
     # --- prompts/get ---------------------------------------------------------------------
@@ -56,7 +55,7 @@ class CatalogCalls:
         now: float,
     ) -> GetPrompt:
         params = decode_params(raw_params, w.GetPromptParams)
-        prompt = self._catalog.prompts.get(params.name)
+        prompt = self._parts.catalog.prompts.get(params.name)
         if prompt is None:
             raise invalid_params(f"Unknown prompt: {shown(params.name)!r}")
         arguments = {} if params.arguments is UNSET else params.arguments
@@ -83,15 +82,15 @@ class CatalogCalls:
         )
         return GetPrompt(
             call=call,
-            handler=self._catalog.handler("prompt", prompt.name),
-            arguments=self._catalog.decode_arguments(prompt, arguments),
+            handler=self._parts.catalog.handler("prompt", prompt.name),
+            arguments=self._parts.catalog.decode_arguments(prompt, arguments),
         )
 
     def prompt_returned(self, call: PromptCall, outcome: PromptOutcome, now: float) -> Step:
         if isinstance(outcome, w.GetPromptResult):
             if outcome.meta is UNSET:
-                outcome = msgspec.structs.replace(outcome, meta=self._encode.meta_dict)
-            return Step(reply=self._encode.result(call.request_id, outcome))
+                outcome = msgspec.structs.replace(outcome, meta=self._parts.encode.meta_dict)
+            return Step(reply=self._parts.encode.result(call.request_id, outcome))
         return self._error_or_round(
             call,
             outcome,
@@ -113,7 +112,7 @@ class CatalogCalls:
         now: float,
     ) -> ReadResource:
         params = decode_params(raw_params, w.ReadResourceParams)
-        found = self._catalog.find_resource(params.uri)
+        found = self._parts.catalog.find_resource(params.uri)
         if found is None:
             raise resource_not_found(params.uri)
         responses, handler_state, *_ = self._rounds.open(
@@ -133,10 +132,12 @@ class CatalogCalls:
 
     def resource_returned(self, call: ResourceRead, outcome: ResourceOutcome, now: float) -> Step:
         if isinstance(outcome, list):
-            found = self._catalog.find_resource(call.uri)
+            found = self._parts.catalog.find_resource(call.uri)
             ttl_ms = 0 if found is None else found.ttl_ms  # unregistered while it ran
-            result = self._catalog.read_result(outcome, ttl_ms, self._encode.result_meta)
-            return Step(reply=self._encode.result(call.request_id, result))
+            result = self._parts.catalog.read_result(
+                outcome, ttl_ms, self._parts.encode.result_meta
+            )
+            return Step(reply=self._parts.encode.result(call.request_id, result))
         return self._error_or_round(
             call,
             outcome,
@@ -161,7 +162,7 @@ class CatalogCalls:
         """The reply to a prompt or resource handler's error or `InputRequired`."""
         try:
             if isinstance(outcome, w.ErrorObject):
-                return Step(reply=self._encode.error_object(call.request_id, outcome))
+                return Step(reply=self._parts.encode.error_object(call.request_id, outcome))
             if isinstance(outcome, InputRequired):
                 reply = self._rounds.ask(
                     call.request_id,
@@ -177,7 +178,7 @@ class CatalogCalls:
                 return Step(reply=reply)
             raise LocalProtocolError(f"{what} returned an unknown outcome")
         except ProtocolError as error:
-            return Step(reply=self._encode.error(call.request_id, error))
+            return Step(reply=self._parts.encode.error(call.request_id, error))
 
     # --- completion/complete --------------------------------------------------------------
 
@@ -187,16 +188,16 @@ class CatalogCalls:
         params = decode_params(raw_params, w.CompleteParams)
         ref = params.ref
         if isinstance(ref, w.PromptReference):
-            if ref.name not in self._catalog.prompts:
+            if ref.name not in self._parts.catalog.prompts:
                 raise invalid_params(f"Unknown prompt: {shown(ref.name)!r}")
             target = ("ref/prompt", ref.name)
         else:
-            if ref.uri not in self._catalog.templates:
+            if ref.uri not in self._parts.catalog.templates:
                 raise invalid_params(f"Unknown uri template: {ref.uri!r}")
             target = ("ref/resource", ref.uri)
-        if target not in self._catalog.completions:
+        if target not in self._parts.catalog.completions:
             empty = self.completion_result(w.Completion(values=[]))
-            return Step(reply=self._encode.result(request_id, empty))
+            return Step(reply=self._parts.encode.result(request_id, empty))
         context = UNSET if params.context is UNSET else params.context.arguments
         call = CompletionCall(
             request_id=request_id,
@@ -205,12 +206,14 @@ class CatalogCalls:
             context={} if context is UNSET else context,
             meta=meta,
         )
-        return Complete(call=call, handler=self._catalog.handler("completion", target))
+        return Complete(call=call, handler=self._parts.catalog.handler("completion", target))
 
     def completion_returned(self, call: CompletionCall, outcome: CompletionOutcome) -> Step:
         if isinstance(outcome, w.ErrorObject):
-            return Step(reply=self._encode.error_object(call.request_id, outcome))
-        return Step(reply=self._encode.result(call.request_id, self.completion_result(outcome)))
+            return Step(reply=self._parts.encode.error_object(call.request_id, outcome))
+        return Step(
+            reply=self._parts.encode.result(call.request_id, self.completion_result(outcome))
+        )
 
     def completion_result(self, completion: w.Completion) -> w.CompleteResult:
         """More than `MAX_COMPLETION_VALUES` values are cut to that many, with `hasMore`."""
@@ -219,7 +222,7 @@ class CatalogCalls:
             completion = w.Completion(
                 values=completion.values[:MAX_COMPLETION_VALUES], total=total, has_more=True
             )
-        return w.CompleteResult(completion=completion, meta=self._encode.result_meta)
+        return w.CompleteResult(completion=completion, meta=self._parts.encode.result_meta)
 
 
 def _encoded(arguments: dict[str, str]) -> bytes:

@@ -8,22 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from . import _needs as n
 from . import _wire as w
 from . import inputs as i
 from ._catalog import Catalog
 from ._effects import Notify, Reply, ResumeTask, SaveTask, Step
 from ._encode import Encoder
-from ._needs import (
-    CompletionCall,
-    Listen,
-    Need,
-    PromptCall,
-    ResourceRead,
-    RunTool,
-    Subscription,
-    TaskRequest,
-    ToolCall,
-)
 from ._options import TaskOptions, ToolSpec
 from ._outcomes import CompletionOutcome, PromptOutcome, ResourceOutcome, ToolOutcome
 from ._records import TaskRecord
@@ -43,7 +33,7 @@ class CompatibleNames:
 
         def handle(
             self, input: i.Received | i.ToolReturned | StepInput, now: float
-        ) -> Step | Need: ...
+        ) -> Step | n.Need: ...
 
     def _step(self, input: StepInput, now: float) -> Step:
         step = self.handle(input, now)
@@ -58,19 +48,19 @@ class CompatibleNames:
         now: float,
         headers: HttpHeaders | None = None,
         principal: str | None = None,
-    ) -> Step | Need:
+    ) -> Step | n.Need:
         """Use `handle(Received(data, headers, principal), now)`."""
         return self.handle(i.Received(data, headers, principal), now)
 
     def tool_returned(
         self,
-        call: ToolCall,
+        call: n.ToolCall,
         outcome: ToolOutcome,
         now: float,
         *,
         stored_tasks: int | None = None,
         active_for_principal: int | None = None,
-    ) -> Step | Need:
+    ) -> Step | n.Need:
         """Use `handle(ToolReturned(call, outcome), now)`. `stored_tasks` and
         `active_for_principal` are the old way to check the limits here, for shells whose
         store cannot: a count at a limit refuses the task."""
@@ -94,7 +84,7 @@ class CompatibleNames:
 
     def task_refused(
         self,
-        call: ToolCall,
+        call: n.ToolCall,
         *,
         per_principal: bool,
         stored: bool = False,
@@ -108,28 +98,28 @@ class CompatibleNames:
         refused = i.TaskRefused(call, per_principal, stored, data, next_expiry_at)
         return self._step(refused, now)
 
-    def round_replayed(self, need: RunTool) -> Step:
+    def round_replayed(self, need: n.RunTool) -> Step:
         """Use `handle(RoundReplayed(need), now)`."""
         return self._step(i.RoundReplayed(need), 0.0)
 
-    def call_refused(self, need: Need) -> Step:
+    def call_refused(self, need: n.Need) -> Step:
         """Use `handle(CallRefused(need), now)`."""
         return self._step(i.CallRefused(need), 0.0)
 
-    def prompt_returned(self, call: PromptCall, outcome: PromptOutcome, now: float) -> Step:
+    def prompt_returned(self, call: n.PromptCall, outcome: PromptOutcome, now: float) -> Step:
         """Use `handle(PromptReturned(call, outcome), now)`."""
         return self._step(i.PromptReturned(call, outcome), now)
 
-    def resource_returned(self, call: ResourceRead, outcome: ResourceOutcome, now: float) -> Step:
+    def resource_returned(self, call: n.ResourceRead, outcome: ResourceOutcome, now: float) -> Step:
         """Use `handle(ResourceReturned(call, outcome), now)`."""
         return self._step(i.ResourceReturned(call, outcome), now)
 
-    def completion_returned(self, call: CompletionCall, outcome: CompletionOutcome) -> Step:
+    def completion_returned(self, call: n.CompletionCall, outcome: CompletionOutcome) -> Step:
         """Use `handle(CompletionReturned(call, outcome), now)`."""
         return self._step(i.CompletionReturned(call, outcome), 0.0)
 
     def handle_task_request(
-        self, request: TaskRequest, record: TaskRecord | None, now: float
+        self, request: n.TaskRequest, record: TaskRecord | None, now: float
     ) -> Step:
         """Use `handle(TaskFetched(request, record), now)`."""
         return self._step(i.TaskFetched(request, record), now)
@@ -187,29 +177,29 @@ class CompatibleNames:
         """Use `handle(LogEmitted(meta, level, data, logger), now)`."""
         return self._step(i.LogEmitted(meta, level, data, logger), 0.0)
 
-    def subscription_acknowledged(self, subscription: Subscription) -> bytes:
+    def subscription_acknowledged(self, subscription: n.Subscription) -> bytes:
         """Use `handle(ListenStarted(subscription), now)`: its `Notify`."""
         message = message_of(self._step(i.ListenStarted(subscription), 0.0))
         assert message is not None
         return message
 
-    def list_changed(self, subscription: Subscription, kind: str) -> bytes | None:
+    def list_changed(self, subscription: n.Subscription, kind: str) -> bytes | None:
         """Use `handle(ListChanged(subscription, kind), now)`: its `Notify`, if any."""
         return message_of(self._step(i.ListChanged(subscription, kind), 0.0))
 
-    def resource_updated(self, subscription: Subscription, uri: str) -> bytes | None:
+    def resource_updated(self, subscription: n.Subscription, uri: str) -> bytes | None:
         """Use `handle(ResourceUpdated(subscription, uri), now)`: its `Notify`, if any."""
         return message_of(self._step(i.ResourceUpdated(subscription, uri), 0.0))
 
-    def task_changed(self, subscription: Subscription, record: TaskRecord) -> bytes | None:
+    def task_changed(self, subscription: n.Subscription, record: TaskRecord) -> bytes | None:
         """Use `handle(TaskChanged(subscription, record), now)`: its `Notify`, if any."""
         return message_of(self._step(i.TaskChanged(subscription, record), 0.0))
 
-    def subscription_ended(self, subscription: Subscription) -> Reply:
+    def subscription_ended(self, subscription: n.Subscription) -> Reply:
         """Use `handle(ListenEnded(subscription), now)`: its reply."""
         return _reply_of(self._step(i.ListenEnded(subscription), 0.0))
 
-    def listen_refused(self, listen: Listen, *, per_principal: bool) -> Reply:
+    def listen_refused(self, listen: n.Listen, *, per_principal: bool) -> Reply:
         """Use `handle(ListenRefused(listen, per_principal), now)`: its reply."""
         return _reply_of(self._step(i.ListenRefused(listen, per_principal), 0.0))
 
@@ -236,7 +226,7 @@ class CompatibleNames:
         """Use `catalog.tools`."""
         return dict(self.catalog.tools)
 
-    def resume_call(self, record: TaskRecord) -> ToolCall | None:
+    def resume_call(self, record: TaskRecord) -> n.ToolCall | None:
         """The call that runs `record`'s handler again with every answer it has so far,
         or None if the task is not running (it ended). Use `task_resumed`."""
         if record.status.is_terminal or record.request_meta is None:

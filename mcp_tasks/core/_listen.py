@@ -16,13 +16,13 @@ import msgspec
 from msgspec import UNSET, Raw
 
 from . import _wire as w
-from ._catalog import Catalog
 from ._effects import Reply
-from ._encode import META_SUBSCRIPTION_ID, Encoder, notification
+from ._encode import META_SUBSCRIPTION_ID, notification
 from ._envelope import decode_params, invalid_params
 from ._errors import INTERNAL_ERROR
 from ._needs import Listen, Subscription
 from ._options import ServerOptions
+from ._parts import Parts
 from ._records import TaskRecord
 from ._rounds import needs_tasks_extension
 
@@ -42,10 +42,8 @@ class Subscriptions:
     """`subscriptions/listen`: checks a request for a stream, and words what each stream
     carries (its acknowledgement, list changes, resource updates, task changes, its end)."""
 
-    def __init__(self, encoder: Encoder, catalog: Catalog, options: ServerOptions) -> None:
-        self._encode = encoder
-        self._catalog = catalog
-        self.options = options
+    def __init__(self, parts: Parts) -> None:
+        self._parts = parts
 
     def listen(
         self,
@@ -55,7 +53,7 @@ class Subscriptions:
         principal: str | None,
     ) -> Listen:
         wanted = decode_params(raw_params, w.ListenParams).notifications
-        most = self.options.max_listen_items
+        most = self._parts.options.max_listen_items
         for name, items in (
             ("taskIds", wanted.task_ids),
             ("resourceSubscriptions", wanted.resource_subscriptions),
@@ -67,7 +65,7 @@ class Subscriptions:
                 )
         if wanted.task_ids is not UNSET and not meta.client_capabilities.has_tasks:
             raise needs_tasks_extension("Listening for task status (taskIds) needs")
-        offered = self._catalog.capabilities()
+        offered = self._parts.catalog.capabilities()
         agreed = w.SubscriptionFilter(
             tools_list_changed=True if wanted.tools_list_changed is True else UNSET,
             prompts_list_changed=(
@@ -80,7 +78,7 @@ class Subscriptions:
                 _unique(
                     uri
                     for uri in wanted.resource_subscriptions or ()
-                    if self._catalog.find_resource(uri) is not None
+                    if self._parts.catalog.find_resource(uri) is not None
                 )
             ),
             task_ids=_unset_if_empty(_unique(wanted.task_ids or ())),
@@ -90,8 +88,8 @@ class Subscriptions:
         )
         return Listen(
             subscription=subscription,
-            max_streams=self.options.max_listen_streams,
-            max_streams_per_principal=self.options.max_listen_streams_per_principal,
+            max_streams=self._parts.options.max_listen_streams,
+            max_streams_per_principal=self._parts.options.max_listen_streams_per_principal,
         )
 
     def refused(self, listen: Listen, *, per_principal: bool) -> Reply:
@@ -110,7 +108,7 @@ class Subscriptions:
                 f"{listen.max_streams}; try again later"
             )
             status = 503
-        return self._encode.retryable(
+        return self._parts.encode.retryable(
             listen.request_id,
             INTERNAL_ERROR,
             message,
@@ -155,7 +153,7 @@ class Subscriptions:
         if record.principal != subscription.principal:
             return None  # not theirs: they learn nothing of it
         # Through JSON, not to_builtins: a completed task's result is kept as raw JSON.
-        task = self._encode.detailed_task(record)
+        task = self._parts.encode.detailed_task(record)
         params: dict[str, Any] = msgspec.json.decode(w.json_encoder.encode(task))
         params.pop("resultType", None)
         params["_meta"] = {META_SUBSCRIPTION_ID: subscription.request_id}
@@ -163,9 +161,9 @@ class Subscriptions:
 
     def ended(self, subscription: Subscription) -> Reply:
         """The response that ends a stream gracefully (the server is shutting down)."""
-        meta = {**self._encode.meta_dict, META_SUBSCRIPTION_ID: subscription.request_id}
+        meta = {**self._parts.encode.meta_dict, META_SUBSCRIPTION_ID: subscription.request_id}
         result = {"resultType": "complete", "_meta": meta}
-        return self._encode.result(subscription.request_id, result)
+        return self._parts.encode.result(subscription.request_id, result)
 
 
 def _unique(items: Any) -> list[str]:

@@ -17,7 +17,6 @@ from msgspec import UNSET, Raw
 
 from . import _wire as w
 from ._effects import Reply
-from ._encode import Encoder
 from ._envelope import TOO_DEEP, invalid_params
 from ._errors import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -26,7 +25,8 @@ from ._errors import (
 )
 from ._options import error_path
 from ._outcomes import InputRequired
-from ._sealing import RoundState, Sealer, open_sealed, seal
+from ._parts import Parts
+from ._sealing import RoundState, open_sealed, seal
 
 RoundParams = w.CallToolParams | w.GetPromptParams | w.ReadResourceParams
 
@@ -41,10 +41,11 @@ class OpenedRound(NamedTuple):
 
 
 class Rounds:
-    def __init__(self, encoder: Encoder, sealer: Sealer, state_ttl_ms: int) -> None:
-        self._encode = encoder
-        self.sealer = sealer
-        self.state_ttl_ms = state_ttl_ms
+    """Opens the input rounds a request carries and asks new ones: sealed with
+    `parts.injected`, good for the `requestState` TTL of `parts.options`."""
+
+    def __init__(self, parts: Parts) -> None:
+        self._parts = parts
 
     def open(
         self,
@@ -67,9 +68,9 @@ class Rounds:
             answers = {key: answer.copy() for key, answer in given.items()}
             return OpenedRound(answers, None, None, None)
         raw = None if arguments is None else bytes(arguments)
-        digest = self.sealer.digest(method, name, raw, principal)
+        digest = self._parts.injected.digest(method, name, raw, principal)
         round_state = open_sealed(
-            self.sealer, params.request_state, method=method, digest=digest, now=now
+            self._parts.injected, params.request_state, method=method, digest=digest, now=now
         )
         sealed = hashlib.sha256(params.request_state.encode()).hexdigest()
         return OpenedRound(
@@ -96,17 +97,17 @@ class Rounds:
         check_input_requests(what, outcome.requests, capabilities)
         state = RoundState(
             method=method,
-            params_digest=self.sealer.digest(method, name, arguments, principal),
-            expires_at=now + self.state_ttl_ms / 1000,
+            params_digest=self._parts.injected.digest(method, name, arguments, principal),
+            expires_at=now + self._parts.options.request_state_ttl_ms / 1000,
             asked={key: method_of(request) for key, request in outcome.requests.items()},
             handler_state=outcome.state,
         )
         result = w.InputRequiredResult(
             input_requests=outcome.requests,
-            request_state=seal(self.sealer, state),
-            meta=self._encode.result_meta,
+            request_state=seal(self._parts.injected, state),
+            meta=self._parts.encode.result_meta,
         )
-        return self._encode.result(request_id, result)
+        return self._parts.encode.result(request_id, result)
 
 
 def method_of(request: w.InputRequest) -> str:

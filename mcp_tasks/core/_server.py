@@ -61,6 +61,7 @@ from ._needs import (
     Need,
 )
 from ._options import ServerOptions, TaskOptions, ToolSpec
+from ._parts import Parts
 from ._policy import MinPollInterval, PollPolicy
 from ._rounds import Rounds
 from ._sealing import HmacSealer
@@ -130,11 +131,15 @@ class ServerCore(CompatibleNames):
         )
         """The one registry: tools, prompts, resources, templates, completions, and the
         handler of each (`Catalog.add_*`)."""
-        self._rounds = Rounds(self._encode, self._own, self.options.request_state_ttl_ms)
-        self._tasks = Tasks(self._encode, self.catalog, self.task_options, self._own)
-        self._tools = ToolCalls(self._encode, self.catalog, self._rounds, self._tasks)
-        self._calls = CatalogCalls(self._encode, self.catalog, self._rounds)
-        self._subscriptions = Subscriptions(self._encode, self.catalog, self.options)
+        parts = self._parts = Parts(
+            self._encode, self.catalog, self.options, self.task_options, self._own
+        )
+        """What every part below reads (`use_*` change it there once)."""
+        self._rounds = Rounds(parts)
+        self._tasks = Tasks(parts)
+        self._tools = ToolCalls(parts, self._rounds, self._tasks)
+        self._calls = CatalogCalls(parts, self._rounds)
+        self._subscriptions = Subscriptions(parts)
         if injected is not None:
             self.use_injected(injected)
         for tool in tools:
@@ -145,7 +150,7 @@ class ServerCore(CompatibleNames):
     def use_injected(self, injected: Injected) -> None:
         """Draw task ids, seals, argument and poll verdicts from `injected` from now on (a
         journal wraps what was there, to write down what each input drew)."""
-        self.injected = self._rounds.sealer = self._tasks.injected = injected
+        self.injected = self._parts.injected = injected
         self.catalog.argument_decoder = injected.decode_arguments
 
     def use_state_key(self, state_key: bytes) -> None:
@@ -161,11 +166,10 @@ class ServerCore(CompatibleNames):
     def use_options(self, options: ServerOptions) -> None:
         """Answer under `options` from now on (cache hints, the `requestState` TTL, header
         leniency, listen limits)."""
-        self.options = self._subscriptions.options = options
+        self.options = self._parts.options = options
         self.catalog.use_cache_hints(
             ttl_ms=options.discover_ttl_ms, cache_scope=options.cache_scope
         )
-        self._rounds.state_ttl_ms = options.request_state_ttl_ms
         self._changes += 1
 
     def use_task_options(self, options: TaskOptions) -> None:
@@ -175,7 +179,7 @@ class ServerCore(CompatibleNames):
         if policy is None or isinstance(policy, MinPollInterval):
             fraction = options.min_poll_fraction
             self._own.poll_policy = None if fraction is None else MinPollInterval(fraction)
-        self.task_options = self._tasks.options = options
+        self.task_options = self._parts.task_options = options
         self._changes += 1
 
     @property
@@ -327,16 +331,7 @@ class ServerCore(CompatibleNames):
         return self._tools.returned(input.call, input.outcome, now)
 
     def _task_refused(self, input: TaskRefused, now: float) -> Step:
-        request_id = input.call.request_id
-        assert request_id is not None
-        return self._tasks.refused(
-            request_id,
-            per_principal=input.per_principal,
-            stored=input.stored,
-            data=input.data,
-            next_expiry_at=input.next_expiry_at,
-            now=now,
-        )
+        return self._tasks.refused(input, now)
 
     def _round_replayed(self, input: RoundReplayed, now: float) -> Step:
         return self._tools.replayed(input.need)

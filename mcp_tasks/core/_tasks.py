@@ -15,7 +15,6 @@ import msgspec
 from msgspec import Raw
 
 from . import _wire as w
-from ._catalog import Catalog
 from ._effects import (
     AwaitAnswer,
     CancelTask,
@@ -30,16 +29,16 @@ from ._effects import (
     TaskLimits,
     WakeAt,
 )
-from ._encode import Encoder, error_object, shown
+from ._encode import error_object, shown
 from ._envelope import decode_params, invalid_params
 from ._errors import INTERNAL_ERROR, SERVER_ERROR, LocalProtocolError, ProtocolError
-from ._injected import Injected
 from ._needs import FetchTask, TaskRequest, ToolCall
-from ._options import TaskOptions
 from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome, failure_outcome
+from ._parts import Parts
 from ._records import TaskRecord
 from ._rounds import check_input_requests, checked_responses, method_of, needs_tasks_extension
 from ._state import INITIAL_STATUS, TaskEvent, TaskStatus, can_happen, next_status
+from .inputs import TaskRefused
 
 RELATED_TASK_META: Final = "io.modelcontextprotocol/related-task"
 ORPHANED_MESSAGE: Final = (
@@ -71,26 +70,18 @@ def save(
 
 
 class Tasks:
-    def __init__(
-        self,
-        encoder: Encoder,
-        catalog: Catalog,
-        options: TaskOptions,
-        injected: Injected,
-    ) -> None:
-        self._encode = encoder
-        self._catalog = catalog
-        self.options = options
-        self.injected = injected
-        """Task ids and the poll policy's verdicts come from it."""
+    def __init__(self, parts: Parts) -> None:
+        self._parts = parts
+        """Task ids and the poll policy's verdicts come from `parts.injected`, a new task's
+        TTL and limits from `parts.task_options`."""
 
     # --- creation ----------------------------------------------------------------------
 
     def create(self, request_id: w.RequestId, call: ToolCall, now: float) -> Step:
         """The task a `tools/call` becomes: saved (under the limits), started, answered."""
-        options = self.options
+        options = self._parts.task_options
         record = TaskRecord(
-            task_id=self.injected.new_task_id(),
+            task_id=self._parts.injected.new_task_id(),
             version=1,
             tool_name=call.tool_name,
             status=INITIAL_STATUS,
@@ -121,54 +112,48 @@ class Tasks:
         if record.expires_at is not None:
             effects.append(WakeAt(task_id=record.task_id, deadline=record.expires_at))
         return Step(
-            reply=self._encode.result(request_id, self._encode.task_handle(record)),
+            reply=self._parts.encode.result(request_id, self._parts.encode.task_handle(record)),
             effects=tuple(effects),
         )
 
-    def refused(
-        self,
-        request_id: w.RequestId,
-        *,
-        per_principal: bool,
-        stored: bool = False,
-        data: bool = False,
-        next_expiry_at: float | None = None,
-        now: float | None = None,
-    ) -> Step:
-        """The store refused to create the task: it holds its limit of this principal's
-        unfinished tasks (-32603), of its stored tasks (-32603, retryable: HTTP 429), or of
-        tasks, or (`data`) of bytes of task data (-32603, retryable: HTTP 503). A retryable
-        refusal carries `Retry-After` and `data.retryAfterMs`: the time until
-        `next_expiry_at`, when the next stored task (of this principal's, or of all)
-        expires, and at least a second."""
+    def refused(self, refused: TaskRefused, now: float) -> Step:
+        """The store refused to create the task `refused.call` asked for: it holds its limit
+        of this principal's unfinished tasks (-32603), of its stored tasks (-32603,
+        retryable: HTTP 429), or of tasks, or (`data`) of bytes of task data (-32603,
+        retryable: HTTP 503). A retryable refusal carries `Retry-After` and
+        `data.retryAfterMs`: the time until `next_expiry_at`, when the next stored task (of
+        this principal's, or of all) expires, and at least a second."""
+        request_id = refused.call.request_id
+        assert request_id is not None
+        per_principal, next_expiry_at = refused.per_principal, refused.next_expiry_at
         wait_ms = None
-        if next_expiry_at is not None and now is not None:
+        if next_expiry_at is not None:
             # Rounded to microseconds first: 90.2 s is 90,200 ms, not 90,201.
             wait_ms = max(1000, math.ceil(round((next_expiry_at - now) * 1000, 3)))
         when = "when some have finished or expired" if wait_ms is None else f"in {wait_ms} ms"
-        if per_principal and stored:
-            most = self.options.max_stored_per_principal
+        if per_principal and refused.stored:
+            most = self._parts.task_options.max_stored_per_principal
             message = (
                 f"Too many tasks for this caller: at most {most} stored at once, finished "
                 f"ones included until they expire; try again {when}"
             )
-            reply = self._encode.retryable(
+            reply = self._parts.encode.retryable(
                 request_id, INTERNAL_ERROR, message, http_status=429, retry_after_ms=wait_ms
             )
             return Step(reply=reply)
         if per_principal:
-            most = self.options.max_active_per_principal
+            most = self._parts.task_options.max_active_per_principal
             message = (
                 f"Too many unfinished tasks for this caller: at most {most} at once; "
                 "try again when one has finished (or cancel one)"
             )
             error = w.ErrorObject(code=INTERNAL_ERROR, message=message)
-            return Step(reply=self._encode.error_object(request_id, error))
-        held = f"{self.options.max_tasks}"
-        if data:
-            held = f"{self.options.max_stored_bytes} bytes of task data"
+            return Step(reply=self._parts.encode.error_object(request_id, error))
+        held = f"{self._parts.task_options.max_tasks}"
+        if refused.data:
+            held = f"{self._parts.task_options.max_stored_bytes} bytes of task data"
         message = f"Too many tasks: the server holds its limit of {held}; try again {when}"
-        reply = self._encode.retryable(
+        reply = self._parts.encode.retryable(
             request_id, INTERNAL_ERROR, message, http_status=503, retry_after_ms=wait_ms
         )
         return Step(reply=reply)
@@ -213,43 +198,41 @@ class Tasks:
         ):
             # Another principal's task answers exactly as one that does not exist.
             error = invalid_params(f"Unknown task: {shown(request.task_id)!r}")
-            return Step(reply=self._encode.error(request_id, error))
+            return Step(reply=self._parts.encode.error(request_id, error))
         if record.is_expired(now):
             error = invalid_params(f"Task {request.task_id!r} has expired")
             return Step(
-                reply=self._encode.error(request_id, error),
+                reply=self._parts.encode.error(request_id, error),
                 effects=self.expire(record, now).effects,
             )
         if request.method == "tasks/get":
             return self._poll(request, record, now)
-        ack = w.EmptyResult(meta=self._encode.result_meta)
+        ack = w.EmptyResult(meta=self._parts.encode.result_meta)
         if request.method == "tasks/cancel":
             if not can_happen(record.status, TaskEvent.CANCEL):
-                return Step(reply=self._encode.result(request_id, ack))  # over: still an ack
+                return Step(reply=self._parts.encode.result(request_id, ack))  # over: still an ack
             cancelled = _finish(record, TaskEvent.CANCEL, now)
             effects: tuple[Effect, ...] = (
                 save(cancelled, record.version, TaskEvent.CANCEL),
                 CancelTask(task_id=record.task_id),
             )
-            return Step(reply=self._encode.result(request_id, ack), effects=effects)
+            return Step(reply=self._parts.encode.result(request_id, ack), effects=effects)
         try:
             effects = self._merge_answers(record, request.input_responses or {}, now)
         except ProtocolError as error:
-            return Step(reply=self._encode.error(request_id, error))
-        return Step(reply=self._encode.result(request_id, ack), effects=effects)
+            return Step(reply=self._parts.encode.error(request_id, error))
+        return Step(reply=self._parts.encode.result(request_id, ack), effects=effects)
 
     def _poll(self, request: TaskRequest, record: TaskRecord, now: float) -> Step:
-        injected = self.injected
+        encode, injected = self._parts.encode, self._parts.injected
         wait_ms = injected.poll_wait_ms(request.principal, record, now) if injected.polls else None
         if wait_ms is None:
-            return Step(
-                reply=self._encode.result(request.request_id, self._encode.detailed_task(record))
-            )
+            return Step(reply=encode.result(request.request_id, encode.detailed_task(record)))
         message = (
             f"Polling too fast: task {record.task_id!r} advises pollIntervalMs="
             f"{record.poll_interval_ms}; poll again in {wait_ms} ms"
         )
-        reply = self._encode.retryable(
+        reply = encode.retryable(
             request.request_id, SERVER_ERROR, message, http_status=429, retry_after_ms=wait_ms
         )
         return Step(reply=reply)
@@ -394,7 +377,7 @@ class Tasks:
             return Step()
         if record.is_expired(now):
             return self.expire(record, now)
-        tool = self._catalog.tools.get(record.tool_name)
+        tool = self._parts.catalog.tools.get(record.tool_name)
         if tool is not None and tool.resumable and record.request_meta is not None:
             restarted = record.replace(
                 status=next_status(record.status, TaskEvent.RESTART),
@@ -437,7 +420,7 @@ class Tasks:
     def _run(self, call: ToolCall) -> dict[str, Any]:
         """What a `StartTask` or `ResumeTask` carries to run `call`: the tool's handler as
         registered now, and the arguments decoded for it, or why they no longer fit."""
-        catalog = self._catalog
+        catalog = self._parts.catalog
         handler = catalog.handler("tool", call.tool_name)
         tool = catalog.tools.get(call.tool_name)
         if tool is None:  # removed: the run says so (`HandlerMissing`)
@@ -492,17 +475,26 @@ def _without_related_task_meta(result: w.CallToolResult) -> w.CallToolResult:
     return msgspec.structs.replace(result, meta=meta or msgspec.UNSET)
 
 
+_ONLY_WHILE_RUNNING: Final = dict.fromkeys(
+    (
+        "arguments",
+        "request_meta",
+        "prior_responses",
+        "handler_state",
+        "input_requests",
+        "input_responses",
+    )
+)
+"""What a record holds only for its handler to run (again) or be answered: an ended task
+drops it (None each)."""
+
+
 def _finish(record: TaskRecord, event: TaskEvent, now: float, **changes: Any) -> TaskRecord:
     """The record after a terminal event, without what only a running task needs."""
     changes.setdefault("status_message", None)  # a waiting or progress message is over too
     return record.replace(
         status=next_status(record.status, event),
         last_updated_at=now,
-        arguments=None,
-        request_meta=None,
-        prior_responses=None,
-        handler_state=None,
-        input_requests=None,
-        input_responses=None,
+        **_ONLY_WHILE_RUNNING,
         **changes,
     )

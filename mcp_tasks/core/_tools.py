@@ -16,13 +16,13 @@ import msgspec
 from msgspec import UNSET, Raw
 
 from . import _wire as w
-from ._catalog import Catalog
 from ._effects import Step
-from ._encode import Encoder, shown
+from ._encode import shown
 from ._envelope import HttpHeaders, check_param_headers, decode_params, invalid_params
 from ._errors import INTERNAL_ERROR, LocalProtocolError, ProtocolError
 from ._needs import Need, RunTool, ToolCall, UseOnce
 from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome
+from ._parts import Parts
 from ._rounds import Rounds, needs_tasks_extension
 from ._tasks import Tasks
 
@@ -30,9 +30,8 @@ SHUTTING_DOWN_MESSAGE: Final = "The server is shutting down; try again later"
 
 
 class ToolCalls:
-    def __init__(self, encoder: Encoder, catalog: Catalog, rounds: Rounds, tasks: Tasks) -> None:
-        self._encode = encoder
-        self._catalog = catalog
+    def __init__(self, parts: Parts, rounds: Rounds, tasks: Tasks) -> None:
+        self._parts = parts
         self._rounds = rounds
         self._tasks = tasks
 
@@ -48,7 +47,7 @@ class ToolCalls:
         closing: bool = False,
     ) -> RunTool | Step:
         params = decode_params(raw_params, w.CallToolParams)
-        tool = self._catalog.tools.get(params.name)
+        tool = self._parts.catalog.tools.get(params.name)
         if tool is None:
             raise invalid_params(f"Unknown tool: {shown(params.name)!r}")
         if tool.task_support == "required" and not meta.client_capabilities.has_tasks:
@@ -56,7 +55,7 @@ class ToolCalls:
         arguments = None if params.arguments is UNSET else params.arguments
         if arguments is not None and not bytes(arguments).lstrip().startswith(b"{"):
             raise invalid_params("Invalid params: params.arguments must be an object")
-        header_params = self._catalog.header_params.get(tool.name)
+        header_params = self._parts.catalog.header_params.get(tool.name)
         if header_params is not None and headers is not None:
             check_param_headers(header_params, headers.params or {}, arguments)
         responses: dict[str, Raw] = {}
@@ -70,7 +69,7 @@ class ToolCalls:
             if tool.single_use_request_state and opened.sealed is not None:
                 assert opened.expires_at is not None
                 use_once = UseOnce(key=opened.sealed, until=opened.expires_at)
-        decoded = self._catalog.decode_arguments(tool, arguments)
+        decoded = self._parts.catalog.decode_arguments(tool, arguments)
         call = ToolCall(
             request_id=request_id,
             tool_name=tool.name,
@@ -86,13 +85,13 @@ class ToolCalls:
             if closing:  # no new task while the server shuts down
                 return self.refused_closing(request_id)
             return self._tasks.create(request_id, call, now)
-        handler = self._catalog.handler("tool", tool.name)
+        handler = self._parts.catalog.handler("tool", tool.name)
         return RunTool(call=call, handler=handler, arguments=decoded, use_once=use_once)
 
     def refused_closing(self, request_id: w.RequestId) -> Step:
         """The server is shutting down: no new handler runs, no new task starts."""
         error = w.ErrorObject(code=INTERNAL_ERROR, message=SHUTTING_DOWN_MESSAGE)
-        return Step(reply=self._encode.error_object(request_id, error))
+        return Step(reply=self._parts.encode.error_object(request_id, error))
 
     def replayed(self, need: RunTool) -> Step:
         """The store had `need.use_once` already: its `requestState` was used before."""
@@ -101,7 +100,7 @@ class ToolCalls:
             f"requestState was used already: tool {need.call.tool_name!r} accepts each "
             "input round's answers once; call it again without requestState to start anew"
         )
-        return Step(reply=self._encode.error(need.call.request_id, error))
+        return Step(reply=self._parts.encode.error(need.call.request_id, error))
 
     def returned(self, call: ToolCall, outcome: ToolOutcome, now: float) -> Step | Need:
         """The handler of `call` (run for `RunTool`) returned `outcome`: the reply, a new
@@ -114,9 +113,9 @@ class ToolCalls:
             )
         try:
             if isinstance(outcome, w.CallToolResult):
-                return Step(reply=self._encode.result(request_id, outcome))
+                return Step(reply=self._parts.encode.result(request_id, outcome))
             if isinstance(outcome, w.ErrorObject):
-                return Step(reply=self._encode.error_object(request_id, outcome))
+                return Step(reply=self._parts.encode.error_object(request_id, outcome))
             if isinstance(outcome, InputRequired):
                 reply = self._rounds.ask(
                     request_id,
@@ -134,10 +133,10 @@ class ToolCalls:
                 return self._start_task(request_id, call, now)
             raise _handler_error(f"Tool {call.tool_name!r} returned an unknown outcome")
         except ProtocolError as error:
-            return Step(reply=self._encode.error(request_id, error))
+            return Step(reply=self._parts.encode.error(request_id, error))
 
     def _start_task(self, request_id: w.RequestId, call: ToolCall, now: float) -> Step | Need:
-        tool = self._catalog.tools.get(call.tool_name)
+        tool = self._parts.catalog.tools.get(call.tool_name)
         if tool is None:
             raise _handler_error(f"Tool {call.tool_name!r} was removed while it ran")
         if call.in_task:
@@ -150,11 +149,11 @@ class ToolCalls:
         if not call.client_capabilities.has_tasks:
             # An optional task tool, and this client cannot hold a task: work in place.
             in_place = msgspec.structs.replace(call, in_task=True)
-            handler = self._catalog.handler("tool", tool.name)
+            handler = self._parts.catalog.handler("tool", tool.name)
             return RunTool(
                 call=in_place,
                 handler=handler,
-                arguments=self._catalog.decode_arguments(tool, call.arguments),
+                arguments=self._parts.catalog.decode_arguments(tool, call.arguments),
             )
         return self._tasks.create(request_id, call, now)
 

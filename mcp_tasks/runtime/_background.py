@@ -24,12 +24,11 @@ from typing import Final
 import anyio
 import anyio.abc
 
-from .._support.backend import Event, event
+from .._support.backend import event
 from ..core import Step, TaskRecord, VersionConflict
 from ..core._compat import resume_of
 from ..core.inputs import AnswersArrived, Due, LeaseLapsed
 from ..store import StoreUnavailable
-from ._decide import Decide
 from ._interpreter import Interpreter
 from ._listen_streams import ListenStreams
 from ._shared import Shared
@@ -41,46 +40,23 @@ REAP_BATCH: Final = 100
 """Tasks whose lease lapsed, asked of the store at a time."""
 
 
-class ExpiryAlarm:
-    """How a `WakeAt` reaches the expiry loop: the interpreter calls `wake_at`, the loop
-    sleeps on it. Made before either of them, so neither holds the other."""
-
-    __slots__ = ("sleeping_until", "wake")
-
-    def __init__(self) -> None:
-        self.wake: Event | None = None
-        """Set to wake the expiry loop (None while it does not run: it reads the store's
-        next deadline when it starts)."""
-        self.sleeping_until = math.inf
-        """Until when the expiry loop sleeps (inf while it is awake: any deadline counts)."""
-
-    def wake_at(self, deadline: float) -> None:
-        """A record's expiry is due at `deadline`: wake the expiry loop if it sleeps past it."""
-        if self.wake is not None and deadline < self.sleeping_until:
-            self.wake.set()
-
-
 class Background:
     def __init__(
         self,
-        decide: Decide,
         shared: Shared,
         *,
         interpreter: Interpreter,
         runner: TaskRunner,
         listeners: ListenStreams,
-        alarm: ExpiryAlarm,
     ) -> None:
-        self._decide = decide
         self._shared = shared
         self._interpreter = interpreter
         self._runner = runner
         self._listen_streams = listeners
-        self._alarm = alarm
 
     def wake_at(self, deadline: float) -> None:
         """A record's expiry is due at `deadline`: wake the expiry loop if it sleeps past it."""
-        self._alarm.wake_at(deadline)
+        self._shared.alarm.wake_at(deadline)
 
     async def serve(
         self,
@@ -118,7 +94,7 @@ class Background:
     async def _expire_loop(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        shared, alarm = self._shared, self._alarm
+        shared, alarm = self._shared, self._shared.alarm
         # Another process may index an earlier deadline without waking this one: with a
         # shared store, look again at least every `poll_seconds`.
         most = shared.poll_seconds if shared.store.coordination.shared else math.inf
@@ -145,15 +121,15 @@ class Background:
         interpreter = self._interpreter
         for record in await self._shared.store.pop_due(self._shared.now()):
             try:
-                await interpreter.perform(self._decide(Due(record)))
+                await interpreter.perform(self._shared.decide(Due(record)))
             except VersionConflict:  # changed since it came due: decide on it anew
                 await interpreter.transition(record.task_id, self._due)
 
     def _due(self, record: TaskRecord | None) -> Step:
-        return self._decide(Due(record))
+        return self._shared.decide(Due(record))
 
     def _lease_lapsed(self, record: TaskRecord | None) -> Step:
-        return self._decide(LeaseLapsed(record))
+        return self._shared.decide(LeaseLapsed(record))
 
     async def _lease_loop(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -227,7 +203,7 @@ class Background:
 
     async def _resume_from_signal(self, task_id: str) -> None:
         record = await self._stored(task_id, "answers not delivered")
-        resume = resume_of(self._decide(AnswersArrived(record)))
+        resume = resume_of(self._shared.decide(AnswersArrived(record)))
         if resume is not None:
             self._runner.resume(resume)
 
@@ -248,7 +224,7 @@ class Background:
         if record is None or record.status.is_terminal:
             runner.cancel(task_id)
             return
-        resume = resume_of(self._decide(AnswersArrived(record)))
+        resume = resume_of(self._shared.decide(AnswersArrived(record)))
         if resume is not None and running.waiting:
             runner.resume(resume)
 

@@ -2,9 +2,10 @@
 
 Every part of the runtime that needs a decision (the interpreter for each message and
 handler outcome, the task runner for its handlers' news, the background loops for timers
-and lapsed leases, the listen streams for their messages) holds the same `Decide` and
-calls it with an input; it hands the input to the core with the time, and nothing else
-reaches the core. Recording swaps the core behind it (`use`), so no part is rewired.
+and lapsed leases, the listen streams for their messages) reaches the same `Decide`, as
+`shared.decide` (`Shared`), and calls it with an input; it hands the input to the core
+with the time, and nothing else reaches the core. Recording swaps the core behind it
+(`use`), so no part is rewired.
 """
 
 from __future__ import annotations

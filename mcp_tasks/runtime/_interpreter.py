@@ -62,7 +62,7 @@ from ._handlers import invoke_completion, invoke_prompt, invoke_resource, invoke
 from ._listen_streams import ListenStreams
 from ._shared import Shared
 from ._tasks import TaskRunner
-from ._threads import ToolThreads, ToolThreadsFull
+from ._threads import ToolThreadsFull
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -74,25 +74,13 @@ DecideOnRecord = Callable[[TaskRecord | None], Step]
 
 
 class Interpreter:
-    """Carries out the core's answers: fulfils needs, performs commands. `wake_at` tells
-    the expiry loop of a deadline (`WakeAt`)."""
+    """Carries out the core's answers: fulfils needs, performs commands. `shared.alarm`
+    tells the expiry loop of a deadline (`WakeAt`)."""
 
-    def __init__(
-        self,
-        decide: Decide,
-        shared: Shared,
-        *,
-        runner: TaskRunner,
-        listeners: ListenStreams,
-        tool_threads: ToolThreads,
-        wake_at: Callable[[float], None],
-    ) -> None:
-        self._decide = decide
+    def __init__(self, shared: Shared, *, runner: TaskRunner, listeners: ListenStreams) -> None:
         self._shared = shared
         self._runner = runner
         self._listen_streams = listeners
-        self._tool_threads = tool_threads
-        self._wake_at = wake_at
 
     # --- needs ------------------------------------------------------------------------------
 
@@ -115,11 +103,11 @@ class Interpreter:
                     refused = TaskRefused(
                         created_by, full.per_principal, full.stored, full.data, full.retry_at
                     )
-                    answer = self._decide(refused)
+                    answer = self._shared.decide(refused)
                     tool_call = None
                     continue
             if isinstance(answer, FetchTask):
-                fetched = functools.partial(_fetched, self._decide, answer)
+                fetched = functools.partial(_fetched, self._shared.decide, answer)
                 return await self.transition(answer.request.task_id, fetched)
             if isinstance(answer, Listen):
                 return await self._listen_streams.carry(
@@ -127,14 +115,14 @@ class Interpreter:
                 )
             if isinstance(answer, RunTool):
                 if self._shared.closing:
-                    answer = self._decide(CallRefused(answer))
+                    answer = self._shared.decide(CallRefused(answer))
                     continue
                 once = answer.use_once
                 shared = self._shared
                 if once is not None and not await shared.store.coordination.use_once(
                     once.key, once.until, shared.now()
                 ):
-                    answer = self._decide(RoundReplayed(answer))
+                    answer = self._shared.decide(RoundReplayed(answer))
                     continue
                 tool_call = answer.call
             fulfilled = await self._in_request(answer, notify, connection)
@@ -163,7 +151,7 @@ class Interpreter:
     async def _run_handler(
         self, need: RunTool | GetPrompt | ReadResource | Complete, notify: SendNotification | None
     ) -> Step | Need:
-        decide = self._decide
+        decide = self._shared.decide
         if isinstance(need, Complete):
             completion = await invoke_completion(need.handler, need.call)
             return decide(need.returned(completion))
@@ -178,7 +166,7 @@ class Interpreter:
                 notify_progress=to_client.progress,
                 notify_log=to_client.log,
             )
-            threads = self._tool_threads
+            threads = self._shared.tool_threads
             try:
                 outcome = await invoke_tool(
                     need.handler, need.call, context, need.arguments, threads=threads
@@ -246,7 +234,7 @@ class Interpreter:
                 if connection is not None:
                     connection.cancel(effect.request_id)
             elif isinstance(effect, WakeAt):
-                self._wake_at(effect.deadline)
+                shared.alarm.wake_at(effect.deadline)
         return step.reply
 
     async def transition(
@@ -295,11 +283,13 @@ class _ToClient:
         self._notify = notify
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        step = self._interpreter._decide(ProgressReported(self._meta, progress, total, message))
+        step = self._interpreter._shared.decide(
+            ProgressReported(self._meta, progress, total, message)
+        )
         await self._interpreter.perform(step, self._notify)
 
     async def log(self, level: LoggingLevel, data: Any, logger_name: str | None) -> None:
-        step = self._interpreter._decide(LogEmitted(self._meta, level, data, logger_name))
+        step = self._interpreter._shared.decide(LogEmitted(self._meta, level, data, logger_name))
         await self._interpreter.perform(step, self._notify)
 
 

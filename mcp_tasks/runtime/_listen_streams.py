@@ -32,7 +32,6 @@ from ..core.inputs import (
 )
 from ..transports._port import Connection, Notify
 from ..transports._telemetry import Telemetry
-from ._decide import Decide
 from ._shared import Shared
 
 logger = logging.getLogger("mcp_tasks.server")
@@ -70,11 +69,10 @@ class ListenStream:
 
 
 class ListenStreams:
-    """The open `subscriptions/listen` streams; each message worded by `decide`, counted
-    in `shared.telemetry`."""
+    """The open `subscriptions/listen` streams; each message worded by `shared.decide`,
+    counted in `shared.telemetry`."""
 
-    def __init__(self, decide: Decide, shared: Shared) -> None:
-        self._decide = decide
+    def __init__(self, shared: Shared) -> None:
         self._shared = shared
         self._open: set[ListenStream] = set()
         self._per_principal: collections.Counter[str | None] = collections.Counter()
@@ -119,7 +117,7 @@ class ListenStreams:
             connection.in_flight[subscription.request_id] = scope
         try:
             with scope:
-                acknowledgement = message_of(self._decide(ListenStarted(subscription)))
+                acknowledgement = message_of(self._shared.decide(ListenStarted(subscription)))
                 if acknowledgement is not None:
                     await notify(acknowledgement)
                 while listener.queued or not listener.ended:  # what was queued goes out first
@@ -137,7 +135,7 @@ class ListenStreams:
         return self._ended(subscription)
 
     def _ended(self, subscription: Subscription) -> Reply | None:
-        return self._decide(ListenEnded(subscription)).reply
+        return self._shared.decide(ListenEnded(subscription)).reply
 
     def end(self, connection: Connection | None = None) -> None:
         """End the streams (all, or those of `connection`) after what they have queued."""
@@ -150,9 +148,9 @@ class ListenStreams:
     def _refusal(self, listen: Listen) -> Reply | None:
         most = listen.max_streams_per_principal
         if most is not None and self._per_principal[listen.subscription.principal] >= most:
-            return self._decide(ListenRefused(listen, per_principal=True)).reply
+            return self._shared.decide(ListenRefused(listen, per_principal=True)).reply
         if listen.max_streams is not None and len(self._open) >= listen.max_streams:
-            return self._decide(ListenRefused(listen, per_principal=False)).reply
+            return self._shared.decide(ListenRefused(listen, per_principal=False)).reply
         return None
 
     def _add(self, listener: ListenStream) -> None:
@@ -178,17 +176,19 @@ class ListenStreams:
 
     def list_changed(self, kind: str) -> None:
         for listener in self._open:
-            listener.push(message_of(self._decide(ListChanged(listener.subscription, kind))))
+            listener.push(message_of(self._shared.decide(ListChanged(listener.subscription, kind))))
 
     def resource_updated(self, uri: str) -> None:
         for listener in self._by_uri.get(uri):
             updated = ResourceUpdated(listener.subscription, uri)
-            listener.push(message_of(self._decide(updated)))
+            listener.push(message_of(self._shared.decide(updated)))
 
     def task_changed(self, record: TaskRecord) -> None:
         for listener in self._by_task.get(record.task_id):
             try:
-                message = message_of(self._decide(TaskChanged(listener.subscription, record)))
+                message = message_of(
+                    self._shared.decide(TaskChanged(listener.subscription, record))
+                )
             except Exception:  # a notification must never cost the task its own work
                 logger.exception(
                     "task %s: notifications/tasks failed",

@@ -58,7 +58,7 @@ from ..store._legacy import as_task_store
 from ..transports._port import Connection, Notify
 from ..transports._telemetry import NO_TELEMETRY, Telemetry
 from . import _observe
-from ._background import Background, ExpiryAlarm
+from ._background import Background
 from ._decide import Decide
 from ._interpreter import Interpreter
 from ._listen_streams import ListenStreams
@@ -108,7 +108,6 @@ class Server(Registering):
         if lease_seconds <= 0:
             raise ValueError("lease_seconds must be positive")
         held = MemoryTaskStore() if store is None else as_task_store(store)
-        shared = self._shared = Shared(held, NO_TELEMETRY, clock, lease_seconds)
         self.core = ServerCore(
             info=self.info,
             new_task_id=lambda: "tsk_" + secrets.token_urlsafe(24),
@@ -123,29 +122,19 @@ class Server(Registering):
         """What writes each input to the journal (`record`), or None."""
         decide = self.decide = Decide(self.core, clock)
         """The one way the runtime asks the core: `decide(input)`."""
-        listeners = self.listeners = ListenStreams(decide, shared)
-        self.registry = Registry(self.core, listeners)
-        """The decorators' registry: `server.tool` and the others hand on to it."""
         threads = self.tool_threads = ToolThreads(self.core.options.max_tool_threads)
         """The worker threads plain-function tools hold (`ServerOptions.max_tool_threads`)."""
-        alarm = ExpiryAlarm()
-        runner = self.runner = TaskRunner(decide, shared, threads)
-        interpreter = self.interpreter = Interpreter(
-            decide,
-            shared,
-            runner=runner,
-            listeners=listeners,
-            tool_threads=threads,
-            wake_at=alarm.wake_at,
+        shared = self._shared = Shared(
+            decide, threads, held, NO_TELEMETRY, clock=clock, lease_seconds=lease_seconds
         )
+        listeners = self.listeners = ListenStreams(shared)
+        self.registry = Registry(self.core, listeners)
+        """The decorators' registry: `server.tool` and the others hand on to it."""
+        runner = self.runner = TaskRunner(shared)
+        interpreter = self.interpreter = Interpreter(shared, runner=runner, listeners=listeners)
         runner.saves_through(interpreter.transition)  # the one circle, closed here
         self.background = Background(
-            decide,
-            shared,
-            interpreter=interpreter,
-            runner=runner,
-            listeners=listeners,
-            alarm=alarm,
+            shared, interpreter=interpreter, runner=runner, listeners=listeners
         )
 
     # --- what the parts share (`Shared`) -------------------------------------------------

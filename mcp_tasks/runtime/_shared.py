@@ -2,12 +2,15 @@
 
 Theory of operation
 -------------------
-The parts (`Interpreter`, `TaskRunner`, `Background`) are given their collaborators
-when `Server` makes them: the `Decide`, the runner, the listen streams, the tool threads.
-Those never change. A few things do: `use_store` and `use_telemetry` swap the store (and
-its telemetry wrapper), the command line sets `lease_seconds`, leaving `running()` sets
-`closing`. Those live here, in one object every part holds, so a swap made on `Server`
-is seen by every part at once, and no part can be left holding the store before it.
+Every part (`Interpreter`, `TaskRunner`, `Background`, `ListenStreams`) holds this one
+object, made by `Server` before them. It carries what all or several of them use: the
+`Decide` (the one way to the core), the worker threads of plain-function tools, and the
+`ExpiryAlarm` by which a `WakeAt` reaches the expiry loop; those never change. A few things
+do: `use_store` and `use_telemetry` swap the store (and its telemetry wrapper), the command
+line sets `lease_seconds`, leaving `running()` sets `closing`. Those live here too, so a
+swap made on `Server` is seen by every part at once, and no part can be left holding the
+store before it. What only one or two parts use (the runner, the listen streams, the
+interpreter) they are handed by `Server` as parameters.
 """
 
 from __future__ import annotations
@@ -15,23 +18,62 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from .._support.backend import Event
 from ..store import TaskStore
 from ..transports._telemetry import Telemetry
+from ._decide import Decide
+from ._threads import ToolThreads
+
+
+class ExpiryAlarm:
+    """How a `WakeAt` reaches the expiry loop: the interpreter calls `wake_at`, the loop
+    sleeps on it. Made before either of them, so neither holds the other."""
+
+    __slots__ = ("sleeping_until", "wake")
+
+    def __init__(self) -> None:
+        self.wake: Event | None = None
+        """Set to wake the expiry loop (None while it does not run: it reads the store's
+        next deadline when it starts)."""
+        self.sleeping_until = math.inf
+        """Until when the expiry loop sleeps (inf while it is awake: any deadline counts)."""
+
+    def wake_at(self, deadline: float) -> None:
+        """A record's expiry is due at `deadline`: wake the expiry loop if it sleeps past it."""
+        if self.wake is not None and deadline < self.sleeping_until:
+            self.wake.set()
 
 
 class Shared:
-    """The store, the telemetry, the clock, the lease length and the closing flag, as the
-    server holds them now."""
+    """The `Decide`, the tool threads and the expiry alarm; the store, the telemetry, the
+    clock, the lease length and the closing flag, as the server holds them now."""
 
-    __slots__ = ("_clock", "closing", "lease_seconds", "store", "telemetry")
+    __slots__ = (
+        "_clock",
+        "alarm",
+        "closing",
+        "decide",
+        "lease_seconds",
+        "store",
+        "telemetry",
+        "tool_threads",
+    )
 
     def __init__(
         self,
+        decide: Decide,
+        tool_threads: ToolThreads,
         store: TaskStore,
         telemetry: Telemetry,
+        *,
         clock: Callable[[], float],
         lease_seconds: float,
     ) -> None:
+        self.decide = decide
+        """The one way to the core: `shared.decide(input)`."""
+        self.tool_threads = tool_threads
+        """The worker threads plain-function tools hold, in a task or not."""
+        self.alarm = ExpiryAlarm()
         self.store = store
         self.telemetry = telemetry
         self._clock = clock

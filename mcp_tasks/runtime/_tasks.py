@@ -44,10 +44,8 @@ from ..core.inputs import (
 )
 from ..store import Signal, StoreUnavailable
 from ._context import ToolContext
-from ._decide import Decide
 from ._handlers import ToolEntry, invoke_tool
 from ._shared import Shared
-from ._threads import ToolThreads
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -98,10 +96,8 @@ class TaskRunner:
     `transition` (the interpreter's, which in turn starts handlers here: `saves_through`
     closes that one circle, once, when the server puts its parts together)."""
 
-    def __init__(self, decide: Decide, shared: Shared, tool_threads: ToolThreads) -> None:
-        self._decide = decide
+    def __init__(self, shared: Shared) -> None:
         self._shared = shared
-        self._tool_threads = tool_threads
         self._transition: Transition | None = None
         self.running: dict[str, RunningTask] = {}
         self.finishing: set[str] = set()
@@ -222,7 +218,7 @@ class TaskRunner:
                 task_id, progress, total, message
             ),
         )
-        threads = self._tool_threads
+        threads = self._shared.tool_threads
         shared = self._shared
         try:
             with running.scope:
@@ -273,9 +269,9 @@ class TaskRunner:
 
         def returned(record: TaskRecord | None) -> Step:
             if running.handler_missing:
-                return self._decide(HandlerMissing(record))
+                return self._shared.decide(HandlerMissing(record))
             assert running.outcome is not None  # held by `running` alone: it may be dropped
-            return self._decide(TaskReturned(record, running.outcome))
+            return self._shared.decide(TaskReturned(record, running.outcome))
 
         saved = await self._keep_trying(
             f"task {task_id!r}: saving its outcome",
@@ -297,7 +293,7 @@ class TaskRunner:
             f"task {task_id!r}: saving that its outcome was lost",
             lambda: transition(
                 task_id,
-                lambda record: self._decide(OutcomeLost(record, waited)),
+                lambda record: self._shared.decide(OutcomeLost(record, waited)),
                 running.record,
             ),
             None,
@@ -322,7 +318,7 @@ class TaskRunner:
 
     async def _set_status(self, task_id: str, message: str | None) -> None:
         await self._save_progress(
-            task_id, lambda record: self._decide(StatusMessageSet(record, message))
+            task_id, lambda record: self._shared.decide(StatusMessageSet(record, message))
         )
 
     async def _progress(
@@ -330,7 +326,7 @@ class TaskRunner:
     ) -> None:
         await self._save_progress(
             task_id,
-            lambda record: self._decide(TaskProgressed(record, progress, total, message)),
+            lambda record: self._shared.decide(TaskProgressed(record, progress, total, message)),
         )
 
     async def _save_progress(self, task_id: str, decide: Any) -> None:
@@ -350,7 +346,7 @@ class TaskRunner:
             for key in running.asked:  # decided before, on a record that has changed since
                 running.waiting.pop(key, None)
             running.asked.clear()
-            step = self._decide(TaskAsked(record, request))
+            step = self._shared.decide(TaskAsked(record, request))
             running.ends = any(isinstance(effect, EndRun) for effect in step.effects)
             return step
 

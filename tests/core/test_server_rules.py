@@ -301,6 +301,21 @@ def test_options_given_later_are_the_ones_answered_under(h: Harness) -> None:
     assert h.request("tools/list")["result"]["ttlMs"] == 5
 
 
+def test_options_given_later_reach_every_part(h: Harness) -> None:
+    """`use_options` and `use_task_options` change what each part of the core answers
+    under, not only the core: an input round's `requestState` TTL, the items one listen
+    may name, a new task's TTL."""
+    h.core.use_options(ServerOptions(request_state_ttl_ms=1000, max_listen_items=1))
+    state = _round_one(h)
+    h.now += 2
+    assert "expired" in error_of(_retry(h, state))["message"]
+    listen = {"notifications": {"taskIds": ["t-1", "t-2"]}}
+    refused = error_of(h.request("subscriptions/listen", listen, caps=ALL_CAPS))
+    assert "names 2 items, at most 1" in refused["message"]
+    h.core.use_task_options(TaskOptions(ttl_ms=5000))
+    assert h.get(start(h), caps=ALL_CAPS)["result"]["ttlMs"] == 5000
+
+
 # --- discover and tools/list ---------------------------------------------------------------
 
 
