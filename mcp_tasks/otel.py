@@ -76,7 +76,13 @@ from .store._legacy import COORDINATION_METHODS, PreSplitStore
 from .transports._telemetry import Telemetry
 
 if TYPE_CHECKING:
-    from .core import Reply, RequestMeta, TaskRecord
+    from .core import (
+        Reply,
+        TaskRecord,
+    )
+    from .core.wire import (
+        RequestMeta,
+    )
     from .store import TaskStore
 
 __all__ = [

@@ -40,6 +40,23 @@ import msgspec
 from msgspec import UNSET
 
 from ..core import (
+    LocalProtocolError,
+    RemoteProtocolError,
+)
+from ..core._client import (
+    ClientCore,
+    InputTracker,
+    PollPolicy,
+    RetryPolicy,
+    RpcError,
+    Task,
+    TaskCancelled,
+    TaskExpired,
+    TaskFailed,
+    give_up_at,
+    names_param_header,
+)
+from ..core.wire import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     TASKS_EXTENSION,
@@ -61,29 +78,14 @@ from ..core import (
     InputRequest,
     InputRequiredTask,
     ListRootsResult,
-    LocalProtocolError,
     Prompt,
     PromptReference,
     ReadResourceResult,
-    RemoteProtocolError,
     Resource,
     ResourceTemplate,
     ResourceTemplateReference,
     SubscriptionFilter,
     Tool,
-)
-from ..core._client import (
-    ClientCore,
-    InputTracker,
-    PollPolicy,
-    RetryPolicy,
-    RpcError,
-    Task,
-    TaskCancelled,
-    TaskExpired,
-    TaskFailed,
-    give_up_at,
-    names_param_header,
 )
 from ..transports import (
     ClientTransport,

@@ -44,6 +44,11 @@ from mcp_types import ListRootsResult as SdkListRootsResult
 from pydantic import BaseModel
 
 from ..core import (
+    HttpHeaders,
+    InputRequired,
+    ToolOutcome,
+)
+from ..core.wire import (
     INTERNAL_ERROR,
     CallToolResult,
     CreateMessageParams,
@@ -51,11 +56,8 @@ from ..core import (
     ElicitParams,
     ElicitRequest,
     ErrorObject,
-    HttpHeaders,
     InputRequest,
-    InputRequired,
     ListRootsRequest,
-    ToolOutcome,
 )
 from ..runtime._context import ToolContext
 

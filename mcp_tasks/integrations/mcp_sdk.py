@@ -72,20 +72,22 @@ from pydantic import ConfigDict
 from .._support.backend import Event, event, spawn_detached
 from ..asgi import AsgiApp, Receive, Scope, Send
 from ..core import (
-    INTERNAL_ERROR,
-    PROTOCOL_VERSION,
     START_TASK,
-    TASKS_EXTENSION,
-    CallToolResult,
-    ErrorObject,
-    Implementation,
     InputRequired,
     Reply,
     ServerOptions,
     TaskOptions,
     ToolOutcome,
 )
-from ..core.wire import IncomingMessage
+from ..core.wire import (
+    INTERNAL_ERROR,
+    PROTOCOL_VERSION,
+    TASKS_EXTENSION,
+    CallToolResult,
+    ErrorObject,
+    Implementation,
+    IncomingMessage,
+)
 from ..runtime import Server
 from ..runtime._context import ToolContext
 from ..store import TaskStore

@@ -23,7 +23,14 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from ..core import INVALID_PARAMS, ElicitResult, LocalProtocolError, RemoteProtocolError
+from ..core import (
+    LocalProtocolError,
+    RemoteProtocolError,
+)
+from ..core.wire import (
+    INVALID_PARAMS,
+    ElicitResult,
+)
 
 __all__ = ["Accepted", "Answer", "Cancelled", "Declined", "form_for", "read_answer"]
 

@@ -13,6 +13,9 @@ from msgspec import UNSET
 
 from .._support.handing_on import AttributeOf
 from ..core import (
+    ToolCall,
+)
+from ..core.wire import (
     ClientCapabilities,
     CreateMessageParams,
     CreateMessageRequest,
@@ -27,7 +30,6 @@ from ..core import (
     RequestMeta,
     Root,
     SamplingMessage,
-    ToolCall,
 )
 from ._answers import Answer, form_for, read_answer
 

@@ -24,30 +24,32 @@ import sniffio
 from msgspec import UNSET
 
 from ..core import (
-    CallToolResult,
-    Completion,
     CompletionCall,
     CompletionOutcome,
-    ErrorObject,
-    GetPromptResult,
     InputRequired,
-    PromptArgument,
     PromptCall,
-    PromptMessage,
     PromptOutcome,
     PromptSpec,
     ProtocolError,
-    ResourceContents,
     ResourceNotFound,
     ResourceOutcome,
     ResourceRead,
     StartTaskOutcome,
-    TextContent,
     ToolCall,
     ToolError,
     ToolOutcome,
     ToolSpec,
     failure_outcome,
+)
+from ..core.wire import (
+    CallToolResult,
+    Completion,
+    ErrorObject,
+    GetPromptResult,
+    PromptArgument,
+    PromptMessage,
+    ResourceContents,
+    TextContent,
 )
 from ._context import RequestContext, ToolContext
 from ._signatures import is_object_type

@@ -20,29 +20,29 @@ from typing import Any, Final
 from .._support.backend import cancel_scope
 from ..core import (
     START_TASK,
-    AwaitAnswer,
-    CancelRequest,
-    CancelTask,
     Complete,
-    DeleteTask,
     FetchTask,
     GetPrompt,
     Listen,
-    LoggingLevel,
     Need,
-    Notify,
     ReadResource,
-    ReleaseLease,
     Reply,
-    RequestMeta,
-    ResumeTask,
     RunTool,
-    SaveTask,
-    StartTask,
     Step,
     TaskRecord,
     ToolCall,
     VersionConflict,
+)
+from ..core.commands import (
+    AwaitAnswer,
+    CancelRequest,
+    CancelTask,
+    DeleteTask,
+    Notify,
+    ReleaseLease,
+    ResumeTask,
+    SaveTask,
+    StartTask,
     WakeAt,
 )
 from ..core.inputs import (
@@ -51,6 +51,10 @@ from ..core.inputs import (
     ProgressReported,
     RoundReplayed,
     TaskRefused,
+)
+from ..core.wire import (
+    LoggingLevel,
+    RequestMeta,
 )
 from ..store import StoreFull
 from ..transports._port import Connection

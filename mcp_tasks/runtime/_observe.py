@@ -21,7 +21,18 @@ from typing import Any, Final
 import msgspec
 
 from .._support.logs import RateLimitedLog
-from ..core import INTERNAL_ERROR, DeleteTask, Reply, SaveTask, TaskEvent, TaskRecord
+from ..core import (
+    Reply,
+    TaskEvent,
+    TaskRecord,
+)
+from ..core.commands import (
+    DeleteTask,
+    SaveTask,
+)
+from ..core.wire import (
+    INTERNAL_ERROR,
+)
 from ..transports._telemetry import Telemetry
 
 task_logger = logging.getLogger("mcp_tasks.tasks")

@@ -41,16 +41,18 @@ from .._support.backend import event
 from .._support.handing_on import AttributeOf, handed_on
 from ..core import (
     HttpHeaders,
-    Implementation,
     Need,
     Reply,
-    RequestId,
     ServerCore,
     ServerOptions,
     Step,
     TaskOptions,
 )
 from ..core.inputs import Received, ServerFailed, StoreUnreachable
+from ..core.wire import (
+    Implementation,
+    RequestId,
+)
 from ..journals._recorder import Recorder
 from ..journals._writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, FLUSH_SECONDS, JournalWriter
 from ..store import MemoryTaskStore, StoreUnavailable, TaskStore

@@ -24,7 +24,14 @@ from typing import Any
 
 import msgspec
 
-from ..core import CallToolResult, ErrorObject, InputRequired, StartTaskOutcome
+from ..core import (
+    InputRequired,
+    StartTaskOutcome,
+)
+from ..core.wire import (
+    CallToolResult,
+    ErrorObject,
+)
 
 __all__ = ["ToolSignature", "is_object_type", "read_tool_signature"]
 

@@ -23,17 +23,17 @@ from msgspec import Raw
 
 from .._support.backend import CancelScope, Event, cancel_scope, event
 from ..core import (
-    AwaitAnswer,
-    ErrorObject,
-    InputRequest,
     Reply,
-    ResumeTask,
-    StartTask,
     Step,
     TaskRecord,
     ToolOutcome,
 )
-from ..core.commands import EndRun
+from ..core.commands import (
+    AwaitAnswer,
+    EndRun,
+    ResumeTask,
+    StartTask,
+)
 from ..core.inputs import (
     HandlerMissing,
     OutcomeLost,
@@ -41,6 +41,10 @@ from ..core.inputs import (
     TaskAsked,
     TaskProgressed,
     TaskReturned,
+)
+from ..core.wire import (
+    ErrorObject,
+    InputRequest,
 )
 from ..store import Signal, StoreUnavailable
 from ._context import ToolContext

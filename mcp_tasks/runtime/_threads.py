@@ -51,7 +51,14 @@ import anyio.to_thread
 
 from .._support.backend import Event, event
 from .._support.logs import RateLimitedLog
-from ..core import INTERNAL_ERROR, Reply, RequestId, error_body
+from ..core import (
+    Reply,
+)
+from ..core.wire import (
+    INTERNAL_ERROR,
+    RequestId,
+    error_body,
+)
 
 logger = logging.getLogger("mcp_tasks.server")
 

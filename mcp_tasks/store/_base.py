@@ -33,7 +33,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
 
-from ..core import TaskLimits, TaskRecord
+from ..core import (
+    TaskRecord,
+)
+from ..core.commands import (
+    TaskLimits,
+)
 
 
 def redacted(url: str) -> str:

@@ -24,7 +24,12 @@ import warnings
 from typing import Any, Final, NamedTuple
 
 from .._support.handing_on import AttributeOf, handed_on
-from ..core import TaskLimits, TaskRecord
+from ..core import (
+    TaskRecord,
+)
+from ..core.commands import (
+    TaskLimits,
+)
 from ._base import Coordination, Signals, StoreFull, TaskStore
 
 _OLD_KEYWORDS = {

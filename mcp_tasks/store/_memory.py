@@ -13,7 +13,13 @@ from __future__ import annotations
 import heapq
 import secrets
 
-from ..core import TaskLimits, TaskRecord, VersionConflict
+from ..core import (
+    TaskRecord,
+    VersionConflict,
+)
+from ..core.commands import (
+    TaskLimits,
+)
 from ._base import EXPIRY_CLAIM_SECONDS, StoreFull
 from ._legacy import Save, SavingStore
 from ._local import LocalCoordination

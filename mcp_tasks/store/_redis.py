@@ -34,7 +34,15 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from ..core import TaskLimits, TaskRecord, VersionConflict, decode_record, encode_record
+from ..core import (
+    TaskRecord,
+    VersionConflict,
+    decode_record,
+    encode_record,
+)
+from ..core.commands import (
+    TaskLimits,
+)
 from ._base import EXPIRY_CLAIM_SECONDS, Signal, StoreFull, StoreUnavailable, redacted
 from ._legacy import Save, SavingStore
 from ._worker import BatchingWorker

@@ -26,7 +26,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from ..core import TaskLimits, TaskRecord, VersionConflict, decode_record, encode_record
+from ..core import (
+    TaskRecord,
+    VersionConflict,
+    decode_record,
+    encode_record,
+)
+from ..core.commands import (
+    TaskLimits,
+)
 from ._base import EXPIRY_CLAIM_SECONDS, Signals, StoreFull, StoreUnavailable
 from ._legacy import Save, SavingStore
 from ._worker import BatchingWorker

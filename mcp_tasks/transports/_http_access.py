@@ -22,7 +22,9 @@ from collections.abc import Iterable
 from typing import Final
 
 from .._support.logs import RateLimitedLog
-from ..core import shown
+from ..core.wire import (
+    shown,
+)
 from ._http_rules import Refusal, target_path
 from ._port import MessageHandler
 

@@ -38,7 +38,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
-from ..core import INTERNAL_ERROR, INVALID_REQUEST, HttpHeaders, error_body, shown
+from ..core import (
+    HttpHeaders,
+)
+from ..core.wire import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    error_body,
+    shown,
+)
 
 if TYPE_CHECKING:  # the ASGI app reads these rules without h11
     import h11

@@ -36,7 +36,13 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from .._support.backend import CancelScope
-from ..core import HttpHeaders, Reply, RequestId
+from ..core import (
+    HttpHeaders,
+    Reply,
+)
+from ..core.wire import (
+    RequestId,
+)
 from ._telemetry import Telemetry
 
 __all__ = ["Connection", "HostedHandler", "MessageHandler", "Notify", "SendNotification"]

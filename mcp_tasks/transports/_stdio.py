@@ -57,7 +57,13 @@ import anyio.abc
 import trio
 
 from .._support import backend as _backend
-from ..core import INVALID_REQUEST, error_body, internal_error_reply
+from ..core import (
+    internal_error_reply,
+)
+from ..core.wire import (
+    INVALID_REQUEST,
+    error_body,
+)
 from . import _stdio_pipes
 from ._port import Connection, MessageHandler
 

@@ -23,8 +23,15 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from ..core import Reply, RequestMeta, TaskEvent, TaskRecord
-    from ..core.wire import IncomingMessage
+    from ..core import (
+        Reply,
+        TaskEvent,
+        TaskRecord,
+    )
+    from ..core.wire import (
+        IncomingMessage,
+        RequestMeta,
+    )
     from ..store import TaskStore
 
 __all__ = ["NO_TELEMETRY", "ClientRequest", "RequestObservation", "Telemetry"]
