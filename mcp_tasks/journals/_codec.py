@@ -32,6 +32,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 from msgspec import Raw
 
+from ..core import _needs as n
 from ..core import _wire as w
 from ..core._effects import (
     DeleteTask,
@@ -44,22 +45,6 @@ from ..core._effects import (
     Step,
 )
 from ..core._envelope import HttpHeaders
-from ..core._needs import (
-    Complete,
-    CompletionCall,
-    FetchTask,
-    GetPrompt,
-    Listen,
-    Need,
-    PromptCall,
-    ReadResource,
-    ResourceRead,
-    RunTool,
-    Subscription,
-    TaskRequest,
-    ToolCall,
-    UseOnce,
-)
 from ..core._outcomes import START_TASK, InputRequired
 from ..core._records import TaskRecord, decode_record
 from ..core.inputs import INPUTS, Input, TaskFetched
@@ -162,27 +147,27 @@ class _StoredCall(msgspec.Struct, kw_only=True):
 _call_decoder = msgspec.json.Decoder(_StoredCall)
 
 
-def _tool_call(stored: _StoredCall) -> ToolCall:
+def _tool_call(stored: _StoredCall) -> n.ToolCall:
     fields = msgspec.structs.asdict(stored)
     if bytes(stored.arguments) == b"null":
         fields["arguments"] = None
-    return ToolCall(**fields)
+    return n.ToolCall(**fields)
 
 
-def _decode_call(raw: bytes) -> ToolCall:
+def _decode_call(raw: bytes) -> n.ToolCall:
     return _tool_call(_call_decoder.decode(raw))
 
 
 class _StoredRunTool(msgspec.Struct, kw_only=True):
     call: _StoredCall
-    use_once: UseOnce | None = None
+    use_once: n.UseOnce | None = None
     starts_task: bool = False
 
 
 _run_tool_decoder = msgspec.json.Decoder(_StoredRunTool)
 
 
-def _encode_run_tool(need: RunTool, redactor: Redactor) -> Any:
+def _encode_run_tool(need: n.RunTool, redactor: Redactor) -> Any:
     return {
         "call": redactor.call(need.call),
         "use_once": need.use_once,
@@ -190,37 +175,37 @@ def _encode_run_tool(need: RunTool, redactor: Redactor) -> Any:
     }
 
 
-def _decode_run_tool(raw: bytes) -> RunTool:
+def _decode_run_tool(raw: bytes) -> n.RunTool:
     stored = _run_tool_decoder.decode(raw)
-    return RunTool(
+    return n.RunTool(
         call=_tool_call(stored.call), use_once=stored.use_once, starts_task=stored.starts_task
     )
 
 
-def _encode_need(need: Need, redactor: Redactor) -> Any:
-    if isinstance(need, RunTool):
+def _encode_need(need: n.Need, redactor: Redactor) -> Any:
+    if isinstance(need, n.RunTool):
         return {"RunTool": _encode_run_tool(need, redactor)}
     return need_out(need, redactor)
 
 
 _NEED_KINDS: Final[dict[str, Any]] = {
-    "GetPrompt": PromptCall,
-    "ReadResource": ResourceRead,
-    "Complete": CompletionCall,
+    "GetPrompt": n.PromptCall,
+    "ReadResource": n.ResourceRead,
+    "Complete": n.CompletionCall,
 }
 
 
-def _decode_need(raw: bytes) -> Need:
+def _decode_need(raw: bytes) -> n.Need:
     ((kind, value),) = msgspec.json.decode(raw, type=dict[str, Raw]).items()
     if kind == "RunTool":
         return _decode_run_tool(value)
     if kind == "FetchTask":
-        return msgspec.json.decode(value, type=FetchTask)
+        return msgspec.json.decode(value, type=n.FetchTask)
     if kind == "Listen":
-        return msgspec.json.decode(value, type=Listen)
+        return msgspec.json.decode(value, type=n.Listen)
     call = msgspec.json.decode(value, type=dict[str, Raw])["call"]
-    need_type = {"GetPrompt": GetPrompt, "ReadResource": ReadResource, "Complete": Complete}
-    need: Need = need_type[kind](call=msgspec.json.decode(call, type=_NEED_KINDS[kind]))
+    need_type = {"GetPrompt": n.GetPrompt, "ReadResource": n.ReadResource, "Complete": n.Complete}
+    need: n.Need = need_type[kind](call=msgspec.json.decode(call, type=_NEED_KINDS[kind]))
     return need
 
 
@@ -276,7 +261,7 @@ TEXT = _plain(str | None)
 FLAG = _plain(bool)
 COUNT = _plain(int | None)
 META = _plain(w.RequestMeta)
-SUBSCRIPTION = _plain(Subscription)
+SUBSCRIPTION = _plain(n.Subscription)
 REQUEST_ID = _plain(w.RequestId)
 ANY = _plain(Any)
 
@@ -293,10 +278,10 @@ _CODEC_OF: Final[dict[str, Codec]] = {
     "ToolCall": CALL,
     "RunTool": RUN_TOOL,
     "Need": NEED,
-    "PromptCall": _plain(PromptCall),
-    "ResourceRead": _plain(ResourceRead),
-    "CompletionCall": _plain(CompletionCall),
-    "TaskRequest": _plain(TaskRequest),
+    "PromptCall": _plain(n.PromptCall),
+    "ResourceRead": _plain(n.ResourceRead),
+    "CompletionCall": _plain(n.CompletionCall),
+    "TaskRequest": _plain(n.TaskRequest),
     "TaskRecord": RECORD,
     "TaskRecord | None": RECORD,
     "ToolOutcome": OUTCOME,
@@ -307,7 +292,7 @@ _CODEC_OF: Final[dict[str, Codec]] = {
     "RequestMeta": META,
     "LoggingLevel": _plain(w.LoggingLevel),
     "Subscription": SUBSCRIPTION,
-    "Listen": _plain(Listen),
+    "Listen": _plain(n.Listen),
     "RequestId": REQUEST_ID,
 }
 """How a value of each type an input's field holds is written (by the field's annotation)."""
@@ -466,7 +451,7 @@ class _StartTaskOut(msgspec.Struct, omit_defaults=True):
     when there is one (lines written before it existed read the same)."""
 
     task_id: str
-    call: ToolCall
+    call: n.ToolCall
     handler: None
     claim_lease: bool
     arguments_refused: w.ErrorObject | None = None
@@ -476,7 +461,7 @@ class _ResumeTaskOut(msgspec.Struct, omit_defaults=True):
     """A `ResumeTask` as a line writes it, as `_StartTaskOut`."""
 
     task_id: str
-    call: ToolCall
+    call: n.ToolCall
     handler: None
     arguments_refused: w.ErrorObject | None = None
 
@@ -499,10 +484,10 @@ def effect_out(effect: Effect, redactor: Redactor) -> Any:
     return {type(effect).__name__: effect}
 
 
-def need_out(need: Need, redactor: Redactor) -> Any:
-    if isinstance(need, RunTool):
+def need_out(need: n.Need, redactor: Redactor) -> Any:
+    if isinstance(need, n.RunTool):
         return {"RunTool": _encode_run_tool(need, redactor)}
-    if isinstance(need, FetchTask | Listen):
+    if isinstance(need, n.FetchTask | n.Listen):
         return {type(need).__name__: need}
     return {type(need).__name__: {"call": need.call}}
 
@@ -543,7 +528,7 @@ def write_output(answer: Any, redactor: Redactor, line: bytearray) -> None:
         )
         output_encoder.encode_into(written, line, -1)
         line += b"}}"
-    elif kind is FetchTask:
+    elif kind is n.FetchTask:
         line += b'{"need":{"FetchTask":'
         output_encoder.encode_into(answer, line, -1)
         line += b"}}"
