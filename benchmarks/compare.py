@@ -6,6 +6,7 @@ own first; `--peers-python` points at that environment's interpreter.
     benchmarks/run                      # every figure (about 15 minutes), writes docs/benchmarks.md
     benchmarks/run --quick              # a smoke run: short runs, few stored tasks, no docs
     python benchmarks/compare.py --peers none --quick    # ours and the limit only
+    python benchmarks/compare.py --only stdio --servers mcp_tasks,limit   # one figure, as JSON
 
 The servers, each in a process of its own pinned to core 0 (the load generator here is
 pinned to core 1):
@@ -300,8 +301,10 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return best
 
 
-def throughput(servers: dict[str, Running], plan: Plan, log: Callable[[str], None]) -> Any:
-    """Every HTTP workload, interleaved over the servers that have it."""
+def throughput(
+    servers: dict[str, Running], plan: Plan, log: Callable[[str], None], only: str | None = None
+) -> Any:
+    """Every HTTP workload (or `only` that one), interleaved over the servers that have it."""
     task_ids = {
         name: completed_task(server)
         for name, server in servers.items()
@@ -337,6 +340,8 @@ def throughput(servers: dict[str, Running], plan: Plan, log: Callable[[str], Non
         server.pause()
     figures: dict[str, Any] = {}
     for workload, (names, run) in workloads.items():
+        if only is not None and workload != only:
+            continue
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names if name in servers}
         for round_ in range(plan.rounds):
             for name, results in runs.items():
@@ -353,9 +358,19 @@ def throughput(servers: dict[str, Running], plan: Plan, log: Callable[[str], Non
     return figures
 
 
-def stdio(peers_python: str | None, plan: Plan, log: Callable[[str], None]) -> Any:
-    """Synchronous tool calls over stdio: a fresh child process per run, 16 lines in flight."""
-    commands = stdio_commands(peers_python)
+def stdio(
+    peers_python: str | None,
+    plan: Plan,
+    log: Callable[[str], None],
+    names: set[str] | None = None,
+) -> Any:
+    """Synchronous tool calls over stdio: a fresh child process per run, 16 lines in flight
+    (the servers of `names` only, if given)."""
+    commands = {
+        name: command
+        for name, command in stdio_commands(peers_python).items()
+        if names is None or name in names
+    }
     line = loadgen.message("tools/call", {"name": "greet", "arguments": {"name": "bench"}})
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
     for round_ in range(plan.rounds):
@@ -514,6 +529,36 @@ def run_all(peers_python: str | None, plan: Plan, log: Callable[[str], None]) ->
     }
     figures["seconds"] = time.monotonic() - started
     figures["aims"] = aims(figures)
+    return figures
+
+
+HTTP_WORKLOADS = ("tasks/get", "task creations", "task lives", "sync tool calls (HTTP)")
+ONLY = ("stdio", *HTTP_WORKLOADS)
+"""What `--only` can measure alone."""
+
+
+def run_one(
+    only: str,
+    names: set[str] | None,
+    peers_python: str | None,
+    plan: Plan,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """One figure of `run_all` (`--only`), over every server or those of `names`: to measure
+    a change quickly. No aims: they need every figure."""
+    if _can_pin():
+        os.sched_setaffinity(0, {LOAD_CPU})
+    figures: dict[str, Any] = {"plan": plan.__dict__, "only": only}
+    if only == "stdio":
+        figures["stdio"] = stdio(peers_python, plan, log, names)
+        return figures
+    with contextlib.ExitStack() as stack:
+        servers = {
+            server.name: stack.enter_context(server.started())
+            for server in http_servers(peers_python)
+            if names is None or server.name in names
+        }
+        figures["http"] = throughput(servers, plan, log, only)
     return figures
 
 
@@ -875,7 +920,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--from-json", type=Path, help="measure nothing: report the figures of this file"
     )
+    parser.add_argument(
+        "--only", choices=ONLY, help="measure this figure alone (prints JSON; no aims, no docs)"
+    )
+    parser.add_argument(
+        "--servers",
+        type=lambda names: set(names.split(",")),
+        help="with --only: these servers alone, by name, comma-separated (e.g. 'mcp_tasks,limit')",
+    )
     args = parser.parse_args(argv)
+    if args.servers and not args.only:
+        parser.error("--servers goes with --only")
+    if args.only and (args.write_docs or args.from_json):
+        parser.error("--only measures one figure: it cannot write the docs or read figures")
     peers_python = None if args.peers_python == "none" else args.peers_python
     if peers_python and not Path(peers_python).exists():
         sys.exit(f"no peers' interpreter at {peers_python}: run benchmarks/run first")
@@ -884,6 +941,10 @@ def main(argv: list[str] | None = None) -> None:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    if args.only:
+        figures = run_one(args.only, args.servers, peers_python, plan, log)
+        print(json.dumps(figures, indent=1))
+        return
     if args.from_json:  # the page again from figures already measured
         figures = json.loads(args.from_json.read_text())
     else:

@@ -122,6 +122,11 @@ class LineBuffer:
         self._dropping = False
 
     def feed(self, data: bytes | bytearray) -> list[bytes | _Skipped]:
+        if not self._partial and not self._dropping:  # whole lines, most often: split them
+            *whole, rest = bytes(data).split(b"\n")
+            if len(rest) <= self.max_line_bytes >= max(map(len, whole), default=0):
+                self._partial += rest
+                return list(whole)
         lines: list[bytes | _Skipped] = []
         start = 0
         while (end := data.find(b"\n", start)) != -1:
@@ -403,22 +408,22 @@ class _Session:
     async def _dispatch(self, line: bytes | _Skipped) -> None:
         if line is LINE_TOO_LONG:
             logger.warning("skipped a line longer than %d bytes", self._max_line_bytes)
-            await self._wait_for_room(MAX_REQUESTS_IN_FLIGHT)
+            if not self._has_room(MAX_REQUESTS_IN_FLIGHT):
+                await self._wait_for_room(MAX_REQUESTS_IN_FLIGHT)
             self._start(self._refuse_too_long, self._too_long)
         elif isinstance(line, bytes) and line.strip(_JSON_WHITESPACE):
             most_in_flight = MAX_REQUESTS_IN_FLIGHT
             if _NOTIFICATION in line:  # it may name a request read before it
                 await self._requests_begun()
                 most_in_flight += _ROOM_FOR_NOTIFICATIONS
-            await self._wait_for_room(most_in_flight)
+            if not self._has_room(most_in_flight):
+                await self._wait_for_room(most_in_flight)
             self._not_begun += 1
             self._start(self._answer, line)
 
     async def _wait_for_room(self, most_in_flight: int) -> None:
         """Wait, reading nothing more, while `most_in_flight` requests are in flight or
         `MAX_BYTES_IN_FLIGHT` are held (the client is not reading, or is slow to)."""
-        if self._has_room(most_in_flight):
-            return
         logger.debug(
             "%d requests in flight, %d bytes held: reading stdin paused until replies go out",
             self._in_flight,
