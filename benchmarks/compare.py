@@ -6,7 +6,7 @@ own first; `--peers-python` points at that environment's interpreter.
     benchmarks/run                      # every figure (about 15 minutes), writes docs/benchmarks.md
     benchmarks/run --quick              # a smoke run: short runs, few stored tasks, no docs
     python benchmarks/compare.py --peers none --quick    # ours and the limit only
-    python benchmarks/compare.py --only stdio --servers mcp_tasks,limit   # one figure, as JSON
+    python benchmarks/compare.py --only stdio --server mcp_tasks --server limit  # one, as JSON
 
 The servers, each in a process of its own pinned to core 0 (the load generator here is
 pinned to core 1):
@@ -924,13 +924,13 @@ def main(argv: list[str] | None = None) -> None:
         "--only", choices=ONLY, help="measure this figure alone (prints JSON; no aims, no docs)"
     )
     parser.add_argument(
-        "--servers",
-        type=lambda names: set(names.split(",")),
-        help="with --only: these servers alone, by name, comma-separated (e.g. 'mcp_tasks,limit')",
+        "--server",
+        action="append",
+        help="with --only: this server, by name (e.g. 'mcp_tasks, INFO logs'); again for more",
     )
     args = parser.parse_args(argv)
-    if args.servers and not args.only:
-        parser.error("--servers goes with --only")
+    if args.server and not args.only:
+        parser.error("--server goes with --only")
     if args.only and (args.write_docs or args.from_json):
         parser.error("--only measures one figure: it cannot write the docs or read figures")
     peers_python = None if args.peers_python == "none" else args.peers_python
@@ -942,7 +942,8 @@ def main(argv: list[str] | None = None) -> None:
         print(line, file=sys.stderr, flush=True)
 
     if args.only:
-        figures = run_one(args.only, args.servers, peers_python, plan, log)
+        names = set(args.server) if args.server else None
+        figures = run_one(args.only, names, peers_python, plan, log)
         print(json.dumps(figures, indent=1))
         return
     if args.from_json:  # the page again from figures already measured
