@@ -231,12 +231,13 @@ def stdio_requests(
     command: list[str], line: bytes, warmup: float, seconds: float, window: int = CONNECTIONS
 ) -> dict[str, Any]:
     """Start `command`, wait for its first answer, then keep `window` copies of `line` in
-    flight on its stdin; answers/s off its stdout. Every answer is read before stdin closes
-    (a server may drop what is in flight at end of input)."""
+    flight on its stdin; answers/s off its stdout, and the CPU time the server spent on each
+    (`cpu_us_per_answer`: less swayed than answers/s by whatever else the machine runs).
+    Every answer is read before stdin closes (a server may drop what is in flight at end of
+    input)."""
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
-    stdin, stdout = process.stdin, process.stdout
-    out_fd = stdout.fileno()
+    stdin, out_fd = process.stdin, process.stdout.fileno()
     selector = selectors.DefaultSelector()
     selector.register(out_fd, selectors.EVENT_READ)
     pending = bytearray()
@@ -253,26 +254,30 @@ def stdio_requests(
         pending[:] = rest
         return lines
 
-    try:
-        stdin.write(line + b"\n")
+    def send(copies: int) -> None:
+        stdin.write((line + b"\n") * copies)
         stdin.flush()
+
+    try:
+        send(1)
         deadline = time.monotonic() + 60
         while not read_lines(1.0):  # the server is up once it answers
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no answer on stdout from {command}")
-        stdin.write((line + b"\n") * window)
-        stdin.flush()
-        window_start = time.perf_counter() + warmup
-        window_end = window_start + seconds
+        send(window)
+        window_end = (window_start := time.perf_counter() + warmup) + seconds
+        cpu_at_start = None
         while (now := time.perf_counter()) < window_end:
             lines = read_lines(1.0)
             now = time.perf_counter()
             if window_start <= now < window_end:
+                if cpu_at_start is None:  # the window's first answers
+                    cpu_at_start = cpu_seconds(process.pid)
                 count += len(lines)
                 failures += sum(b'"error"' in answer for answer in lines)
             if lines:
-                stdin.write((line + b"\n") * len(lines))
-                stdin.flush()
+                send(len(lines))
+        cpu = None if cpu_at_start is None else cpu_seconds(process.pid) - cpu_at_start
         deadline = time.monotonic() + 30
         in_flight = window
         while in_flight and time.monotonic() < deadline:  # the tail, before closing stdin
@@ -284,4 +289,12 @@ def stdio_requests(
             process.kill()
             process.wait()
     return {"count": count, "failures": failures, "per_second": count / seconds,
-            "unanswered": in_flight}  # fmt: skip
+            "unanswered": in_flight,
+            "cpu_us_per_answer": cpu / count * 1e6 if cpu and count else None}  # fmt: skip
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) process `pid` has used so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

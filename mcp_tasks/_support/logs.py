@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["TEXT_FORMAT", "JsonFormatter", "RateLimitedLog", "configure_logging"]
+__all__ = ["TEXT_FORMAT", "JsonFormatter", "RateLimitedLog", "TextFormatter", "configure_logging"]
 
 TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -63,6 +63,34 @@ def _iso_utc(seconds: float) -> str:
     return f"{whole}.{int(seconds % 1 * 1000):03d}Z"
 
 
+class TextFormatter(logging.Formatter):
+    """`logging.Formatter(TEXT_FORMAT)`, the same lines for less: the date and time of a
+    second are formatted once for all the lines of that second, and a line without a
+    traceback or a stack skips the checks for them."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._second: tuple[int, str] = (-1, "")
+        """The last second formatted, and its text (one tuple: swapped whole)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info or record.exc_text or record.stack_info:
+            return super().format(record)
+        record.message = record.getMessage()
+        record.asctime = self.formatTime(record)
+        return self.formatMessage(record)
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second, text = self._second
+        if int(record.created) != second:
+            second = int(record.created)
+            text = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = (second, text)
+        return f"{text},{int(record.msecs):03d}"  # as logging.Formatter.default_msec_format
+
+
 def configure_logging(level: str, log_format: str = "text") -> None:
     """Logs to stderr at `level` ("debug", "info", ...), as text or one JSON object a line
     (`log_format="json"`): what `mcp-tasks serve` sets up."""
@@ -72,7 +100,7 @@ def configure_logging(level: str, log_format: str = "text") -> None:
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -37,6 +37,10 @@ _Answer = TypeVar("_Answer", ElicitResult, CreateMessageResult, ListRootsResult)
 _T = TypeVar("_T")
 
 
+_MAKING_EVENTS = threading.Lock()
+"""Held while a context makes its cancellation event (`ToolContext._cancel_event`)."""
+
+
 async def _no_log(level: LoggingLevel, data: Any, logger: str | None) -> None:
     """Log messages for a request that did not ask for them go nowhere."""
 
@@ -144,7 +148,9 @@ class ToolContext(RequestContext):
         self._tool_call = call
         self._set_status = set_status
         self._ask = ask
-        self._cancelled = threading.Event()
+        self._cancelled: threading.Event | None = None
+        """Made when first asked for (`_cancel_event`): most calls never are, and an event
+        is a lock and a condition, a microsecond of a stdio tool call."""
 
     in_task = AttributeOf[bool]("_tool_call", doc="Do the work now: in a task, or in place.")
     task_id = AttributeOf[str | None]("_tool_call", doc="The task's id (None: not in one).")
@@ -155,17 +161,25 @@ class ToolContext(RequestContext):
     @property
     def cancelled(self) -> bool:
         """True once the call is cancelled; safe to read from any thread."""
-        return self._cancelled.is_set()
+        event = self._cancelled
+        return event is not None and event.is_set()
 
     def wait_cancelled(self, timeout: float | None = None) -> bool:
         """Block this (worker) thread until the call is cancelled or `timeout` seconds
         have passed; True if it was cancelled. A plain function's cancellable sleep: never
         call it from async code, which it would block."""
-        return self._cancelled.wait(timeout)
+        return self._cancel_event().wait(timeout)
 
     def _note_cancelled(self) -> None:
         """The runtime's: the call was cancelled."""
-        self._cancelled.set()
+        self._cancel_event().set()
+
+    def _cancel_event(self) -> threading.Event:
+        """The call's cancellation event, made once even when two threads ask at once."""
+        with _MAKING_EVENTS:
+            if self._cancelled is None:
+                self._cancelled = threading.Event()
+            return self._cancelled
 
     # --- acting from inside -----------------------------------------------------------------
 

@@ -4,8 +4,10 @@ Theory of operation
 -------------------
 One pump loop reads stdin in chunks and cuts them into lines with `LineBuffer` (no I/O in
 it). Each line that is not blank becomes a request task in the session's nursery, which
-hands it to `handle` and writes the reply, so a slow `tools/call` never holds up the
-`tasks/get` on the next line. Requests start without waiting for each other (a burst of lines
+hands it to `handle` and gives the reply to the writer, so a slow `tools/call` never holds
+up the `tasks/get` on the next line. (The nursery is trio's own on trio, and on asyncio a
+small one of the loop's own tasks, `_LoopTasks`: anyio's task group costs more per task than
+a stdio tool call can spare.) Requests start without waiting for each other (a burst of lines
 costs one scheduler round, not one per line), so their replies may come out in any order, as
 JSON-RPC allows. A notification is the exception: the pump dispatches it only once every
 request read before it has entered `handle`, which registers a call in flight before its first
@@ -14,10 +16,12 @@ both came in one read.
 
 One writer task owns stdout. Messages queued while it writes, or in the same scheduler round,
 go out in its next `send_all`, each a whole line (message + newline): replies and progress
-notifications never interleave, and a burst of answers costs one system call. Each sender
-waits until its line is written. Nothing else is written there: logs go to stderr through
-`logging`, and when this module owns the process's stdout it also points `sys.stdout` at
-stderr, so a stray `print()` in a tool cannot corrupt the stream.
+notifications never interleave, and a burst of answers costs one system call. A
+notification's sender waits until its line is written; a reply's request task ends at once,
+and the writer ends the request (what it holds, below) when the reply is written. Nothing
+else is written there: logs go to stderr through `logging`, and when this module owns the
+process's stdout it also points `sys.stdout` at stderr, so a stray `print()` in a tool
+cannot corrupt the stream.
 
 Back-pressure: the pump starts a request only while fewer than `MAX_REQUESTS_IN_FLIGHT` are
 in flight (a request is in flight until its reply is written) and fewer than
@@ -45,12 +49,13 @@ through the loop's pipe transports (`_stdio_pipes`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import enum
 import logging
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Final, TypeAlias
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final, TypeAlias
 
 import anyio
 import anyio.abc
@@ -123,6 +128,11 @@ class LineBuffer:
         self._dropping = False
 
     def feed(self, data: bytes | bytearray) -> list[bytes | _Skipped]:
+        if not self._partial and not self._dropping:  # whole lines, most often: split them
+            *whole, rest = bytes(data).split(b"\n")
+            if len(rest) <= self.max_line_bytes >= max(map(len, whole), default=0):
+                self._partial += rest
+                return list(whole)
         lines: list[bytes | _Skipped] = []
         start = 0
         while (end := data.find(b"\n", start)) != -1:
@@ -178,16 +188,21 @@ async def serve_stdio(
         async with anyio.create_task_group() as session_nursery:
             writer = _Writer(_sender(stdout), session_nursery.cancel_scope)
             session_nursery.start_soon(writer.run)
-            async with anyio.create_task_group() as requests:
-                session = _Session(server, writer.send, requests, max_line_bytes)
+            async with _request_nursery() as start_request:
+                session = _Session(server, writer, start_request, max_line_bytes)
                 await session.pump(_receiver(stdin), lines)
+            await writer.flush()
             session_nursery.cancel_scope.cancel()  # every reply is out: stop the writer
 
 
 class _Writer:
     """The one writer of stdout. Messages sent while a write is under way, or in the same
     scheduler round, go out together in the next write, each as one whole line: replies and
-    notifications never interleave, and a burst of answers costs one system call."""
+    notifications never interleave, and a burst of answers costs one system call.
+
+    A notification's sender waits until its line is written. A reply's does not: the
+    request's task ends, and once the reply is written `on_written` hands back what it held
+    (how many replies, how many bytes), so the request stays in flight until then."""
 
     def __init__(
         self, stdout: Callable[[bytes], Awaitable[None]], session: anyio.CancelScope
@@ -195,9 +210,15 @@ class _Writer:
         self._stdout = stdout
         self._session = session
         self._lines: list[bytes] = []
+        self._replies = 0
+        self._held = 0
+        """The replies among `_lines`, and the bytes they hold (theirs and their requests')."""
         self._pending = _backend.event()
         self._written = _backend.event()
+        self._in_write: _backend.Event | None = None
+        """While a write is under way, the event it sets when it is done."""
         self._stopped = False
+        self.on_written: Callable[[int, int], None] = lambda replies, held: None
 
     async def send(self, body: bytes) -> None:
         """Queue one message and wait until it is written (the `notify` of every request).
@@ -209,24 +230,145 @@ class _Writer:
         self._pending.set()
         await written.wait()
 
+    def reply(self, body: bytes, held: int) -> None:
+        """Queue a request's reply, which holds `held` bytes until it is written."""
+        if self._stopped:
+            return
+        self._lines.append(body + b"\n")
+        self._replies += 1
+        self._held += held
+        self._pending.set()
+
+    async def flush(self) -> None:
+        """Wait until every message queued so far is written (or the writer has stopped)."""
+        while not self._stopped:
+            if self._lines:
+                await self._written.wait()
+            elif self._in_write is not None:
+                await self._in_write.wait()
+            else:
+                return
+
     async def run(self) -> None:
         writing = self._written
         try:
             while True:
                 await self._pending.wait()
-                lines, writing = self._lines, self._written
-                self._lines, self._written, self._pending = [], _backend.event(), _backend.event()
+                data, writing, replies, held = self._take()
                 try:
-                    await self._stdout(b"".join(lines))
+                    await self._stdout(data)
                 except _GONE:
                     logger.warning("stdout is closed: the client is gone; stopping")
                     self._session.cancel()
                     return
+                self._in_write = None
                 writing.set()
+                self.on_written(replies, held)
         finally:  # nobody waits for a write that will not come
             self._stopped = True
             writing.set()
             self._written.set()
+
+    def _take(self) -> tuple[bytes, _backend.Event, int, int]:
+        """The messages queued, as one write: its bytes, the event it sets when written,
+        its replies and what they hold. The next messages queue afresh."""
+        taken = (b"".join(self._lines), self._written, self._replies, self._held)
+        self._lines, self._written, self._pending = [], _backend.event(), _backend.event()
+        self._replies = self._held = 0
+        self._in_write = taken[1]
+        return taken
+
+
+_Work: TypeAlias = Callable[[bytes], Awaitable[bytes | None]]
+"""What a request does with its line: its reply, if it has one."""
+_StartRequest: TypeAlias = Callable[[Callable[[_Work, bytes], Awaitable[None]], _Work, bytes], None]
+"""Starts a request's task: `start(run, work, line)` runs `run(work, line)`."""
+
+
+@contextlib.asynccontextmanager
+async def _request_nursery() -> AsyncIterator[_StartRequest]:
+    """Where a session's requests run, a task each, all ended when the block is left.
+
+    A task a line is the price of never holding one request up behind another, and anyio's
+    task group asks about 8 µs a task more than the loop's own (its task handle, with a cancel
+    scope, an event and a coroutine of its own): a fifth of a stdio tool call. So on trio
+    the requests run in a trio nursery; on asyncio in `_LoopTasks`."""
+    if trio.lowlevel.in_trio_task():
+        async with trio.open_nursery() as nursery:
+            yield nursery.start_soon
+        return
+    async with _LoopTasks() as tasks:
+        yield tasks.start_soon
+
+
+class _LoopTasks:
+    """A nursery of the asyncio loop's own tasks. Each task runs in an anyio cancel scope of
+    its own, which is how they are cancelled (a shielded section in one stays shielded), when
+    the block is left by an exception or a cancellation, or a task fails. Leaving the block
+    waits for every task; a task's failure is raised there, in an exception group, as anyio's
+    task group raises it."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._new_scope = type(anyio.CancelScope())
+        """The class of the cancel scopes anyio makes here: made directly, a scope skips
+        anyio's look-up of the running library (a third of its cost)."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._scopes: set[anyio.CancelScope] = set()
+        self._cancelled = False
+        self._failures: list[BaseException] = []
+        self._all_ended: anyio.Event | None = None
+
+    async def __aenter__(self) -> _LoopTasks:
+        return self
+
+    def start_soon(self, run: Callable[[_Work, bytes], Awaitable[None]], *args: Any) -> None:
+        task = self._loop.create_task(self._run(run, *args))
+        self._tasks.add(task)
+        task.add_done_callback(self._ended)
+
+    async def _run(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
+        with self._new_scope() as scope:
+            if self._cancelled:  # started after the others were cancelled
+                scope.cancel()
+            self._scopes.add(scope)
+            try:
+                await run(*args)
+            finally:
+                self._scopes.discard(scope)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (failure := task.exception()) is not None:
+            self._failures.append(failure)
+            self._cancel()
+        if not self._tasks and self._all_ended is not None:
+            self._all_ended.set()
+
+    def _cancel(self) -> None:
+        self._cancelled = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> bool:
+        if error is not None:
+            self._cancel()
+        try:
+            with anyio.CancelScope(shield=error is not None):
+                await self._wait()
+        except BaseException:  # cancelled while waiting: the tasks go down too
+            self._cancel()
+            with anyio.CancelScope(shield=True):
+                await self._wait()
+            raise
+        if self._failures:
+            raise BaseExceptionGroup("a request of the stdio session failed", self._failures)
+        return False
+
+    async def _wait(self) -> None:
+        while self._tasks:
+            self._all_ended = anyio.Event()
+            await self._all_ended.wait()
 
 
 class _Session:
@@ -235,13 +377,14 @@ class _Session:
     def __init__(
         self,
         server: MessageHandler,
-        write: Callable[[bytes], Awaitable[None]],
-        nursery: anyio.abc.TaskGroup,
+        writer: _Writer,
+        start_request: _StartRequest,
         max_line_bytes: int,
     ) -> None:
         self._server = server
-        self._write = write
-        self._nursery = nursery
+        self._writer = writer
+        writer.on_written = self._written
+        self._start_request = start_request
         self._in_flight = 0
         self._bytes_in_flight = 0
         """The lines of the requests in flight and the messages waiting for stdout."""
@@ -271,22 +414,22 @@ class _Session:
     async def _dispatch(self, line: bytes | _Skipped) -> None:
         if line is LINE_TOO_LONG:
             logger.warning("skipped a line longer than %d bytes", self._max_line_bytes)
-            await self._wait_for_room(MAX_REQUESTS_IN_FLIGHT)
-            self._start(self._send, self._too_long)
+            if not self._has_room(MAX_REQUESTS_IN_FLIGHT):
+                await self._wait_for_room(MAX_REQUESTS_IN_FLIGHT)
+            self._start(self._refuse_too_long, self._too_long)
         elif isinstance(line, bytes) and line.strip(_JSON_WHITESPACE):
             most_in_flight = MAX_REQUESTS_IN_FLIGHT
             if _NOTIFICATION in line:  # it may name a request read before it
                 await self._requests_begun()
                 most_in_flight += _ROOM_FOR_NOTIFICATIONS
-            await self._wait_for_room(most_in_flight)
+            if not self._has_room(most_in_flight):
+                await self._wait_for_room(most_in_flight)
             self._not_begun += 1
             self._start(self._answer, line)
 
     async def _wait_for_room(self, most_in_flight: int) -> None:
         """Wait, reading nothing more, while `most_in_flight` requests are in flight or
         `MAX_BYTES_IN_FLIGHT` are held (the client is not reading, or is slow to)."""
-        if self._has_room(most_in_flight):
-            return
         logger.debug(
             "%d requests in flight, %d bytes held: reading stdin paused until replies go out",
             self._in_flight,
@@ -299,23 +442,34 @@ class _Session:
     def _has_room(self, most_in_flight: int) -> bool:
         return self._in_flight < most_in_flight and self._bytes_in_flight < MAX_BYTES_IN_FLIGHT
 
-    def _start(self, work: Callable[[bytes], Awaitable[None]], line: bytes) -> None:
+    def _start(self, work: _Work, line: bytes) -> None:
         self._in_flight += 1
         self._bytes_in_flight += len(line)
-        self._nursery.start_soon(self._run_in_flight, work, line)
+        self._start_request(self._run_in_flight, work, line)
 
-    async def _run_in_flight(self, work: Callable[[bytes], Awaitable[None]], line: bytes) -> None:
+    async def _run_in_flight(self, work: _Work, line: bytes) -> None:
+        """Run `work`; its reply goes to the writer, which ends the request once it is
+        written (`_written`). A request without one ends here."""
+        body = None
         try:
-            await work(line)
+            body = await work(line)
         finally:
-            self._in_flight -= 1
-            self._release(len(line))
+            if body is None:
+                self._in_flight -= 1
+                self._release(len(line))
+            else:
+                self._bytes_in_flight += len(body)
+                self._writer.reply(body, len(line) + len(body))
+
+    def _written(self, replies: int, held: int) -> None:
+        self._in_flight -= replies
+        self._release(held)
 
     async def _send(self, body: bytes) -> None:
         """Write one message (the `notify` of every request), counting it while it waits."""
         self._bytes_in_flight += len(body)
         try:
-            await self._write(body)
+            await self._writer.send(body)
         finally:
             self._release(len(body))
 
@@ -324,6 +478,9 @@ class _Session:
         if self._room is not None:
             self._room.set()
 
+    async def _refuse_too_long(self, error: bytes) -> bytes:
+        return error
+
     async def _requests_begun(self) -> None:
         """Wait until every request started so far has entered `handle` (which registers a
         call in flight before its first `await`)."""
@@ -331,7 +488,7 @@ class _Session:
             self._all_begun = _backend.event()
             await self._all_begun.wait()
 
-    async def _answer(self, line: bytes) -> None:
+    async def _answer(self, line: bytes) -> bytes | None:
         self._not_begun -= 1
         if not self._not_begun and self._all_begun is not None:
             self._all_begun.set()  # the pump runs again only after handle() first yields
@@ -342,8 +499,7 @@ class _Session:
             logger.exception("handling a message failed")
             failed = internal_error_reply(line)  # the core's, as every transport sends it
             body = None if failed.request_id is None else failed.body  # none to a notification
-        if body is not None:
-            await self._send(body)
+        return body
 
 
 def _receiver(stdin: InStream) -> Callable[[], Awaitable[bytes]]:

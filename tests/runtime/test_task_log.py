@@ -3,6 +3,7 @@ task's fields; the task id on a crashing handler's line; peer refusals rate-limi
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from pathlib import Path
@@ -192,3 +193,44 @@ async def test_peer_refusals_are_logged_a_few_a_window_then_counted(
     assert lines[3].getMessage().endswith("(and 47 more like it in the last 10 s)")
     other: list[Any] = [r for r in caplog.records if getattr(r, "reason", None) == "-32601"]
     assert len(other) == 1  # another kind of refusal is never held back by the flood
+
+
+async def test_a_task_line_is_the_record_logger_log_makes(
+    caplog: pytest.LogCaptureFixture, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lines are made without `Logger.log`'s walk up the stack: they still name the
+    function that wrote them (or nothing, when `logging` is told not to look), and still go
+    through the logger's filters."""
+    caplog.set_level(logging.INFO, logger="mcp_tasks.tasks")
+    dropped: list[str] = []
+
+    def drop_cancelled(record: logging.LogRecord) -> bool:
+        if getattr(record, "event", None) == "cancel":
+            dropped.append(record.getMessage())
+            return False
+        return True
+
+    task_logger = logging.getLogger("mcp_tasks.tasks")
+    task_logger.addFilter(drop_cancelled)
+    try:
+        server = build()
+        async with server.running():
+            client = Client(server)
+            named = await client.start("blocks")
+            await client.send("tasks/cancel", {"taskId": named})
+            monkeypatch.setattr(logging, "_srcfile", None)
+            unnamed = await client.start("blocks")
+    finally:
+        task_logger.removeFilter(drop_cancelled)
+    (created,) = task_lines(caplog, named)
+    assert (created.funcName, created.filename, created.module) == (
+        "saved",
+        "_observe.py",
+        "_observe",
+    )
+    assert created.pathname == _observe.__file__
+    lines, first = inspect.getsourcelines(_observe.saved)
+    assert first < created.lineno < first + len(lines)
+    assert len(dropped) == 1 and dropped[0].startswith(f"task {named} cancelled")
+    (not_looked_up,) = task_lines(caplog, unnamed)
+    assert (not_looked_up.funcName, not_looked_up.lineno) == ("(unknown function)", 0)
