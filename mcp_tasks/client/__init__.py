@@ -39,10 +39,8 @@ import anyio
 import msgspec
 from msgspec import UNSET
 
-from ..core import (
-    LocalProtocolError,
-    RemoteProtocolError,
-)
+from ..core import LocalProtocolError, RemoteProtocolError
+from ..core import wire as w
 from ..core._client import (
     ClientCore,
     InputTracker,
@@ -56,37 +54,6 @@ from ..core._client import (
     give_up_at,
     names_param_header,
 )
-from ..core.wire import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    TASKS_EXTENSION,
-    CallToolResult,
-    CancelledTask,
-    ClientCapabilities,
-    CompletedTask,
-    CompleteResult,
-    Completion,
-    CreateMessageParams,
-    CreateMessageRequest,
-    CreateMessageResult,
-    ElicitParams,
-    ElicitRequest,
-    ElicitResult,
-    FailedTask,
-    GetPromptResult,
-    Implementation,
-    InputRequest,
-    InputRequiredTask,
-    ListRootsResult,
-    Prompt,
-    PromptReference,
-    ReadResourceResult,
-    Resource,
-    ResourceTemplate,
-    ResourceTemplateReference,
-    SubscriptionFilter,
-    Tool,
-)
 from ..transports import (
     ClientTransport,
     HttpClientTransport,
@@ -96,9 +63,9 @@ from ..transports import (
 from ..transports._telemetry import NO_TELEMETRY, ClientRequest, Telemetry
 from ._resume import ResumeEntry, ResumeLog
 
-ElicitHandler = Callable[[ElicitParams], Awaitable[ElicitResult]]
-SamplingHandler = Callable[[CreateMessageParams], Awaitable[CreateMessageResult]]
-RootsHandler = Callable[[], Awaitable[ListRootsResult]]
+ElicitHandler = Callable[[w.ElicitParams], Awaitable[w.ElicitResult]]
+SamplingHandler = Callable[[w.CreateMessageParams], Awaitable[w.CreateMessageResult]]
+RootsHandler = Callable[[], Awaitable[w.ListRootsResult]]
 RetryHandler = Callable[[str, float, RpcError], Awaitable[None] | None]
 """Told `(method, seconds, error)` before each wait for a retry."""
 StatusCallback = Callable[[Task], Awaitable[None] | None]
@@ -109,10 +76,10 @@ _Item = TypeVar("_Item")
 _MAX_LIST_PAGES: Final = 1000
 _CANCEL_SECONDS: Final = 5.0
 """How long a cancelled wait gives its `tasks/cancel`, shielded, before it lets go."""
-_input_requests = msgspec.json.Decoder(dict[str, InputRequest])
-_prompt_result = msgspec.json.Decoder(GetPromptResult)
-_resource_result = msgspec.json.Decoder(ReadResourceResult)
-_complete_result = msgspec.json.Decoder(CompleteResult)
+_input_requests = msgspec.json.Decoder(dict[str, w.InputRequest])
+_prompt_result = msgspec.json.Decoder(w.GetPromptResult)
+_resource_result = msgspec.json.Decoder(w.ReadResourceResult)
+_complete_result = msgspec.json.Decoder(w.CompleteResult)
 
 
 class MissingInputHandler(LocalProtocolError):
@@ -124,7 +91,7 @@ class Client:
         self,
         transport: ClientTransport,
         *,
-        info: Implementation | None = None,
+        info: w.Implementation | None = None,
         on_elicit: ElicitHandler | None = None,
         on_sample: SamplingHandler | None = None,
         on_roots: RootsHandler | None = None,
@@ -157,14 +124,14 @@ class Client:
         self.max_input_rounds = max_input_rounds
         self._clock = clock
         self._ids = itertools.count(1)
-        capabilities = ClientCapabilities(
+        capabilities = w.ClientCapabilities(
             elicitation={"form": {}, "url": {}} if on_elicit else UNSET,
             sampling={} if on_sample else UNSET,
             roots={} if on_roots else UNSET,
-            extensions={TASKS_EXTENSION: {}},
+            extensions={w.TASKS_EXTENSION: {}},
         )
         self.core = ClientCore(
-            info=info or Implementation(name="mcp-tasks-client", version="0.1.0"),
+            info=info or w.Implementation(name="mcp-tasks-client", version="0.1.0"),
             capabilities=capabilities,
         )
 
@@ -228,7 +195,7 @@ class Client:
         return await self.request("server/discover")
 
     async def listen(
-        self, notifications: SubscriptionFilter, on_notification: NotificationCallback
+        self, notifications: w.SubscriptionFilter, on_notification: NotificationCallback
     ) -> None:
         """Hold a `subscriptions/listen` stream open, each notification on it given to
         `on_notification` (the first: `notifications/subscriptions/acknowledged`), until the
@@ -238,44 +205,44 @@ class Client:
 
     # --- lists, prompts, resources, completion ---------------------------------------------
 
-    async def list_tools(self) -> list[Tool]:
+    async def list_tools(self) -> list[w.Tool]:
         """Every tool (all pages); their `x-mcp-header` marks are kept for `call_tool`."""
         now = self._clock()
-        tools, ttl_ms = await self._list_all("tools/list", "tools", list[Tool])
+        tools, ttl_ms = await self._list_all("tools/list", "tools", list[w.Tool])
         self.core.tool_headers.learn(tools, ttl_ms=ttl_ms, now=now)
         return tools
 
-    async def list_prompts(self) -> list[Prompt]:
-        return (await self._list_all("prompts/list", "prompts", list[Prompt]))[0]
+    async def list_prompts(self) -> list[w.Prompt]:
+        return (await self._list_all("prompts/list", "prompts", list[w.Prompt]))[0]
 
-    async def list_resources(self) -> list[Resource]:
-        return (await self._list_all("resources/list", "resources", list[Resource]))[0]
+    async def list_resources(self) -> list[w.Resource]:
+        return (await self._list_all("resources/list", "resources", list[w.Resource]))[0]
 
-    async def list_resource_templates(self) -> list[ResourceTemplate]:
+    async def list_resource_templates(self) -> list[w.ResourceTemplate]:
         method, key = "resources/templates/list", "resourceTemplates"
-        return (await self._list_all(method, key, list[ResourceTemplate]))[0]
+        return (await self._list_all(method, key, list[w.ResourceTemplate]))[0]
 
     async def get_prompt(
         self, name: str, arguments: Mapping[str, str] | None = None
-    ) -> GetPromptResult:
+    ) -> w.GetPromptResult:
         """The prompt's messages, its input rounds answered."""
         params = {"name": name, "arguments": dict(arguments or {})}
         result = await self._complete("prompts/get", params, f"prompt {name!r}")
         return self.core.decode(result, _prompt_result, "GetPromptResult")
 
-    async def read_resource(self, uri: str) -> ReadResourceResult:
+    async def read_resource(self, uri: str) -> w.ReadResourceResult:
         """The resource's contents, its input rounds answered."""
         result = await self._complete("resources/read", {"uri": uri}, f"resource {uri!r}")
         return self.core.decode(_cache_hints(result), _resource_result, "ReadResourceResult")
 
     async def complete(
         self,
-        ref: PromptReference | ResourceTemplateReference,
+        ref: w.PromptReference | w.ResourceTemplateReference,
         argument: str,
         value: str,
         *,
         context: Mapping[str, str] | None = None,
-    ) -> Completion:
+    ) -> w.Completion:
         """Suggested values for `argument` of a prompt or resource template, given what
         was typed of it (`value`) and, in `context`, the arguments already chosen."""
         params: dict[str, Any] = {
@@ -300,14 +267,18 @@ class Client:
             try:
                 items += msgspec.convert(page.get(key, []), kind)
             except msgspec.ValidationError as error:
-                raise RemoteProtocolError(INTERNAL_ERROR, f"malformed {method}: {error}") from None
+                raise RemoteProtocolError(
+                    w.INTERNAL_ERROR, f"malformed {method}: {error}"
+                ) from None
             ttl = page.get("ttlMs")
             ttls.append(ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else 0)
             cursor = page.get("nextCursor")
             if not isinstance(cursor, str):
                 return items, min(ttls)
             params = {"cursor": cursor}
-        raise RemoteProtocolError(INTERNAL_ERROR, f"{method} went on past {_MAX_LIST_PAGES} pages")
+        raise RemoteProtocolError(
+            w.INTERNAL_ERROR, f"{method} went on past {_MAX_LIST_PAGES} pages"
+        )
 
     # --- tools ---------------------------------------------------------------------------
 
@@ -317,16 +288,16 @@ class Client:
         arguments: dict[str, Any] | None = None,
         *,
         on_status: StatusCallback | None = None,
-    ) -> CallToolResult:
+    ) -> w.CallToolResult:
         """The tool's final result: input rounds answered, a task waited for."""
         outcome = await self.call_tool_or_task(name, arguments)
-        if isinstance(outcome, CallToolResult):
+        if isinstance(outcome, w.CallToolResult):
             return outcome
         return await self.await_task(outcome, on_status=on_status)
 
     async def call_tool_or_task(
         self, name: str, arguments: dict[str, Any] | None = None
-    ) -> CallToolResult | Task:
+    ) -> w.CallToolResult | Task:
         """The result, or the task the server made of the call (input rounds answered)."""
         sends_headers = getattr(self.transport, "sends_headers", True)
         if sends_headers and not self.core.tool_headers.is_fresh(self._clock()):
@@ -346,7 +317,7 @@ class Client:
         result = await self._through_input(method, params, what)
         if self.core.kind_of(result) != "complete":
             kind = result.get("resultType")
-            raise RemoteProtocolError(INTERNAL_ERROR, f"{method} answered with a {kind} result")
+            raise RemoteProtocolError(w.INTERNAL_ERROR, f"{method} answered with a {kind} result")
         return result
 
     async def _through_input(
@@ -392,7 +363,7 @@ class Client:
         *,
         on_status: StatusCallback | None = None,
         answered: frozenset[str] = frozenset(),
-    ) -> CallToolResult:
+    ) -> w.CallToolResult:
         """Wait for the task to finish and return its result.
 
         Raises `TaskFailed` (the task's JSON-RPC error), `TaskCancelled` or `TaskExpired`.
@@ -411,15 +382,15 @@ class Client:
                 last_status = shown
                 if current.status.is_terminal:
                     self._journal("ended", task_id, current.status.value)
-                if isinstance(current, CompletedTask):
+                if isinstance(current, w.CompletedTask):
                     return current.result
-                if isinstance(current, FailedTask):
+                if isinstance(current, w.FailedTask):
                     error = current.error
                     data = None if error.data is UNSET else error.data
                     raise TaskFailed(task_id, error.code, error.message, data)
-                if isinstance(current, CancelledTask):
+                if isinstance(current, w.CancelledTask):
                     raise TaskCancelled(task_id)
-                if isinstance(current, InputRequiredTask):
+                if isinstance(current, w.InputRequiredTask):
                     questions = tracker.unanswered(current.input_requests)
                     if questions:
                         answers = await self._answer(questions)
@@ -437,7 +408,7 @@ class Client:
 
     async def resume_task(
         self, task_id: str, *, on_status: StatusCallback | None = None
-    ) -> CallToolResult:
+    ) -> w.CallToolResult:
         """Go on waiting for a task after a restart, without answering a key its
         `resume_log` says was answered."""
         log = self.resume_log
@@ -473,26 +444,30 @@ class Client:
         try:
             return await self.get_task(task_id)
         except RpcError as error:
-            if error.code == INVALID_PARAMS and deadline is not None and self._clock() >= deadline:
+            if (
+                error.code == w.INVALID_PARAMS
+                and deadline is not None
+                and self._clock() >= deadline
+            ):
                 raise TaskExpired(task_id) from error
             raise
 
     # --- answering input ---------------------------------------------------------------
 
-    async def _answer(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
+    async def _answer(self, requests: Mapping[str, w.InputRequest]) -> dict[str, Any]:
         answers: dict[str, Any] = {}
         for key, request in requests.items():
             answers[key] = msgspec.to_builtins(await self._answer_one(key, request))
         return answers
 
     async def _answer_one(
-        self, key: str, request: InputRequest
-    ) -> ElicitResult | CreateMessageResult | ListRootsResult:
-        if isinstance(request, ElicitRequest):
+        self, key: str, request: w.InputRequest
+    ) -> w.ElicitResult | w.CreateMessageResult | w.ListRootsResult:
+        if isinstance(request, w.ElicitRequest):
             if self.on_elicit is None:
                 raise _missing("elicitation", "on_elicit", key)
             return await self.on_elicit(request.params)
-        if isinstance(request, CreateMessageRequest):
+        if isinstance(request, w.CreateMessageRequest):
             if self.on_sample is None:
                 raise _missing("sampling", "on_sample", key)
             return await self.on_sample(request.params)

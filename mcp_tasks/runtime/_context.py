@@ -12,28 +12,11 @@ import msgspec
 from msgspec import UNSET
 
 from .._support.handing_on import AttributeOf
-from ..core import (
-    ToolCall,
-)
-from ..core.wire import (
-    ClientCapabilities,
-    CreateMessageParams,
-    CreateMessageRequest,
-    CreateMessageResult,
-    ElicitParams,
-    ElicitRequest,
-    ElicitResult,
-    InputRequest,
-    ListRootsRequest,
-    ListRootsResult,
-    LoggingLevel,
-    RequestMeta,
-    Root,
-    SamplingMessage,
-)
+from ..core import ToolCall
+from ..core import wire as w
 from ._answers import Answer, form_for, read_answer
 
-_Answer = TypeVar("_Answer", ElicitResult, CreateMessageResult, ListRootsResult)
+_Answer = TypeVar("_Answer", w.ElicitResult, w.CreateMessageResult, w.ListRootsResult)
 _T = TypeVar("_T")
 
 
@@ -41,13 +24,13 @@ _MAKING_EVENTS = threading.Lock()
 """Held while a context makes its cancellation event (`ToolContext._cancel_event`)."""
 
 
-async def _no_log(level: LoggingLevel, data: Any, logger: str | None) -> None:
+async def _no_log(level: w.LoggingLevel, data: Any, logger: str | None) -> None:
     """Log messages for a request that did not ask for them go nowhere."""
 
 
 class _Call(typing.Protocol):
     @property
-    def meta(self) -> RequestMeta: ...
+    def meta(self) -> w.RequestMeta: ...
     @property
     def input_responses(self) -> dict[str, msgspec.Raw]: ...
     @property
@@ -63,19 +46,19 @@ class RequestContext:
         call: _Call,
         *,
         notify_progress: Callable[[float, float | None, str | None], Awaitable[None]],
-        notify_log: Callable[[LoggingLevel, Any, str | None], Awaitable[None]] = _no_log,
+        notify_log: Callable[[w.LoggingLevel, Any, str | None], Awaitable[None]] = _no_log,
     ) -> None:
         self._call = call
         self._notify_progress = notify_progress
         self._notify_log = notify_log
 
     @property
-    def meta(self) -> RequestMeta:
+    def meta(self) -> w.RequestMeta:
         """`params._meta` of the request (for a task: of the request that created it)."""
         return self._call.meta
 
     @property
-    def client_capabilities(self) -> ClientCapabilities:
+    def client_capabilities(self) -> w.ClientCapabilities:
         return self._call.meta.client_capabilities
 
     @property
@@ -85,14 +68,14 @@ class RequestContext:
 
     # --- answers to earlier input requests ------------------------------------------------
 
-    def elicit_response(self, key: str) -> ElicitResult | None:
-        return self._answer(key, ElicitResult)
+    def elicit_response(self, key: str) -> w.ElicitResult | None:
+        return self._answer(key, w.ElicitResult)
 
-    def sample_response(self, key: str) -> CreateMessageResult | None:
-        return self._answer(key, CreateMessageResult)
+    def sample_response(self, key: str) -> w.CreateMessageResult | None:
+        return self._answer(key, w.CreateMessageResult)
 
-    def roots_response(self, key: str) -> ListRootsResult | None:
-        return self._answer(key, ListRootsResult)
+    def roots_response(self, key: str) -> w.ListRootsResult | None:
+        return self._answer(key, w.ListRootsResult)
 
     def _answer(self, key: str, kind: type[_Answer]) -> _Answer | None:
         raw = self._call.input_responses.get(key)
@@ -115,7 +98,7 @@ class RequestContext:
         `statusMessage`."""
         await self._notify_progress(progress, total, message)
 
-    async def log(self, level: LoggingLevel, data: Any, logger: str | None = None) -> None:
+    async def log(self, level: w.LoggingLevel, data: Any, logger: str | None = None) -> None:
         """A `notifications/message` to the client, sent only when the request asked for log
         messages (`_meta` `io.modelcontextprotocol/logLevel`) at `level` or a lower level.
         Tasks carry no log notifications: inside a task this does nothing."""
@@ -140,9 +123,9 @@ class ToolContext(RequestContext):
         call: ToolCall,
         *,
         set_status: Callable[[str | None], Awaitable[None]],
-        ask: Callable[[InputRequest], Awaitable[msgspec.Raw]] | None,
+        ask: Callable[[w.InputRequest], Awaitable[msgspec.Raw]] | None,
         notify_progress: Callable[[float, float | None, str | None], Awaitable[None]],
-        notify_log: Callable[[LoggingLevel, Any, str | None], Awaitable[None]] = _no_log,
+        notify_log: Callable[[w.LoggingLevel, Any, str | None], Awaitable[None]] = _no_log,
     ) -> None:
         super().__init__(call, notify_progress=notify_progress, notify_log=notify_log)
         self._tool_call = call
@@ -217,39 +200,39 @@ class ToolContext(RequestContext):
         requested_schema: dict[str, Any] | None = None,
         *,
         url: str | None = None,
-    ) -> ElicitResult:
+    ) -> w.ElicitResult:
         """`elicit`, answered with the client's `ElicitResult` as it came (no typing)."""
         if url is not None:
-            params = ElicitParams(message=message, mode="url", url=url)
+            params = w.ElicitParams(message=message, mode="url", url=url)
         else:
             schema = requested_schema or {"type": "object", "properties": {}}
-            params = ElicitParams(message=message, mode="form", requested_schema=schema)
-        raw = await self._wait_for(ElicitRequest(params=params))
-        return msgspec.json.decode(raw, type=ElicitResult)
+            params = w.ElicitParams(message=message, mode="form", requested_schema=schema)
+        raw = await self._wait_for(w.ElicitRequest(params=params))
+        return msgspec.json.decode(raw, type=w.ElicitResult)
 
     async def sample(
-        self, messages: str | list[SamplingMessage], max_tokens: int, **options: Any
-    ) -> CreateMessageResult:
+        self, messages: str | list[w.SamplingMessage], max_tokens: int, **options: Any
+    ) -> w.CreateMessageResult:
         """Inside a task: ask the client's model and wait here for the answer. `messages`
         may be one user prompt as a str; `options` are `CreateMessageParams` fields
         (`system_prompt`, `temperature`...). The answer's `content` is the model's message
         (`sampled_text(result)` gives its text)."""
         if isinstance(messages, str):
-            messages = [SamplingMessage(role="user", content={"type": "text", "text": messages})]
-        params = CreateMessageParams(messages=messages, max_tokens=max_tokens, **options)
-        raw = await self._wait_for(CreateMessageRequest(params=params))
-        return msgspec.json.decode(raw, type=CreateMessageResult)
+            messages = [w.SamplingMessage(role="user", content={"type": "text", "text": messages})]
+        params = w.CreateMessageParams(messages=messages, max_tokens=max_tokens, **options)
+        raw = await self._wait_for(w.CreateMessageRequest(params=params))
+        return msgspec.json.decode(raw, type=w.CreateMessageResult)
 
-    async def list_roots(self) -> ListRootsResult:
+    async def list_roots(self) -> w.ListRootsResult:
         """Inside a task: ask the client for its roots and wait here for the answer."""
-        raw = await self._wait_for(ListRootsRequest(params=UNSET))
-        return msgspec.json.decode(raw, type=ListRootsResult)
+        raw = await self._wait_for(w.ListRootsRequest(params=UNSET))
+        return msgspec.json.decode(raw, type=w.ListRootsResult)
 
-    async def roots(self) -> list[Root]:
+    async def roots(self) -> list[w.Root]:
         """`list_roots()`, answered with the roots themselves."""
         return (await self.list_roots()).roots
 
-    async def _wait_for(self, request: InputRequest) -> msgspec.Raw:
+    async def _wait_for(self, request: w.InputRequest) -> msgspec.Raw:
         if self._ask is None:
             raise RuntimeError(
                 "await ctx.elicit()/sample()/list_roots() works only inside a task; outside "
@@ -258,7 +241,7 @@ class ToolContext(RequestContext):
         return await self._ask(request)
 
 
-def sampled_text(result: CreateMessageResult) -> str | None:
+def sampled_text(result: w.CreateMessageResult) -> str | None:
     """The text of a sampling answer (`ctx.sample(...)`), or None if it is not text."""
     content = result.content
     if isinstance(content, dict) and content.get("type") == "text":
