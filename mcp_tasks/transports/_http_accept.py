@@ -1,5 +1,5 @@
 """The listeners and accept loop of `serve_http`: new connections, and patience when out of
-descriptors.
+descriptors. On asyncio a connection is a `ProtocolStream` (`_asyncio_stream` says why).
 
 A listener is closed when serving stops (no new connection is taken while the server
 drains). Out of file descriptors (or memory), `accept` waits and tries again, longer each
@@ -12,11 +12,15 @@ from __future__ import annotations
 import errno
 import logging
 import math
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any, Final
 
 import anyio
 import anyio.abc
+import trio
+
+from ._asyncio_stream import accept_on_asyncio
 
 __all__ = ["accept", "listen"]
 
@@ -35,11 +39,14 @@ async def accept(
 ) -> None:
     """Accept connections into `connections` (each served by `serve`) until cancelled."""
     async with listener:  # closed when serving stops: no new connection is taken
-        await _accept_until_cancelled(listener, serve, connections)
+        if trio.lowlevel.in_trio_task():
+            await _accept_until_cancelled(listener.accept, serve, connections)
+        else:
+            await _accept_until_cancelled(partial(accept_on_asyncio, listener), serve, connections)
 
 
 async def _accept_until_cancelled(
-    listener: anyio.abc.SocketListener,
+    next_connection: Callable[[], Awaitable[anyio.abc.SocketStream]],
     serve: Callable[[anyio.abc.SocketStream], Coroutine[Any, Any, None]],
     connections: anyio.abc.TaskGroup,
 ) -> None:
@@ -47,7 +54,7 @@ async def _accept_until_cancelled(
     logged_at = -math.inf
     while True:
         try:
-            stream = await listener.accept()
+            stream = await next_connection()
         except OSError as error:
             if error.errno not in _OUT_OF_RESOURCES:
                 raise

@@ -28,7 +28,8 @@ answer quiet for `keep_alive_comment_seconds` gets a task that writes it the com
 and cost more than all the rest of the transport (`benchmarks/http.py`).
 
 It runs on anyio: on asyncio (uvloop too) as on trio, the loop the server's tools are written
-for; its cancel scopes and events are that loop's own (`_backend`).
+for; its cancel scopes and events are that loop's own (`_backend`), and on asyncio each
+connection is a `ProtocolStream` (`_asyncio_stream`: anyio's asyncio stream cost more).
 
 What HTTP refuses on its own gets a JSON-RPC error object without an id (-32600, a
 message naming the problem), and a rate-limited log line (`_http_access`). Anything

@@ -2,8 +2,8 @@
 sends, with the HTTP status, the JSON-RPC error code and the words its answer must carry.
 
 Every row runs on Streamable HTTP (raw bytes on a 127.0.0.1 socket, read back with the h11
-client of test_http) and, when it is about JSON rather than HTTP, on stdio too (`serve_stdio`
-over memory streams). Each runs against a fresh `hostile_server()`; after it, a plain request
+client of test_http), served on trio and on asyncio (`http-asyncio`), and, when it is
+about JSON rather than HTTP, on stdio too (`serve_stdio` over memory streams). Each runs against a fresh `hostile_server()`; after it, a plain request
 must still be answered (on the same connection too, unless the answer said
 `Connection: close`, and then the server must close it), and nothing may be logged as an
 error. Every JSON-RPC message that comes back is checked against the schemas. Rows that aim
@@ -36,7 +36,7 @@ import pytest
 import trio
 from runtime.helpers import check_message, check_notification
 from schema_check import check_reply
-from test_http import HttpClient, rpc, serving
+from test_http import HttpClient, rpc, serving, serving_on_asyncio
 from test_stdio import Peer, stdio_session
 
 from mcp_tasks import (
@@ -1510,6 +1510,9 @@ async def open_wire(transport: str, server: Server, case: Case) -> AsyncIterator
     if transport == "http":
         async with serving(server, **case.config) as port:
             yield HttpWire(port)
+    elif transport == "http-asyncio":
+        async with serving_on_asyncio(server, **case.config) as port:
+            yield HttpWire(port)
     else:
         lines = {"max_line_bytes": SMALL_BODY} if "max_body_bytes" in case.config else {}
         async with stdio_session(server, **lines) as peer:
@@ -1522,10 +1525,11 @@ async def open_wire(transport: str, server: Server, case: Case) -> AsyncIterator
 def matrix() -> list[Any]:
     params = []
     for case in CASES:
-        for transport, expect in (("http", case.http), ("stdio", case.stdio)):
+        rows = (("http", case.http), ("http-asyncio", case.http), ("stdio", case.stdio))
+        for transport, expect in rows:
             if expect is None:
                 continue
-            reason = case.xfail.get(transport)
+            reason = case.xfail.get(transport.removesuffix("-asyncio"))
             marks = [] if reason is None else [pytest.mark.xfail(strict=True, reason=reason)]
             params.append(pytest.param(transport, case, id=f"{transport}-{case.id}", marks=marks))
     return params
@@ -1552,7 +1556,7 @@ async def test_a_hostile_request_gets_a_clear_answer_and_the_server_keeps_servin
     async with open_wire(transport, server, case) as wire:
         prepared = await prepare(wire, case.needs)
         await wire.attack(case, prepared)
-        expect = case.http if transport == "http" else case.stdio
+        expect = case.stdio if transport == "stdio" else case.http
         assert expect is not None
         if expect.then is not None:
             await expect.then(wire, prepared)

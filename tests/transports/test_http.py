@@ -7,6 +7,7 @@ test are configured short.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import importlib.util
 import json
@@ -14,6 +15,7 @@ import logging
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import anyio
 import h11
 import pytest
 import trio
@@ -225,6 +228,47 @@ async def serving(server: Server, **config: Any) -> AsyncIterator[int]:
         port: int = await nursery.start(serve)
         yield port
         nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def serving_on_asyncio(server: Server, **config: Any) -> AsyncIterator[int]:
+    """`serving`, with the server on an asyncio loop of its own thread (each connection a
+    `ProtocolStream`); the test talks to it over the socket from trio. The server must
+    not share trio objects with the test."""
+    settings = {"drain_timeout_seconds": 2.0, **config}
+    ready = threading.Event()
+    held: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with server.running(), anyio.create_task_group() as tasks:
+            serve = partial(serve_http, server, "127.0.0.1", 0, config=HttpConfig(**settings))
+            held["port"] = await tasks.start(serve)
+            held["stop"] = partial(
+                asyncio.get_running_loop().call_soon_threadsafe, tasks.cancel_scope.cancel
+            )
+            ready.set()
+
+    def run() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as error:  # handed to the test
+            held["error"] = error
+            ready.set()
+
+    thread = threading.Thread(target=run, name="asyncio server")
+    thread.start()
+    try:
+        assert await trio.to_thread.run_sync(ready.wait, 10.0), "the server did not start"
+        if "error" in held:
+            raise held["error"]
+        yield held["port"]
+    finally:
+        if "stop" in held:
+            held["stop"]()
+        await trio.to_thread.run_sync(thread.join, 10.0)
+        assert not thread.is_alive(), "the server did not stop"
+    if "error" in held:
+        raise held["error"]
 
 
 @pytest.fixture(autouse=True)
