@@ -3,11 +3,12 @@ sends, with the HTTP status, the JSON-RPC error code and the words its answer mu
 
 Every row runs on Streamable HTTP (raw bytes on a 127.0.0.1 socket, read back with the h11
 client of test_http), served on trio and on asyncio (`http-asyncio`), and, when it is
-about JSON rather than HTTP, on stdio too (`serve_stdio` over memory streams). Each runs against a fresh `hostile_server()`; after it, a plain request
-must still be answered (on the same connection too, unless the answer said
-`Connection: close`, and then the server must close it), and nothing may be logged as an
-error. Every JSON-RPC message that comes back is checked against the schemas. Rows that aim
-at a task or an input round check afterwards that it still works.
+about JSON rather than HTTP, on stdio too (`serve_stdio` over memory streams). Each runs
+against a fresh `hostile_server()`; after it, a plain request must still be answered (on
+the same connection too, unless the answer said `Connection: close`, and then the server
+must close it), and nothing may be logged as an error. Every JSON-RPC message that comes
+back is checked against the schemas. Rows that aim at a task or an input round check
+afterwards that it still works.
 
 Besides the table: nesting swept across the depth limit, and clients that
 leave in the middle of an SSE answer (a tool's progress stream, a `subscriptions/listen`).
