@@ -99,6 +99,10 @@ class ServerOptions(Struct, frozen=True, kw_only=True):
     With all held, a call waits a quarter of a second for one, then is refused, retryable
     (-32603, HTTP 503 with `Retry-After`, `data.retryAfterMs`); a task's run waits for one.
     Apart from the threads the stores use: tools never starve them."""
+    legacy_sessions: bool = True
+    """Serve clients of the 2025 revisions too: one that opens with `initialize` gets a
+    session (a stdio process), as those revisions say. False: 2026-07-28 only, and an
+    `initialize` is -32022."""
 
     def __post_init__(self) -> None:
         if self.request_state_ttl_ms <= 0:

@@ -33,6 +33,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -65,6 +66,7 @@ from ._decide import Decide
 from ._interpreter import Interpreter
 from ._listen_streams import ListenStreams
 from ._registry import Registering, Registry
+from ._sessions import LegacySessions
 from ._shared import Shared
 from ._tasks import TaskRunner
 from ._threads import ToolThreads
@@ -138,6 +140,7 @@ class Server(Registering):
         self.background = Background(
             shared, interpreter=interpreter, runner=runner, listeners=listeners
         )
+        self._sessions = LegacySessions(self.core)
 
     # --- what the parts share (`Shared`) -------------------------------------------------
 
@@ -350,14 +353,29 @@ class Server(Registering):
             raise RuntimeError("use `async with server.running():` around the transport")
         telemetry = self._shared.telemetry
         if not telemetry.enabled:
-            reply = await self._answer(data, headers, notify, connection, principal)
+            reply = await self._route(data, headers, notify, connection, principal)
         else:
             with telemetry.request(data, principal) as observation:
-                reply = await self._answer(data, headers, notify, connection, principal)
+                reply = await self._route(data, headers, notify, connection, principal)
                 observation.finish(reply)
         if reply is not None and reply.error_code is not None:
             _observe.refused(telemetry, reply)
         return reply
+
+    async def _route(
+        self,
+        data: bytes | IncomingMessage,
+        headers: HttpHeaders | None,
+        notify: Notify | None,
+        connection: Connection | None,
+        principal: str | None,
+    ) -> Reply | None:
+        if connection is None or not self._sessions.serves(connection):
+            return await self._answer(data, headers, notify, connection, principal)
+        answer = partial(
+            self._answer, headers=headers, notify=notify, connection=connection, principal=principal
+        )
+        return await self._sessions.answer(data, connection, answer, notify)
 
     async def _answer(
         self,

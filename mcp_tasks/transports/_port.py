@@ -40,6 +40,7 @@ from ..core import (
     HttpHeaders,
     Reply,
 )
+from ..core.legacy import LegacySession
 from ..core.wire import (
     RequestId,
 )
@@ -57,10 +58,16 @@ class Connection:
     """One client connection's requests in flight, so `notifications/cancelled` can stop
     the one it names. Request ids are only unique per connection."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, carries_sessions: bool = False) -> None:
         self.in_flight: dict[RequestId, CancelScope] = {}
         self.closing = False
         """Set by a transport whose client is gone (stdio EOF): listen streams end."""
+        self.carries_sessions = carries_sessions
+        """A client of the 2025 revisions may open a session on it (stdio: the process)."""
+        self.session: LegacySession | None = None
+        """That session once its `initialize` is answered (the handler keeps it here)."""
+        self.awaited: dict[RequestId, object] = {}
+        """The server's requests to that client awaiting its answers, by id (the handler's)."""
 
     def cancel(self, request_id: RequestId) -> None:
         """Cancel the request `request_id` of this connection, if it is in flight."""

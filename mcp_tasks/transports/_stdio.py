@@ -389,7 +389,7 @@ class _Session:
         self._bytes_in_flight = 0
         """The lines of the requests in flight and the messages waiting for stdout."""
         self._room: _backend.Event | None = None
-        self._connection = Connection()
+        self._connection = Connection(carries_sessions=True)  # the process is a 2025 session
         self._max_line_bytes = max_line_bytes
         self._not_begun = 0
         """Requests started whose `handle` has not run to its first `await` yet."""

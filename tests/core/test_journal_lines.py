@@ -7,7 +7,8 @@ session of `test_journal.session` with and without a poll policy (a `tasks/get` 
 draws), polls carrying HTTP headers and a principal, a poll the store could not answer,
 one held at a flush, a call that raised, and a tool with sensitive arguments (the
 redacting path). The same calls must write the same bytes: old readers, `mcp-tasks
-replay` and the line checksums all see the same journal.
+replay` and the line checksums all see the same journal. Written again in issue 29, where
+only the configuration lines changed: the server options gained `legacy_sessions`.
 """
 
 from __future__ import annotations

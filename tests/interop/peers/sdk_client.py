@@ -5,8 +5,9 @@
 
 The server is the interop fixture (tests/interop/fixture.py: examples/jobs.py and the
 conformance base fixtures). Each step prints one JSON line (see _lines.py): tools, greet,
-input rounds, an `x-mcp-header` tool, prompts, resources, completion, progress, listen, and
-last an old-era `initialize` (`mode="legacy"`).
+input rounds, an `x-mcp-header` tool, prompts, resources, completion, progress, listen; then
+an old-era `initialize` (`mode="legacy"`), and over stdio every step again in that session
+(`legacy_` + the step's name).
 """
 
 from __future__ import annotations
@@ -78,13 +79,15 @@ def open_client(argv: list[str], recorder: Recorder, **options: Any) -> Client:
     return Client(StdioServerParameters(command=command, args=args), **options)
 
 
-async def run_steps(client: Client, recorder: Recorder) -> None:
+async def run_steps(client: Client, recorder: Recorder, prefix: str = "") -> None:
+    # Every step, each reported under `prefix` + its name.
+
     async def bounded(name: str, run: Callable[[], Awaitable[Any]]) -> None:
         async def within() -> Any:
             with anyio.fail_after(STEP_SECONDS):
                 return await run()
 
-        await step(name, within)
+        await step(prefix + name, within)
 
     async def connected() -> dict[str, Any]:
         info = client.server_info
@@ -191,6 +194,13 @@ async def main(argv: list[str]) -> None:
             emit(legacy_http=recorder.take())
 
     await step("legacy_initialize", legacy)
+    if argv[0] == "stdio":  # the same steps in a 2025-11-25 session (HTTP: not yet served)
+        try:
+            options = {"mode": "legacy", "elicitation_callback": answer}
+            async with open_client(argv, recorder, **options) as old:
+                await run_steps(old, recorder, prefix="legacy_")
+        except Exception as error:
+            emit(step="legacy_session", ok=False, error=describe(error))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,394 @@
+"""The 2025 revisions (2025-11-25, 2025-06-18, 2025-03-26) in front of the core: a client
+that opens with `initialize` gets a legacy session, without I/O.
+
+Theory of operation
+-------------------
+A 2026-07-28 request carries its version in `params._meta` (the "claim") and is served
+statelessly, whatever else came before on the connection. A message without the claim is a
+legacy one when it is an `initialize`, a `ping`, or comes on a connection whose session is
+open. `LegacyFront.route` answers what belongs to the session itself (`initialize`, `ping`,
+`logging/setLevel`, `notifications/initialized`) and gives back the session as it is
+afterwards; every other legacy request is rewritten as the modern request it stands for:
+the session's version, capabilities, client info and log level become the request's
+`_meta`, its own `_meta` (a `progressToken`) kept. The core answers that as any other
+request (so journals, telemetry, tasks and the tools see one wire), and `legacy_reply`
+turns the reply back into the session's wire: no `resultType`, `ttlMs`, `cacheScope` or
+server-info `_meta`, JSON-RPC errors with HTTP 200, the codes of that revision.
+
+A claim-less request on a connection with no session, other than `initialize` and
+`ping`, is left to the core, which answers it as a 2026-07-28 server does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType, field
+
+from . import _wire as w
+from ._effects import Reply
+from ._encode import shown
+from ._envelope import is_request_id
+from ._errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    RemoteProtocolError,
+)
+
+__all__ = [
+    "LEGACY_VERSIONS",
+    "InputRound",
+    "LegacyAnswer",
+    "LegacyFront",
+    "LegacySession",
+    "Question",
+    "Translated",
+    "answered",
+    "has_claim",
+    "input_round",
+    "legacy_reply",
+    "questions",
+    "refused",
+]
+
+LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
+"""The revisions a legacy session negotiates, newest first."""
+
+SESSION_METHODS: Final = frozenset({"initialize", "ping", "logging/setLevel"})
+FORWARDED: Final = frozenset(
+    {
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+    }
+)
+"""The legacy requests the core answers, rewritten as modern ones."""
+
+_CLAIM: Final = w.META_PROTOCOL_VERSION.encode()
+_MODERN: Final = w.PROTOCOL_VERSION
+_STRIPPED: Final = ("resultType", "ttlMs", "cacheScope")
+
+
+class LegacySession(Struct, frozen=True, kw_only=True):
+    """One legacy client's session (a stdio process, or an HTTP `Mcp-Session-Id`): what
+    `initialize` negotiated, and the log level `logging/setLevel` chose."""
+
+    version: str
+    client_capabilities: w.ClientCapabilities = w.ClientCapabilities()
+    client_info: w.Implementation | None = None
+    log_level: w.LoggingLevel | None = None
+    """None until `logging/setLevel`: no `notifications/message` before it."""
+    initialized: bool = False
+    """`notifications/initialized` arrived."""
+
+
+class LegacyAnswer(Struct, frozen=True, kw_only=True):
+    """What the session answered itself: the reply (None for a notification) and the
+    session as it is afterwards (the one it was given when nothing changed)."""
+
+    reply: Reply | None
+    session: LegacySession | None
+
+
+class Translated(Struct, frozen=True, kw_only=True):
+    """A legacy request as the modern one it stands for: hand `message` to the core, and
+    its reply to `legacy_reply`."""
+
+    message: w.IncomingMessage
+    method: str
+
+
+class _InitializeParams(Struct):
+    protocolVersion: str  # noqa: N815 - the wire's names
+    capabilities: w.ClientCapabilities = w.ClientCapabilities()
+    clientInfo: w.Implementation | None = None  # noqa: N815
+
+
+class _SetLevelParams(Struct):
+    level: w.LoggingLevel
+
+
+class _Meta(Struct):
+    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+
+
+def has_claim(message: w.IncomingMessage) -> bool:
+    """`params._meta` names a protocol version: a 2026-07-28 request."""
+    params = message.params
+    if params is UNSET or _CLAIM not in bytes(params):  # most messages end here
+        return False
+    try:
+        meta = msgspec.json.decode(params, type=_Meta).meta
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return True  # malformed, but it claims: the core's ladder says what is wrong
+    return isinstance(meta, dict) and w.META_PROTOCOL_VERSION in meta
+
+
+def negotiated(requested: str) -> str:
+    """The revision a session gets for `requested`: the same one if served, else the
+    newest (a counter-offer, as the 2025 lifecycle says, not an error)."""
+    return requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
+
+
+class LegacyFront:
+    """Routes legacy messages (`route`); `capabilities` and `info` say what `initialize`
+    answers with, read at each `initialize`."""
+
+    def __init__(
+        self,
+        info: Callable[[], w.Implementation],
+        capabilities: Callable[[], dict[str, Any]],
+        instructions: Callable[[], str | None],
+    ) -> None:
+        self._info = info
+        self._capabilities = capabilities
+        self._instructions = instructions
+
+    def route(
+        self, message: w.IncomingMessage, session: LegacySession | None
+    ) -> LegacyAnswer | Translated | None:
+        """What becomes of `message` on a connection whose session is `session` (None:
+        none open): answered here, handed on rewritten, or None: the core's as it is."""
+        method = message.method
+        if not isinstance(method, str) or has_claim(message):
+            return None
+        if message.id is UNSET:
+            return self._notification(method, session)
+        if not is_request_id(message.id):
+            return None  # the core says what is wrong with it
+        if session is None and method not in ("initialize", "ping"):
+            return None
+        try:
+            if method in SESSION_METHODS:
+                return self._session_request(message, method, session)
+            if method not in FORWARDED:
+                raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")
+            assert session is not None
+            return Translated(message=_rewritten(message, session), method=method)
+        except RemoteProtocolError as error:
+            return LegacyAnswer(reply=_error(message.id, error), session=session)
+
+    def _notification(self, method: str, session: LegacySession | None) -> LegacyAnswer | None:
+        if session is None:
+            return None
+        if method == "notifications/initialized":
+            opened = msgspec.structs.replace(session, initialized=True)
+            return LegacyAnswer(reply=None, session=opened)
+        if method == "notifications/cancelled":
+            return None  # the core cancels the request it names, as for a modern client
+        return LegacyAnswer(reply=None, session=session)  # roots/list_changed, progress: none
+
+    def _session_request(
+        self, message: w.IncomingMessage, method: str, session: LegacySession | None
+    ) -> LegacyAnswer:
+        params = Raw(b"{}") if message.params is UNSET else message.params
+        if method == "ping":
+            return LegacyAnswer(reply=_result(message.id, {}), session=session)
+        if method == "initialize":
+            if session is not None:
+                raise RemoteProtocolError(
+                    INVALID_REQUEST, "Invalid request: this session is initialized already"
+                )
+            opened = _decode(params, _InitializeParams)
+            session = LegacySession(
+                version=negotiated(opened.protocolVersion),
+                client_capabilities=msgspec.structs.replace(opened.capabilities, extensions=UNSET),
+                client_info=opened.clientInfo,
+            )
+            answer = _result(message.id, self._initialized(session))
+            return LegacyAnswer(reply=answer, session=session)
+        assert session is not None
+        level = _decode(params, _SetLevelParams).level
+        changed = msgspec.structs.replace(session, log_level=level)
+        return LegacyAnswer(reply=_result(message.id, {}), session=changed)
+
+    def _initialized(self, session: LegacySession) -> dict[str, Any]:
+        offered = self._capabilities()
+        capabilities: dict[str, Any] = {"logging": {}, "tools": {}}
+        if "prompts" in offered:
+            capabilities["prompts"] = {}
+        if "resources" in offered:
+            capabilities["resources"] = {}
+        if "completions" in offered:
+            capabilities["completions"] = {}
+        result: dict[str, Any] = {
+            "protocolVersion": session.version,
+            "capabilities": capabilities,
+            "serverInfo": msgspec.to_builtins(self._info()),
+        }
+        instructions = self._instructions()
+        if instructions is not None:
+            result["instructions"] = instructions
+        return result
+
+
+def _decode(params: Raw, kind: type[Any]) -> Any:
+    try:
+        return msgspec.json.decode(params, type=kind)
+    except msgspec.ValidationError as error:
+        raise RemoteProtocolError(INVALID_PARAMS, f"Invalid params: {error}") from None
+    except msgspec.DecodeError:
+        raise RemoteProtocolError(INVALID_PARAMS, "Invalid params: not a JSON object") from None
+
+
+def _rewritten(message: w.IncomingMessage, session: LegacySession) -> w.IncomingMessage:
+    """`message` with the session's `_meta` in its params, its own `_meta` kept."""
+    params: Any = {} if message.params is UNSET else msgspec.json.decode(message.params)
+    if not isinstance(params, dict):
+        raise RemoteProtocolError(INVALID_PARAMS, "Invalid params: params must be an object")
+    own = params.get("_meta")
+    meta: dict[str, Any] = dict(own) if isinstance(own, dict) else {}
+    meta[w.META_PROTOCOL_VERSION] = _MODERN
+    meta[w.META_CLIENT_CAPABILITIES] = session.client_capabilities
+    if session.client_info is not None:
+        meta[w.META_CLIENT_INFO] = session.client_info
+    if session.log_level is not None:
+        meta[w.META_LOG_LEVEL] = session.log_level
+    else:
+        meta.pop(w.META_LOG_LEVEL, None)
+    params["_meta"] = meta
+    return w.IncomingMessage(
+        jsonrpc=message.jsonrpc,
+        id=message.id,
+        method=message.method,
+        params=Raw(msgspec.json.encode(params)),
+    )
+
+
+def legacy_reply(reply: Reply | None, method: str) -> Reply | None:
+    """The core's `reply` to a `Translated` request of `method`, as the session's wire
+    says it: the modern-only fields gone, an error with HTTP 200 and the 2025 code."""
+    if reply is None:
+        return None
+    body = msgspec.json.decode(reply.body)
+    if not isinstance(body, dict):
+        return reply
+    result = body.get("result")
+    if isinstance(result, dict):
+        _strip(result)
+    error = body.get("error")
+    code = reply.error_code
+    if isinstance(error, dict) and error.get("code") == MISSING_REQUIRED_CLIENT_CAPABILITY:
+        error["code"] = code = METHOD_NOT_FOUND  # a task-only tool, called without a task
+    encoded = msgspec.json.encode(body)
+    return msgspec.structs.replace(reply, body=encoded, http_status=200, error_code=code)
+
+
+def _strip(result: dict[str, Any]) -> None:
+    for key in _STRIPPED:
+        result.pop(key, None)
+    meta = result.get("_meta")
+    if isinstance(meta, dict):
+        meta.pop(w.META_SERVER_INFO, None)
+        if not meta:
+            del result["_meta"]
+
+
+class InputRound(Struct, frozen=True, kw_only=True):
+    """The questions a reply asks (an `InputRequiredResult`): each to be sent to a legacy
+    client as a request of its own, the answers then handed back with `request_state`."""
+
+    requests: dict[str, w.InputRequest]
+    request_state: str | None
+
+
+class Question(Struct, frozen=True, kw_only=True):
+    """One server-to-client request of a round: `message` to send, `key` its answer's."""
+
+    key: str
+    request_id: str
+    message: bytes
+
+
+def input_round(reply: Reply | None) -> InputRound | None:
+    """The round `reply` asks, or None: it answers (the reply is the request's)."""
+    if reply is None or reply.error_code is not None or b'"input_required"' not in reply.body:
+        return None
+    try:
+        found = msgspec.json.decode(reply.body, type=_Asked).result
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    if found.result_type != "input_required" or found.input_requests is UNSET:
+        return None
+    state = None if found.request_state is UNSET else found.request_state
+    return InputRound(requests=found.input_requests, request_state=state)
+
+
+class _Asked(Struct):
+    result: w.InputRequiredResult
+
+
+def questions(round: InputRound, session: LegacySession, ids: Iterator[str]) -> list[Question]:
+    """The requests that ask `round` of a client of `session`'s revision (ids from `ids`);
+    -32603 naming what that revision cannot carry."""
+    asked = []
+    for key, request in round.requests.items():
+        request_id = next(ids)
+        wire: dict[str, Any] = msgspec.to_builtins(request)  # {"method": ..., "params": ...}
+        params = wire.get("params", {})
+        if wire["method"] == "elicitation/create":
+            params = _elicitation_for(params, session.version, request_id)
+        message = {"jsonrpc": "2.0", "id": request_id, "method": wire["method"], "params": params}
+        asked.append(Question(key=key, request_id=request_id, message=msgspec.json.encode(message)))
+    return asked
+
+
+def _elicitation_for(params: dict[str, Any], version: str, request_id: str) -> dict[str, Any]:
+    if version == "2025-03-26":
+        raise RemoteProtocolError(
+            INTERNAL_ERROR, "The server asks the user (elicitation), which 2025-03-26 lacks"
+        )
+    if params.get("mode") == "url":
+        if version == "2025-06-18":
+            raise RemoteProtocolError(
+                INTERNAL_ERROR, "The server asks the user to open a URL, which 2025-06-18 lacks"
+            )
+        params.setdefault("elicitationId", request_id)
+    elif version == "2025-06-18":
+        params.pop("mode", None)
+    return params
+
+
+def answered(
+    message: w.IncomingMessage, answers: dict[str, Raw], request_state: str | None
+) -> w.IncomingMessage:
+    """`message` (a `Translated` one) sent again with the round's answers."""
+    params = msgspec.json.decode(message.params) if message.params is not UNSET else {}
+    params["inputResponses"] = answers
+    if request_state is None:
+        params.pop("requestState", None)
+    else:
+        params["requestState"] = request_state
+    return msgspec.structs.replace(message, params=Raw(msgspec.json.encode(params)))
+
+
+def refused(request_id: Any, method: str, asked: str, why: str) -> Reply:
+    """The reply to a request whose round the client did not answer (`why` says how)."""
+    text = f"The client did not answer {asked}: {why}"
+    if method == "tools/call":
+        content = [msgspec.to_builtins(w.TextContent(text=text))]
+        return _result(request_id, {"content": content, "isError": True})
+    return _error(request_id, RemoteProtocolError(INTERNAL_ERROR, text))
+
+
+def _result(request_id: Any, result: Any) -> Reply:
+    body = msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "result": result})
+    return Reply(body=body, request_id=request_id)
+
+
+def _error(request_id: Any, error: RemoteProtocolError) -> Reply:
+    found: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.data is not UNSET:
+        found["data"] = error.data
+    body = msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "error": found})
+    return Reply(body=body, request_id=request_id, error_code=error.code)

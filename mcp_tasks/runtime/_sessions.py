@@ -1,0 +1,197 @@
+"""Clients of the 2025 revisions on a connection that carries their sessions (stdio):
+`LegacySessions.answer` routes each claim-less message through the core's `LegacyFront`.
+
+A message with the 2026-07-28 claim goes to the core untouched (a look for the claim's key
+in its bytes is all it costs). Otherwise it is decoded once, here, and handed on decoded:
+answered by the session (`initialize`, `ping`, `logging/setLevel`), rewritten as the modern
+request it stands for and its reply turned back (`legacy_reply`), or left as it is.
+
+Where the core answers with an input round (a handler's `InputRequired`), a legacy client
+is asked as its revision says: each question goes to it as a request of the server's own
+(`elicitation/create`, `sampling/createMessage`, `roots/list`), its responses come back on
+the connection (`answer` routes them to the request waiting), and the request is handed to
+the core again with the answers, as a 2026-07-28 client would send it, until it is
+answered. A client that does not answer within `ANSWER_SECONDS`, answers with an error, or
+cancels the request ends the wait.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import anyio
+import msgspec
+from msgspec import UNSET, Raw
+
+from .._support import backend as _backend
+from ..core import ProtocolError, RemoteProtocolError, Reply, ServerCore
+from ..core._envelope import message_of
+from ..core._wire import META_PROTOCOL_VERSION
+from ..core.legacy import (
+    LegacyAnswer,
+    LegacyFront,
+    Question,
+    Translated,
+    answered,
+    input_round,
+    legacy_reply,
+    questions,
+    refused,
+)
+from ..core.wire import IncomingMessage
+from ..transports._port import Connection, SendNotification
+
+__all__ = ["ANSWER_SECONDS", "LegacySessions"]
+
+ANSWER_SECONDS: Final = 600.0
+"""How long a round waits for a legacy client's answers (a person may be typing them)."""
+MAX_ROUNDS: Final = 16
+"""Input rounds one request may take before it is refused."""
+MAX_AWAITED: Final = 64
+"""Server requests awaiting a connection's answers at once; a round past it is refused."""
+
+_CLAIM: Final = META_PROTOCOL_VERSION.encode()
+
+Answer = Callable[[bytes | IncomingMessage], Awaitable[Reply | None]]
+
+
+class _Awaited:
+    """One server request's answer, once the client sent it."""
+
+    def __init__(self) -> None:
+        self.arrived = _backend.event()
+        self.message: IncomingMessage | None = None
+
+
+class LegacySessions:
+    def __init__(self, core: ServerCore) -> None:
+        self._core = core
+        self.front = LegacyFront(
+            info=lambda: core.info,
+            capabilities=core.catalog.capabilities,
+            instructions=lambda: core.options.instructions,
+        )
+        self._ids = (f"mcp-tasks-{n}" for n in itertools.count(1))
+
+    def serves(self, connection: Connection) -> bool:
+        """`connection` carries sessions, and this server serves 2025 clients."""
+        return connection.carries_sessions and self._core.options.legacy_sessions
+
+    async def answer(
+        self,
+        data: bytes | IncomingMessage,
+        connection: Connection,
+        answer: Answer,
+        notify: SendNotification | None,
+    ) -> Reply | None:
+        """Answer `data`, which came on `connection`; `answer` is the core's way, `notify`
+        writes to the client (how a question is asked)."""
+        if isinstance(data, bytes):
+            if _CLAIM in data:
+                return await answer(data)  # a 2026-07-28 request, or the core's to refuse
+            try:
+                message = message_of(data)
+            except ProtocolError:
+                return await answer(data)  # the core names what is wrong
+        else:
+            message = data
+        if message.method is UNSET and _is_key(message.id):
+            awaited = connection.awaited.pop(message.id, None)
+            if isinstance(awaited, _Awaited):  # a client's answer to a question of ours
+                awaited.message = message
+                awaited.arrived.set()
+                return None
+        route = self.front.route(message, connection.session)
+        if route is None:
+            return await answer(message)
+        if isinstance(route, LegacyAnswer):
+            connection.session = route.session
+            return route.reply
+        return await self._translated(route, connection, answer, notify)
+
+    async def _translated(
+        self,
+        route: Translated,
+        connection: Connection,
+        answer: Answer,
+        notify: SendNotification | None,
+    ) -> Reply | None:
+        message, method = route.message, route.method
+        for _ in range(MAX_ROUNDS):
+            reply = await answer(message)
+            asked = input_round(reply)
+            if asked is None:
+                return legacy_reply(reply, method)
+            session = connection.session
+            if notify is None or session is None:
+                return refused(message.id, method, "the questions", "it cannot be asked here")
+            try:
+                round_questions = questions(asked, session, self._ids)
+            except RemoteProtocolError as error:
+                return refused(message.id, method, "the questions", error.message)
+            answers = await self._ask(round_questions, message.id, connection, notify)
+            if answers is None:
+                return None  # cancelled: a cancelled request gets no response
+            if isinstance(answers, str):
+                return refused(message.id, method, _named(round_questions), answers)
+            message = answered(message, answers, asked.request_state)
+        return refused(message.id, method, "all the questions", f"more than {MAX_ROUNDS} rounds")
+
+    async def _ask(
+        self,
+        asked: list[Question],
+        request_id: Any,
+        connection: Connection,
+        notify: SendNotification,
+    ) -> dict[str, Raw] | str | None:
+        """The answers by key; why there are none (a string); None: the request was
+        cancelled (`notifications/cancelled`) while it waited."""
+        if len(connection.awaited) + len(asked) > MAX_AWAITED:
+            return f"{MAX_AWAITED} questions of this server await answers already"
+        waiting = {question.key: _Awaited() for question in asked}
+        for question in asked:
+            connection.awaited[question.request_id] = waiting[question.key]
+        scope = _backend.cancel_scope(deadline=anyio.current_time() + ANSWER_SECONDS)
+        cancellable = _is_key(request_id) and request_id not in connection.in_flight
+        if cancellable:
+            connection.in_flight[request_id] = scope
+        try:
+            with scope:
+                for question in asked:
+                    await notify(question.message)
+                for awaited in waiting.values():
+                    await awaited.arrived.wait()
+        finally:
+            if cancellable:
+                connection.in_flight.pop(request_id, None)
+            for question in asked:
+                connection.awaited.pop(question.request_id, None)
+        if scope.cancelled_caught:
+            if anyio.current_time() < scope.deadline:
+                return None
+            return f"no answer within {ANSWER_SECONDS:g} s"
+        found: dict[str, Raw] = {}
+        for key, awaited in waiting.items():
+            reply = awaited.message
+            assert reply is not None
+            if reply.error is not UNSET or reply.result is UNSET:
+                return f"it answered with an error ({_error_text(reply.error)})"
+            found[key] = Raw(msgspec.json.encode(reply.result))
+        return found
+
+
+def _is_key(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _named(asked: list[Question]) -> str:
+    methods = sorted({msgspec.json.decode(question.message)["method"] for question in asked})
+    return " and ".join(methods)
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return f"{error.get('code')}: {str(error.get('message'))[:200]}"
+    return "no result"
