@@ -76,3 +76,39 @@ def check_reply(method: str | None, body: bytes) -> None:
             check(CORE, "CallToolResultResponse", message)
     else:
         raise AssertionError(f"no schema known for a result to {method!r}")
+
+
+LEGACY = "core-2025-11-25.schema.json"
+_LEGACY_RESULT_FOR_METHOD = {
+    "initialize": "InitializeResult",
+    "ping": "EmptyResult",
+    "logging/setLevel": "EmptyResult",
+    "tools/list": "ListToolsResult",
+    "tools/call": "CallToolResult",
+    "prompts/list": "ListPromptsResult",
+    "prompts/get": "GetPromptResult",
+    "resources/list": "ListResourcesResult",
+    "resources/templates/list": "ListResourceTemplatesResult",
+    "resources/read": "ReadResourceResult",
+    "completion/complete": "CompleteResult",
+}
+_LEGACY_SERVER_MESSAGE = {
+    "elicitation/create": "ElicitRequest",
+    "sampling/createMessage": "CreateMessageRequest",
+    "roots/list": "ListRootsRequest",
+    "notifications/progress": "ProgressNotification",
+    "notifications/message": "LoggingMessageNotification",
+}
+
+
+def check_legacy(method: str | None, message: dict[str, Any]) -> None:
+    """Validate one message the server sent a 2025-11-25 client against that revision's
+    schema: a response to a request of `method`, or a request or notification of its own."""
+    if "method" in message:
+        check(LEGACY, _LEGACY_SERVER_MESSAGE[message["method"]], message)
+        return
+    if "error" in message:
+        check(LEGACY, "JSONRPCErrorResponse", message)
+        return
+    check(LEGACY, "JSONRPCResultResponse", message)
+    check(LEGACY, _LEGACY_RESULT_FOR_METHOD[method or ""], message["result"])

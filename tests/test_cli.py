@@ -494,3 +494,24 @@ async def test_out_of_descriptors_the_server_backs_off_says_so_once_and_recovers
     assert code == 0
     assert errors.count("cannot accept connections") == 1, errors
     assert "Traceback" not in errors
+
+
+@pytest.mark.parametrize("modern_only", [False, True])
+async def test_modern_only_refuses_the_initialize_of_a_2025_client(modern_only: bool) -> None:
+    flags = ["--modern-only"] if modern_only else []
+    async with spawn(*cli("serve", "examples/jobs.py", "--stdio", *flags)) as child:
+        await child.stderr_line("on stdio")
+        opening = {"protocolVersion": "2025-11-25", "capabilities": {}}
+        message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": opening}
+        await child.stdin.send_all(json.dumps(message).encode() + b"\n")
+        with trio.fail_after(20):
+            while b"\n" not in child.out:
+                child.out += await child.stdout.receive_some()
+        reply = json.loads(bytes(child.out).partition(b"\n")[0])
+        await child.stdin.aclose()
+        await child.finish()
+    if modern_only:
+        assert reply["error"]["code"] == -32022
+        assert reply["error"]["data"]["supported"] == ["2026-07-28"]
+    else:
+        assert reply["result"]["protocolVersion"] == "2025-11-25"

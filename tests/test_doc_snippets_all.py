@@ -34,7 +34,7 @@ from mcp_tasks.core import (
 )
 from mcp_tasks.journal import TaskJournal
 from mcp_tasks.store import RedisTaskStore
-from mcp_tasks.transports import serve_http
+from mcp_tasks.transports import Connection, serve_http
 
 ROOT = DOCS.parent
 
@@ -59,6 +59,7 @@ RUN_HERE = {
     "security.md": ["def authenticate"],
     "stores.md": ["SQLiteTaskStore", "class DictStore"],
     "transports.md": ["nursery.start(serve_http", "ServerOptions", "serve_stdio"],
+    "eras.md": ["legacy_sessions=False"],
 }
 
 ENTRY = re.compile(r"^(trio\.run\(main\)|asyncio\.run\(main\(\)\))\n\Z", re.MULTILINE)
@@ -425,6 +426,17 @@ async def test_the_transports_page_serves_http_until_the_nursery_is_cancelled(
 def test_the_transports_page_accepts_a_missing_task_name_header() -> None:
     server = snippet("transports.md", "ServerOptions")["server"]
     assert server.core.options.accept_missing_task_name_header
+
+
+async def test_the_eras_page_server_refuses_a_2025_initialize_on_stdio() -> None:
+    server = snippet("eras.md", "legacy_sessions=False")["server"]
+    opening = {"protocolVersion": "2025-11-25", "capabilities": {}}
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": opening}
+    connection = Connection(carries_sessions=True)  # as stdio's: a 2025 session could open
+    async with server.running():
+        reply = await server.handle(json.dumps(message).encode(), connection=connection)
+    assert reply is not None and json.loads(reply.body)["error"]["code"] == -32022
+    assert connection.session is None
 
 
 async def test_the_transports_page_serves_stdio_to_a_client_that_spawns_it(

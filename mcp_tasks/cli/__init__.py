@@ -195,6 +195,12 @@ def main() -> None:
     "(fastmcp-tasks 4.1.4's client leaves it out). A mismatched one is refused all the same.",
 )
 @click.option(
+    "--modern-only",
+    is_flag=True,
+    help="Serve MCP 2026-07-28 clients only: an initialize (a 2025 client) is answered -32022 "
+    "naming the versions served, instead of opening a session.",
+)
+@click.option(
     "--record",
     "record_path",
     metavar="PATH",
@@ -226,6 +232,7 @@ def serve(  # noqa: PLR0917 - click passes every option
     poll_seconds: float | None,
     max_tool_threads: int | None,
     accept_missing_task_name: bool,
+    modern_only: bool,
     record_path: str | None,
     record_max_bytes: int,
 ) -> None:
@@ -252,6 +259,8 @@ def serve(  # noqa: PLR0917 - click passes every option
             )
         lenient = msgspec.structs.replace(server.core.options, accept_missing_task_name_header=True)
         server.use_options(lenient)
+    if modern_only:
+        server.use_options(msgspec.structs.replace(server.core.options, legacy_sessions=False))
     if record_path is not None:
         try:
             server.record(record_path, max_bytes=record_max_bytes)

@@ -406,8 +406,11 @@ class Server(Registering):
     def end_subscriptions(self, connection: Connection | None = None) -> None:
         """End the `subscriptions/listen` streams gracefully, each with its closing response
         after what was already queued for it: all of them, or those of `connection`.
-        Transports call this when they start to shut down or their client is gone."""
+        Transports call this when they start to shut down or their client is gone; the
+        questions a 2025 session's requests wait on end too (the client will not answer)."""
         self.listeners.end(connection)
+        if connection is not None:
+            self._sessions.abandon(connection)
 
     @property
     def subscription_count(self) -> int:

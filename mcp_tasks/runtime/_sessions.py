@@ -75,6 +75,12 @@ class LegacySessions:
         )
         self._ids = (f"mcp-tasks-{n}" for n in itertools.count(1))
 
+    def abandon(self, connection: Connection) -> None:
+        """`connection`'s client is gone: the questions waiting on it end unanswered."""
+        for awaited in connection.awaited.values():
+            if isinstance(awaited, _Awaited):
+                awaited.arrived.set()
+
     def serves(self, connection: Connection) -> bool:
         """`connection` carries sessions, and this server serves 2025 clients."""
         return connection.carries_sessions and self._core.options.legacy_sessions
@@ -175,7 +181,8 @@ class LegacySessions:
         found: dict[str, Raw] = {}
         for key, awaited in waiting.items():
             reply = awaited.message
-            assert reply is not None
+            if reply is None:
+                return "the client went away"
             if reply.error is not UNSET or reply.result is UNSET:
                 return f"it answered with an error ({_error_text(reply.error)})"
             found[key] = Raw(msgspec.json.encode(reply.result))

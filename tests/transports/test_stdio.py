@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -185,12 +186,15 @@ async def test_a_line_that_is_not_json_gets_parse_error_and_reading_goes_on(
         assert await peer.rest() == []
 
 
-async def test_an_initialize_from_an_earlier_revision_names_the_versions(
+async def test_an_initialize_to_a_modern_only_server_names_the_versions(
     autojump_clock: MockClock,
 ) -> None:
+    """(A server that serves 2025 clients opens a session: test_stdio_legacy.py.)"""
     params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x"}}
     message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
-    async with stdio_session() as peer:
+    server = load_server(str(JOBS))
+    server.use_options(msgspec.structs.replace(server.core.options, legacy_sessions=False))
+    async with stdio_session(server) as peer:
         await peer.write(json.dumps(message).encode() + b"\n")
         reply = await peer.receive()
         check_reply(None, json.dumps(reply).encode())

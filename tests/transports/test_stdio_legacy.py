@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from msgspec import UNSET
+from schema_check import check_legacy
 from test_stdio import Peer, stdio_session
+from trio.testing import MockClock
 
 from mcp_tasks import (
     START_TASK,
@@ -35,6 +37,9 @@ MODERN_META: dict[str, Any] = {
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 MODERN_ONLY_KEYS = {"resultType", "ttlMs", "cacheScope", "_meta"}
+LEGACY_CHECKED = {"initialize", "ping", "logging/setLevel", "tools/list", "tools/call"}
+"""Requests whose replies are checked against the 2025-11-25 schema (the others of these
+tests are 2026-07-28 requests, or refused)."""
 
 
 def build_server(**options: Any) -> Server:
@@ -55,22 +60,22 @@ def build_server(**options: Any) -> Server:
 
     @server.tool()
     async def ask(ctx: ToolContext) -> ToolOutcome:
-        """Asks the user (an input round), then the model."""
+        """Asks the user (an input round), then the model; the name kept in its state."""
+        poem = ctx.sample_response("poem")
+        if poem is not None:
+            return CallToolResult.text(f"asked {ctx.handler_state}: {poem.content['text']}")
         name = ctx.elicit_response("name")
         if name is None:
             schema = {"type": "object", "properties": {"name": {"type": "string"}}}
             params = ElicitParams(message="Your name?", mode="form", requested_schema=schema)
-            return InputRequired(requests={"name": ElicitRequest(params=params)}, state="1")
-        assert ctx.handler_state == "1"
-        poem = ctx.sample_response("poem")
-        if poem is None:
-            ask_model = CreateMessageParams(
-                messages=[SamplingMessage(role="user", content={"type": "text", "text": "A poem"})],
-                max_tokens=50,
-            )
-            return InputRequired(requests={"poem": CreateMessageRequest(params=ask_model)})
+            return InputRequired(requests={"name": ElicitRequest(params=params)})
         assert name.content is not UNSET
-        return CallToolResult.text(f"asked {name.content['name']}: {poem.content['text']}")
+        ask_model = CreateMessageParams(
+            messages=[SamplingMessage(role="user", content={"type": "text", "text": "A poem"})],
+            max_tokens=50,
+        )
+        requests = {"poem": CreateMessageRequest(params=ask_model)}
+        return InputRequired(requests=requests, state=str(name.content["name"]))
 
     @server.tool(task_support="required")
     async def only_as_task(ctx: ToolContext) -> ToolOutcome:
@@ -103,9 +108,19 @@ async def request(
     while True:
         got = await peer.receive()
         if got.get("id") == request_id and "method" not in got:
+            if method in LEGACY_CHECKED:
+                check_legacy(method, got)
             got["notifications"] = before
             return got
+        check_legacy(None, got)
         before.append(got)
+
+
+async def server_message(peer: Peer) -> dict[str, Any]:
+    """The next message, a request or notification of the server's own (schema-checked)."""
+    got = await peer.receive()
+    check_legacy(None, got)
+    return got
 
 
 async def initialize(
@@ -203,17 +218,18 @@ async def test_an_input_round_is_asked_as_the_servers_own_requests() -> None:
     async with stdio_session(build_server()) as peer:
         await initialize(peer, elicitation={}, sampling={})
         await send(peer, {"id": 5, "method": "tools/call", "params": {"name": "ask"}})
-        asked = await peer.receive()
+        asked = await server_message(peer)
         assert asked["method"] == "elicitation/create"
         assert asked["params"]["message"] == "Your name?" and asked["params"]["mode"] == "form"
         await send(
             peer, {"id": asked["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}
         )
-        sampled = await peer.receive()
+        sampled = await server_message(peer)
         assert sampled["method"] == "sampling/createMessage" and sampled["id"] != asked["id"]
         poem = {"role": "assistant", "content": {"type": "text", "text": "roses"}, "model": "m"}
         await send(peer, {"id": sampled["id"], "result": poem})
         reply = await peer.receive()
+        check_legacy("tools/call", reply)
         assert reply["id"] == 5
         assert reply["result"] == {"content": [{"type": "text", "text": "asked Ada: roses"}]}
 
@@ -286,3 +302,16 @@ async def test_a_modern_only_server_refuses_initialize_naming_its_versions() -> 
         reply = await request(peer, "initialize", {"protocolVersion": "2025-11-25"})
         assert reply["error"]["code"] == -32022
         assert reply["error"]["data"]["supported"] == ["2026-07-28"]
+
+
+async def test_a_client_that_leaves_while_asked_ends_the_wait(autojump_clock: MockClock) -> None:
+    async with stdio_session(build_server()) as peer:
+        await initialize(peer, elicitation={})
+        await send(peer, {"id": 5, "method": "tools/call", "params": {"name": "ask"}})
+        await server_message(peer)
+        await peer.stdin.aclose()  # EOF: nobody is left to answer
+        reply = await peer.receive()
+        assert reply["result"]["isError"] is True
+        assert "the client went away" in reply["result"]["content"][0]["text"]
+        await peer.finished.wait()
+        assert peer.finished_after < 1  # not the ten minutes a question may wait
