@@ -94,8 +94,13 @@ def npm_node() -> str:
 
 def run_node(argv: Sequence[str], timeout: float = RUN_SECONDS) -> subprocess.CompletedProcess[str]:
     """Run `node argv...` (an npm peer) to its end, cut off after `timeout`."""
+    return run_to_end([npm_node(), *argv], timeout)
+
+
+def run_to_end(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run `argv` with no input to its end, its output kept; cut off after `timeout`."""
     return subprocess.run(
-        [npm_node(), *argv],
+        list(argv),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -238,15 +243,7 @@ class Steps(dict[str, dict[str, Any]]):
 
 def run_peer(script: str, *args: str, timeout: float = RUN_SECONDS) -> Steps:
     """Run a peer client script of peers/ to its end; what it reported."""
-    done = subprocess.run(
-        [peers_python(), peer_script(script), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_to_end([peers_python(), peer_script(script), *args], timeout)
     assert done.returncode == 0, f"{script} exited {done.returncode}\n{done.stderr[-3000:]}"
     return Steps(done.stdout, done.stderr)
 

@@ -27,61 +27,59 @@ def test_its_default_initialize_opens_a_2025_session(ts_client: Steps) -> None:
     assert ts_client.value("connect") == {"protocol_version": "2025-11-25", "server": "jobs"}
 
 
-def test_it_lists_the_tools(ts_client: Steps) -> None:
+def test_it_lists_the_tools_and_prompts(ts_client: Steps) -> None:
     tools = set(ts_client.value("tools"))
     assert {"greet", "slow_compute", "test_error_handling", "test_tool_with_progress"} <= tools
+    assert {"test_simple_prompt", "test_prompt_with_arguments"} <= set(ts_client.value("prompts"))
 
 
-def test_it_calls_a_tool_and_sees_a_tool_error(ts_client: Steps) -> None:
-    assert ts_client.value("greet") == {"is_error": False, "text": ["Hello, Ada!"]}
-    assert ts_client.value("tool_error") == {
+SAME_AS_THE_PYTHON_SDK = {
+    "greet": {"is_error": False, "text": ["Hello, Ada!"]},
+    "tool_error": {
         "is_error": True,
         "text": ["This tool intentionally returns an error for testing"],
-    }
-
-
-def test_a_task_optional_tool_runs_in_place(ts_client: Steps) -> None:
-    """A 2025 client without the tasks utility gets the tool's result in place."""
-    assert ts_client.value("task_optional_in_place") == {
-        "is_error": False,
-        "text": ["job done after 0.1s"],
-    }
-
-
-def test_its_elicitation_handler_answers_input_rounds(ts_client: Steps) -> None:
-    """Each input round reaches it as our own `elicitation/create` request."""
-    assert ts_client.value("input_round") == {"is_error": False, "text": ["Hello, Ada!"]}
-    assert ts_client.value("input_rounds_two")["text"] == ["Ada likes blue"]
-    assert ts_client.value("prompt_input_round") == ["Use this context: interop"]
-
-
-def test_it_lists_and_gets_prompts(ts_client: Steps) -> None:
-    assert {"test_simple_prompt", "test_prompt_with_arguments"} <= set(ts_client.value("prompts"))
-    assert ts_client.value("prompt") == ["Prompt with arguments: arg1='a', arg2='b'"]
-
-
-def test_it_lists_and_reads_resources(ts_client: Steps) -> None:
-    assert ts_client.value("resources") == {
+    },
+    # a 2025 client without the tasks utility: the tool's result in place, no task handle
+    "task_optional_in_place": {"is_error": False, "text": ["job done after 0.1s"]},
+    # input rounds reach its elicitation handler as our own `elicitation/create` requests
+    "input_round": {"is_error": False, "text": ["Hello, Ada!"]},
+    "input_rounds_two": {"is_error": False, "text": ["Ada likes blue"]},
+    "prompt_input_round": ["Use this context: interop"],
+    "prompt": ["Prompt with arguments: arg1='a', arg2='b'"],
+    "resources": {
         "resources": ["test://static-binary", "test://static-text"],
         "templates": ["test://template/{id}/data"],
-    }
-    (text,) = ts_client.value("read_text")
-    assert text["text"] == "This is the content of the static text resource."
-    (binary,) = ts_client.value("read_binary")
-    assert binary["mime_type"] == "image/png" and binary["blob"]
-    (templated,) = ts_client.value("read_template")
-    assert templated["uri"] == "test://template/42/data" and '"id": "42"' in templated["text"]
+    },
+    "read_text": [
+        {
+            "uri": "test://static-text",
+            "mime_type": "text/plain",
+            "text": "This is the content of the static text resource.",
+            "blob": False,
+        }
+    ],
+    "read_binary": [
+        {"uri": "test://static-binary", "mime_type": "image/png", "text": None, "blob": True}
+    ],
+    "read_template": [
+        {
+            "uri": "test://template/42/data",
+            "mime_type": "application/json",
+            "text": '{"id": "42", "templateTest": true, "data": "Data for ID: 42"}',
+            "blob": False,
+        }
+    ],
+    "complete": ["paris", "park", "party"],
+    # its onprogress handler sees every notification
+    "progress": {
+        "text": ["Progress reported"],
+        "progress": [[0, 100, "step 0"], [50, 100, "step 50"], [100, 100, "step 100"]],
+    },
+}
+"""What the TS client sees, step by step, where test_sdk_client.py expects the same of the
+Python SDK's client."""
 
 
-def test_it_gets_completions(ts_client: Steps) -> None:
-    assert ts_client.value("complete") == ["paris", "park", "party"]
-
-
-def test_its_progress_handler_sees_every_notification(ts_client: Steps) -> None:
-    progress = ts_client.value("progress")
-    assert progress["text"] == ["Progress reported"]
-    assert progress["progress"] == [
-        [0, 100, "step 0"],
-        [50, 100, "step 50"],
-        [100, 100, "step 100"],
-    ]
+@pytest.mark.parametrize("name", SAME_AS_THE_PYTHON_SDK)
+def test_it_sees_what_the_python_sdk_client_sees(ts_client: Steps, name: str) -> None:
+    assert ts_client.value(name) == SAME_AS_THE_PYTHON_SDK[name]

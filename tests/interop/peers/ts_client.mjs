@@ -126,7 +126,8 @@ async function runSteps(client) {
         const onprogress = ({ progress, total, message }) => {
             seen.push([progress, total ?? null, message ?? null]);
         };
-        return { ...(await call('test_tool_with_progress', {}, { onprogress })), progress: seen };
+        const { text } = await call('test_tool_with_progress', {}, { onprogress });
+        return { text, progress: seen };
     });
 }
 
