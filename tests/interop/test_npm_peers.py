@@ -24,42 +24,34 @@ def no_npm_peers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_without_them_the_tests_skip_saying_how_to_install_them(
-    no_npm_peers: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("ci", "outcome"), [(None, pytest.skip.Exception), ("true", pytest.fail.Exception)]
+)
+def test_without_them_the_tests_skip_saying_how_to_install_them_and_fail_in_ci(
+    no_npm_peers: Path, monkeypatch: pytest.MonkeyPatch, ci: str | None, outcome: type
 ) -> None:
-    monkeypatch.delenv("CI", raising=False)
-    with pytest.raises(pytest.skip.Exception, match="install them with tests/interop/npm/install"):
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match="install them with tests/interop/npm/install"):
         processes.npm_node()
 
 
-def test_in_ci_without_them_the_tests_fail(
-    no_npm_peers: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("stale", ["another lock", "node gone"])
+def test_ones_from_another_lock_or_with_their_node_gone_are_out_of_date(
+    no_npm_peers: Path, monkeypatch: pytest.MonkeyPatch, stale: str
 ) -> None:
-    monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match="install them with tests/interop/npm/install"):
-        processes.npm_node()
-
-
-def installed(folder: Path, lock_hash: str, node: str) -> None:
-    (folder / "node_modules").mkdir()
-    (folder / "node_modules" / ".installed").write_text(lock_hash + "  -\n")
-    (folder / "node_modules" / ".node").write_text(node + "\n")
-
-
-def test_ones_installed_from_another_lock_are_out_of_date(
-    no_npm_peers: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    installed(no_npm_peers, "0" * 64, shutil.which("sh") or "/bin/sh")
-    monkeypatch.delenv("CI", raising=False)
-    with pytest.raises(pytest.skip.Exception, match="missing or out of date"):
-        processes.npm_node()
-
-
-def test_a_recorded_node_that_is_gone_is_out_of_date(
-    no_npm_peers: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+    """The stamp holds the lock's hash; .node the node install recorded."""
     lock_hash = hashlib.sha256((no_npm_peers / "package-lock.json").read_bytes()).hexdigest()
-    installed(no_npm_peers, lock_hash, str(no_npm_peers / "gone" / "node"))
+    node = shutil.which("sh") or "/bin/sh"  # any executable will do
+    if stale == "another lock":
+        lock_hash = "0" * 64
+    else:
+        node = str(no_npm_peers / "gone" / "node")
+    (no_npm_peers / "node_modules").mkdir()
+    (no_npm_peers / "node_modules" / ".installed").write_text(lock_hash + "  -\n")
+    (no_npm_peers / "node_modules" / ".node").write_text(node + "\n")
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception, match="missing or out of date"):
         processes.npm_node()
