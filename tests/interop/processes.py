@@ -3,7 +3,9 @@
 The peers (fastmcp 4.1.4 + fastmcp-tasks 4.1.4, `mcp` 2.3.0) run with the python of their
 own virtual environment, benchmarks/.peers-venv, built by benchmarks/peers/install. Outside
 CI a missing (or out of date) one skips the tests, saying how to build it; in CI (`CI` set)
-it is a failure: `.ci/run` builds it before the tests.
+it is a failure: `.ci/run` builds it before the tests. The npm peers (the TypeScript SDK's
+client, the MCP Inspector) likewise, from tests/interop/npm/node_modules, built by
+tests/interop/npm/install, run with the node (>= 22) it recorded.
 
 Nothing here sleeps and hopes: a server is used once it printed where it listens, and every
 wait on a process's output or exit has a deadline.
@@ -39,6 +41,7 @@ PEERS_PINS = [
     ROOT / "benchmarks" / "peers" / name for name in ("requirements.txt", "constraints.txt")
 ]
 MCP_TASKS = str(Path(sys.executable).parent / "mcp-tasks")
+NPM_PEERS = Path(__file__).resolve().parent / "npm"
 
 START_SECONDS = 30.0  # a server prints where it listens within this
 RUN_SECONDS = 120.0  # a peer script runs all its steps within this
@@ -65,6 +68,46 @@ def peers_python() -> str:
             pytest.fail(INSTALL_HINT)
         pytest.skip(INSTALL_HINT)
     return str(python)
+
+
+NPM_INSTALL_HINT = (
+    "the npm peers (tests/interop/npm/node_modules: @modelcontextprotocol/client and "
+    "@modelcontextprotocol/inspector, pinned) are missing or out of date: install them with "
+    "tests/interop/npm/install (needs the npm registry; installs Node 22 when node is older)"
+)
+
+
+def npm_node() -> str:
+    """The node the npm peers run with; the test is skipped (failed in CI) when they are not
+    installed from today's package-lock.json."""
+    modules = NPM_PEERS / "node_modules"
+    stamp, node = modules / ".installed", modules / ".node"
+    wanted = hashlib.sha256((NPM_PEERS / "package-lock.json").read_bytes()).hexdigest()
+    built = stamp.read_text().split()[:1] if stamp.is_file() else []
+    path = Path(node.read_text().strip()) if node.is_file() else None
+    if path is None or not os.access(path, os.X_OK) or built != [wanted]:
+        if os.environ.get("CI"):
+            pytest.fail(NPM_INSTALL_HINT)
+        pytest.skip(NPM_INSTALL_HINT)
+    return str(path)
+
+
+def run_node(argv: Sequence[str], timeout: float = RUN_SECONDS) -> subprocess.CompletedProcess[str]:
+    """Run `node argv...` (an npm peer) to its end, cut off after `timeout`."""
+    return run_to_end([npm_node(), *argv], timeout)
+
+
+def run_to_end(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run `argv` with no input to its end, its output kept; cut off after `timeout`."""
+    return subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def peer_script(name: str) -> str:
@@ -200,15 +243,7 @@ class Steps(dict[str, dict[str, Any]]):
 
 def run_peer(script: str, *args: str, timeout: float = RUN_SECONDS) -> Steps:
     """Run a peer client script of peers/ to its end; what it reported."""
-    done = subprocess.run(
-        [peers_python(), peer_script(script), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_to_end([peers_python(), peer_script(script), *args], timeout)
     assert done.returncode == 0, f"{script} exited {done.returncode}\n{done.stderr[-3000:]}"
     return Steps(done.stdout, done.stderr)
 
