@@ -243,6 +243,8 @@ EMBEDDED = [ASGI_UVICORN, ASGI_UVICORN_H11, ASGI_HYPERCORN, SDK_TASKS]
 INFO_LOGS, WITH_OTEL = "mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry"
 RECORDING = "mcp_tasks, recording"
 ON_TRIO = "mcp_tasks on trio"
+LEGACY, SDK_LEGACY = "mcp_tasks, 2025 session", "official SDK, 2025 session"
+"""The same stdio servers, spoken to by a client of the 2025 revisions (`initialize` first)."""
 """Ours served on trio (`--loop trio`); "mcp_tasks" is served on asyncio, `serve`'s default
 (uvloop's loop, installed with the bench extra)."""
 OBSERVED = [INFO_LOGS, WITH_OTEL, RECORDING]
@@ -288,8 +290,10 @@ def stdio_commands(peers_python: str | None) -> dict[str, list[str]]:
         ON_TRIO: [python, servers_py, "ours-stdio", "--loop", "trio"],
         "limit": [python, servers_py, "limit-stdio"],
     }
+    commands[LEGACY] = commands["mcp_tasks"]
     if peers_python:
         commands["official SDK"] = [peers_python, str(HERE / "peers" / "sdk_server.py"), "stdio"]
+        commands[SDK_LEGACY] = commands["official SDK"]
     return commands
 
 
@@ -373,11 +377,19 @@ def stdio(
         if names is None or name in names
     }
     line = loadgen.message("tools/call", {"name": "greet", "arguments": {"name": "bench"}})
+    legacy_line = loadgen.legacy_message(
+        "tools/call", {"name": "greet", "arguments": {"name": "bench"}}
+    )
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
     for round_ in range(plan.rounds):
         for name, command in commands.items():
             pinned = ["taskset", "-c", str(SERVER_CPU), *command] if _can_pin() else command
-            result = loadgen.stdio_requests(pinned, line, plan.warmup, plan.seconds)
+            if name in (LEGACY, SDK_LEGACY):
+                result = loadgen.stdio_requests(
+                    pinned, legacy_line, plan.warmup, plan.seconds, prelude=loadgen.LEGACY_OPENING
+                )
+            else:
+                result = loadgen.stdio_requests(pinned, line, plan.warmup, plan.seconds)
             runs[name].append(result)
             log(f"stdio, round {round_ + 1}: {name} {result['per_second']:,.0f}/s")
     return {name: _best(results) for name, results in runs.items()}
@@ -659,6 +671,8 @@ def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
                          ON_TRIO, 1.0))  # fmt: skip
     recorded = _ratio(http["tasks/get"], RECORDING, "mcp_tasks")
     found.append(Aim("tasks/get req/s, recording a journal", recorded, "mcp_tasks", 0.85))
+    legacy = _ratio(stdio_, LEGACY, "mcp_tasks")
+    found.append(Aim("sync tool calls/s, stdio, 2025 session", legacy, "2026-07-28 client", 0.9))
     peer = stored.get("fastmcp-tasks", {}).get("points")
     for index, point in enumerate(ours[1:], start=1):
         ratio = point["bytes_per_task"] / peer[index]["bytes_per_task"] if peer else None
@@ -740,6 +754,21 @@ def _loop_table(figures: dict[str, Any]) -> list[str]:
 LOOPS_SHOWN = ("mcp_tasks", ON_TRIO)
 
 
+def _legacy_table(figures: dict[str, Any]) -> list[str]:
+    """Sync tool calls over stdio from a 2025 client (`initialize` first) beside a
+    2026-07-28 one, ours and the official SDK's; nothing for figures measured before."""
+    entry = figures["stdio"]
+    if LEGACY not in entry:
+        return []
+    out = ["| sync tool calls, stdio (per second) | 2026-07-28 client | 2025 session | "
+           "2025 / 2026 |", "| --- | ---: | ---: | ---: |"]  # fmt: skip
+    for server, legacy in (("mcp_tasks", LEGACY), ("official SDK", SDK_LEGACY)):
+        cells = [_number(entry[c]["per_second"]) if c in entry else "-" for c in (server, legacy)]
+        ratio = _number(_ratio(entry, legacy, server))
+        out.append(f"| {server} | " + " | ".join(cells) + f" | {ratio} |")
+    return [*out, ""]
+
+
 def tables(figures: dict[str, Any]) -> str:
     """The figures as Markdown tables."""
     out = []
@@ -780,6 +809,7 @@ def tables(figures: dict[str, Any]) -> str:
         out.append(f"| {name} | " + " | ".join(cells + costs) + " |")
     out.append("")
     out.extend(_loop_table(figures))
+    out.extend(_legacy_table(figures))
     out.append(
         "| stored finished tasks | server | RSS (MiB) | bytes per task | "
         "tasks/get req/s | p50 (ms) | p99 (ms) |"

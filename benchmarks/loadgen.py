@@ -41,6 +41,22 @@ def message(method: str, params: dict[str, Any], request_id: int = 1) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
+LEGACY_OPENING = (
+    json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "loadgen", "version": "1"}}}).encode()
+    + b"\n" + json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+)  # fmt: skip
+"""What a client of the 2025 revisions sends first over stdio: `initialize`, then
+`notifications/initialized` (the process is its session from then on)."""
+
+
+def legacy_message(method: str, params: dict[str, Any], request_id: int = 1) -> bytes:
+    """One JSON-RPC request as a 2025 client sends it in its session: no `_meta`."""
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
 def post(port: int, method: str, name: str, params: dict[str, Any]) -> bytes:
     """One POST with every header a strict peer asks for: `Host` with the port (the official
     SDK answers 421 without it), an `Accept` naming both JSON and SSE (406 otherwise), the
@@ -228,13 +244,20 @@ def task_lives(port: int, warmup: float, seconds: float) -> dict[str, Any]:
 
 
 def stdio_requests(
-    command: list[str], line: bytes, warmup: float, seconds: float, window: int = CONNECTIONS
+    command: list[str],
+    line: bytes,
+    warmup: float,
+    seconds: float,
+    *,
+    window: int = CONNECTIONS,
+    prelude: bytes = b"",
 ) -> dict[str, Any]:
     """Start `command`, wait for its first answer, then keep `window` copies of `line` in
     flight on its stdin; answers/s off its stdout, and the CPU time the server spent on each
     (`cpu_us_per_answer`: less swayed than answers/s by whatever else the machine runs).
-    Every answer is read before stdin closes (a server may drop what is in flight at end of
-    input)."""
+    `prelude` (lines ending in a request) goes first, in place of the first `line`: a 2025
+    client's `initialize`. Every answer is read before stdin closes (a server may drop what
+    is in flight at end of input)."""
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
     stdin, out_fd = process.stdin, process.stdout.fileno()
@@ -254,12 +277,12 @@ def stdio_requests(
         pending[:] = rest
         return lines
 
-    def send(copies: int) -> None:
-        stdin.write((line + b"\n") * copies)
+    def send(copies: int, lines: bytes = b"") -> None:
+        stdin.write(lines + b"\n" if lines else (line + b"\n") * copies)
         stdin.flush()
 
     try:
-        send(1)
+        send(1, prelude)  # the server is up once this is answered
         deadline = time.monotonic() + 60
         while not read_lines(1.0):  # the server is up once it answers
             if time.monotonic() > deadline:

@@ -30,7 +30,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 from . import _wire as w
 from ._effects import Reply
 from ._encode import shown
-from ._envelope import is_request_id
+from ._envelope import KNOWN_METHODS, TASK_METHODS, is_request_id
 from ._errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -60,18 +60,7 @@ LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
 """The revisions a legacy session negotiates, newest first."""
 
 SESSION_METHODS: Final = frozenset({"initialize", "ping", "logging/setLevel"})
-FORWARDED: Final = frozenset(
-    {
-        "tools/list",
-        "tools/call",
-        "prompts/list",
-        "prompts/get",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "completion/complete",
-    }
-)
+FORWARDED: Final = KNOWN_METHODS - TASK_METHODS - {"server/discover", "subscriptions/listen"}
 """The legacy requests the core answers, rewritten as modern ones."""
 
 _CLAIM: Final = w.META_PROTOCOL_VERSION.encode()

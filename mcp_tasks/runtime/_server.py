@@ -353,29 +353,14 @@ class Server(Registering):
             raise RuntimeError("use `async with server.running():` around the transport")
         telemetry = self._shared.telemetry
         if not telemetry.enabled:
-            reply = await self._route(data, headers, notify, connection, principal)
+            reply = await self._answer(data, headers, notify, connection, principal)
         else:
             with telemetry.request(data, principal) as observation:
-                reply = await self._route(data, headers, notify, connection, principal)
+                reply = await self._answer(data, headers, notify, connection, principal)
                 observation.finish(reply)
         if reply is not None and reply.error_code is not None:
             _observe.refused(telemetry, reply)
         return reply
-
-    async def _route(
-        self,
-        data: bytes | IncomingMessage,
-        headers: HttpHeaders | None,
-        notify: Notify | None,
-        connection: Connection | None,
-        principal: str | None,
-    ) -> Reply | None:
-        if connection is None or not self._sessions.serves(connection):
-            return await self._answer(data, headers, notify, connection, principal)
-        answer = partial(
-            self._answer, headers=headers, notify=notify, connection=connection, principal=principal
-        )
-        return await self._sessions.answer(data, connection, answer, notify)
 
     async def _answer(
         self,
@@ -384,7 +369,19 @@ class Server(Registering):
         notify: Notify | None,
         connection: Connection | None,
         principal: str | None,
+        *,
+        routed: bool = False,
     ) -> Reply | None:
+        if not routed and connection is not None and self._sessions.serves(connection):
+            answer_modern = partial(
+                self._answer,
+                headers=headers,
+                notify=notify,
+                connection=connection,
+                principal=principal,
+                routed=True,
+            )  # a 2025 session's request comes back here rewritten, or another as it is
+            return await self._sessions.answer(data, connection, answer_modern, notify)
         answer = self.decide(Received(data, headers, principal, self._shared.closing))
         try:
             return await self.interpreter.drive(answer, notify, connection)
