@@ -66,6 +66,8 @@ FORWARDED: Final = KNOWN_METHODS - TASK_METHODS - {"server/discover", "subscript
 _CLAIM: Final = w.META_PROTOCOL_VERSION.encode()
 _MODERN: Final = w.PROTOCOL_VERSION
 _STRIPPED: Final = ("resultType", "ttlMs", "cacheScope")
+_COMPLETE_LAST: Final = b',"resultType":"complete"},"jsonrpc":"2.0"}'
+_RESULT_END: Final = b'},"jsonrpc":"2.0"}'
 
 
 class LegacySession(Struct, frozen=True, kw_only=True):
@@ -142,14 +144,21 @@ class LegacyFront:
         self._info = info
         self._capabilities = capabilities
         self._instructions = instructions
+        self._encoded_meta: tuple[LegacySession, bytes] | None = None
+        """The `_meta` of the session rewritten last, encoded (sessions are immutable)."""
 
     def route(
-        self, message: w.IncomingMessage, session: LegacySession | None
+        self,
+        message: w.IncomingMessage,
+        session: LegacySession | None,
+        *,
+        claimless: bool = False,
     ) -> LegacyAnswer | Translated | None:
         """What becomes of `message` on a connection whose session is `session` (None:
-        none open): answered here, handed on rewritten, or None: the core's as it is."""
+        none open): answered here, handed on rewritten, or None: the core's as it is.
+        `claimless`: the caller knows it carries no claim (its bytes lack the key)."""
         method = message.method
-        if not isinstance(method, str) or has_claim(message):
+        if not isinstance(method, str) or (not claimless and has_claim(message)):
             return None
         if message.id is UNSET:
             return self._notification(method, session)
@@ -163,7 +172,7 @@ class LegacyFront:
             if method not in FORWARDED:
                 raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")
             assert session is not None
-            return Translated(message=_rewritten(message, session), method=method)
+            return Translated(message=self._rewritten(message, session), method=method)
         except RemoteProtocolError as error:
             return LegacyAnswer(reply=_error(message.id, error), session=session)
 
@@ -201,6 +210,21 @@ class LegacyFront:
         changed = msgspec.structs.replace(session, log_level=level)
         return LegacyAnswer(reply=_result(message.id, {}), session=changed)
 
+    def _rewritten(self, message: w.IncomingMessage, session: LegacySession) -> w.IncomingMessage:
+        """`message` with the session's `_meta` in its params, its own `_meta` kept. Params
+        without a `_meta` (most) get the session's encoded once, written in front."""
+        raw = b"{}" if message.params is UNSET else bytes(message.params).strip()
+        if b'"_meta"' in raw or raw[:1] != b"{":
+            return _with_meta_decoded(message, session)
+        cached = self._encoded_meta
+        if cached is None or cached[0] is not session:
+            cached = self._encoded_meta = (session, msgspec.json.encode(_session_meta(session, {})))
+        inner = raw[1:-1].strip()
+        params = b'{"_meta":' + cached[1] + (b"," + inner if inner else b"") + b"}"
+        return w.IncomingMessage(
+            jsonrpc=message.jsonrpc, id=message.id, method=message.method, params=Raw(params)
+        )
+
     def _initialized(self, session: LegacySession) -> dict[str, Any]:
         offered = self._capabilities()
         capabilities: dict[str, Any] = {"logging": {}, "tools": {}}
@@ -230,13 +254,9 @@ def _decode(params: Raw, kind: type[Any]) -> Any:
         raise RemoteProtocolError(INVALID_PARAMS, "Invalid params: not a JSON object") from None
 
 
-def _rewritten(message: w.IncomingMessage, session: LegacySession) -> w.IncomingMessage:
-    """`message` with the session's `_meta` in its params, its own `_meta` kept."""
-    params: Any = {} if message.params is UNSET else msgspec.json.decode(message.params)
-    if not isinstance(params, dict):
-        raise RemoteProtocolError(INVALID_PARAMS, "Invalid params: params must be an object")
-    own = params.get("_meta")
-    meta: dict[str, Any] = dict(own) if isinstance(own, dict) else {}
+def _session_meta(session: LegacySession, own: dict[str, Any]) -> dict[str, Any]:
+    """`own` (a request's `_meta`) with the session's keys: what a modern request says."""
+    meta = dict(own)
     meta[w.META_PROTOCOL_VERSION] = _MODERN
     meta[w.META_CLIENT_CAPABILITIES] = session.client_capabilities
     if session.client_info is not None:
@@ -245,7 +265,15 @@ def _rewritten(message: w.IncomingMessage, session: LegacySession) -> w.Incoming
         meta[w.META_LOG_LEVEL] = session.log_level
     else:
         meta.pop(w.META_LOG_LEVEL, None)
-    params["_meta"] = meta
+    return meta
+
+
+def _with_meta_decoded(message: w.IncomingMessage, session: LegacySession) -> w.IncomingMessage:
+    params: Any = {} if message.params is UNSET else msgspec.json.decode(message.params)
+    if not isinstance(params, dict):
+        raise RemoteProtocolError(INVALID_PARAMS, "Invalid params: params must be an object")
+    own = params.get("_meta")
+    params["_meta"] = _session_meta(session, own if isinstance(own, dict) else {})
     return w.IncomingMessage(
         jsonrpc=message.jsonrpc,
         id=message.id,
@@ -259,6 +287,13 @@ def legacy_reply(reply: Reply | None, method: str) -> Reply | None:
     says it: the modern-only fields gone, an error with HTTP 200 and the 2025 code."""
     if reply is None:
         return None
+    if reply.error_code is None and reply.body.endswith(_COMPLETE_LAST):
+        # Most results: `resultType` is the result's last member (the encoder writes it
+        # there) and nothing else to strip; a quote outside a string is JSON's own, so the
+        # search for the other keys cannot be fooled by a value.
+        cut = reply.body[: -len(_COMPLETE_LAST)]
+        if b'"ttlMs"' not in cut and b'"cacheScope"' not in cut and b'"_meta"' not in cut:
+            return Reply(body=cut + _RESULT_END, request_id=reply.request_id)
     body = msgspec.json.decode(reply.body)
     if not isinstance(body, dict):
         return reply

@@ -372,7 +372,7 @@ class Server(Registering):
         *,
         routed: bool = False,
     ) -> Reply | None:
-        if not routed and connection is not None and self._sessions.serves(connection):
+        if not routed and connection is not None and self._sessions.routes(data, connection):
             answer_modern = partial(
                 self._answer,
                 headers=headers,

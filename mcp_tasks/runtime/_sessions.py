@@ -81,9 +81,15 @@ class LegacySessions:
             if isinstance(awaited, _Awaited):
                 awaited.arrived.set()
 
-    def serves(self, connection: Connection) -> bool:
-        """`connection` carries sessions, and this server serves 2025 clients."""
-        return connection.carries_sessions and self._core.options.legacy_sessions
+    def routes(self, data: bytes | IncomingMessage, connection: Connection) -> bool:
+        """`data` goes through `answer`: it came on a connection that carries sessions, to
+        a server that serves 2025 clients, and does not carry the 2026-07-28 claim (a look
+        for the claim's key in its bytes: all a modern request pays)."""
+        return (
+            connection.carries_sessions
+            and not (isinstance(data, bytes) and _CLAIM in data)
+            and self._core.options.legacy_sessions
+        )
 
     async def answer(
         self,
@@ -92,11 +98,9 @@ class LegacySessions:
         answer: Answer,
         notify: SendNotification | None,
     ) -> Reply | None:
-        """Answer `data`, which came on `connection`; `answer` is the core's way, `notify`
-        writes to the client (how a question is asked)."""
-        if isinstance(data, bytes):
-            if _CLAIM in data:
-                return await answer(data)  # a 2026-07-28 request, or the core's to refuse
+        """Answer `data`, which came on `connection` (`routes` said so); `answer` is the
+        core's way, `notify` writes to the client (how a question is asked)."""
+        if isinstance(data, bytes):  # without the claim's key (`routes`)
             try:
                 message = message_of(data)
             except ProtocolError:
@@ -109,7 +113,7 @@ class LegacySessions:
                 awaited.message = message
                 awaited.arrived.set()
                 return None
-        route = self.front.route(message, connection.session)
+        route = self.front.route(message, connection.session, claimless=isinstance(data, bytes))
         if route is None:
             return await answer(message)
         if isinstance(route, LegacyAnswer):
