@@ -164,7 +164,14 @@ def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> 
     embedded = {"ASGI (uvicorn)", "ASGI (uvicorn, h11)", "ASGI (hypercorn)", "SDK + TasksExtension"}
     with_tasks = {"mcp_tasks", "mcp_tasks on trio", "limit", "fastmcp-tasks", *embedded, *observed}
     assert set(figures["http"]["tasks/get"]) == with_tasks
-    assert set(figures["stdio"]) == {"mcp_tasks", "mcp_tasks on trio", "limit", "official SDK"}
+    assert set(figures["stdio"]) == {
+        "mcp_tasks",
+        "mcp_tasks on trio",
+        "limit",
+        "official SDK",
+        "mcp_tasks, 2025 session",
+        "official SDK, 2025 session",
+    }
     for workload, entry in [*figures["http"].items(), ("stdio", figures["stdio"])]:
         for server, run in entry.items():
             assert run["count"] > 0 and run["failures"] == 0, (workload, server, run)
