@@ -28,6 +28,7 @@ from ._base import (
 from ._local import LocalCoordination
 from ._memory import MemoryTaskStore
 from ._open import STORE_URL_HELP, open_store
+from ._sessions import MemorySessions, SessionLimits, SessionRecord, SessionRecords, sessions_of
 
 if TYPE_CHECKING:
     from ._redis import RedisTaskStore
@@ -58,9 +59,13 @@ __all__ = [
     "STORE_URL_HELP",
     "Coordination",
     "LocalCoordination",
+    "MemorySessions",
     "MemoryTaskStore",
     "RedisTaskStore",
     "SQLiteTaskStore",
+    "SessionLimits",
+    "SessionRecord",
+    "SessionRecords",
     "Signal",
     "Signals",
     "StoreFull",
@@ -69,4 +74,5 @@ __all__ = [
     "TaskStore",
     "open_store",
     "redacted",
+    "sessions_of",
 ]

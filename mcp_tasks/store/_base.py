@@ -118,15 +118,19 @@ class Signal(msgspec.Struct, frozen=True):
     """A message between the processes sharing a store.
 
     `cancel`: stop the handler of `task_id`; `resume`: its answers are in, wake the handler
-    (or run it again); `changed`: the record was saved (for `notifications/tasks`).
+    (or run it again); `changed`: the record was saved (for `notifications/tasks`);
+    `session`: `data` is a message a 2025 client sent on its HTTP session `task_id` (an
+    answer to a request of the server's, a cancellation) for the process that awaits it.
     """
 
-    kind: Literal["cancel", "resume", "changed"]
+    kind: Literal["cancel", "resume", "changed", "session"]
     task_id: str
     origin: str
     """The process that sent it (a process ignores its own `changed`)."""
     to: str | None = None
     """The one process meant to act on it (`resume`: the lease holder), or None: all."""
+    data: bytes | None = None
+    """A `session` signal's message, as the client sent it."""
 
 
 class Signals(Protocol):

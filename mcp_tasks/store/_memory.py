@@ -23,6 +23,7 @@ from ..core.commands import (
 from ._base import EXPIRY_CLAIM_SECONDS, StoreFull
 from ._legacy import Save, SavingStore
 from ._local import LocalCoordination
+from ._sessions import MemorySessions
 
 
 class MemoryTaskStore(SavingStore):
@@ -40,6 +41,8 @@ class MemoryTaskStore(SavingStore):
         """Principal -> all its stored tasks (`max_stored_per_principal`)."""
         self._bytes = 0
         """The task data of every stored record (`max_bytes`)."""
+        self.sessions = MemorySessions()
+        """The 2025 clients' HTTP sessions (`SessionRecords`)."""
 
     async def get(self, task_id: str) -> TaskRecord | None:
         return self._records.get(task_id)

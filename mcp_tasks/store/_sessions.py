@@ -1,0 +1,200 @@
+"""Sessions of 2025 clients over HTTP (`Mcp-Session-Id`), kept beside the task records so
+that every process on a store serves every session: no sticky sessions.
+
+A session is a small opaque record (`SessionRecord.state`: the runtime's encoding of what
+`initialize` negotiated and the log level) bound to the principal that opened it. It lives
+`idle_seconds` past its last use: each `get_session` and `save_session` starts that time
+again, and a session not used for that long is gone (as if closed). A principal holds at
+most `SessionLimits.max_per_principal` live sessions, the store `max_sessions`: opening one
+more raises `StoreFull`, checked in the same atomic step as the write, across processes.
+
+Each session also keeps the last events of its SSE streams (`append_event`,
+`events_after`), so a client that reconnects with `Last-Event-ID`, to any process, is sent
+what it missed: at most `max_events` a stream, the oldest dropped first.
+
+All times are wall-clock seconds (`time.time()`), given by the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Protocol
+
+import msgspec
+
+from ..core import VersionConflict
+from ._base import StoreFull
+
+__all__ = [
+    "MAX_EVENTS",
+    "MemorySessions",
+    "SessionLimits",
+    "SessionRecord",
+    "SessionRecords",
+    "sessions_of",
+]
+
+MAX_EVENTS: Final = 256
+"""Events kept for each SSE stream of a session, by default."""
+
+
+class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One session as the store keeps it. `state` is opaque to the store."""
+
+    session_id: str
+    principal: str | None
+    state: bytes
+    version: int = 1
+    """Bumped by each `save_session` (compare-and-set, as task records are)."""
+
+
+class SessionLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """The limits a new session is opened under."""
+
+    max_sessions: int
+    """Live sessions the store may hold at once."""
+    max_per_principal: int | None = None
+    """Live sessions one principal may hold at once (None: no such limit)."""
+
+
+class SessionRecords(Protocol):
+    """The sessions half of a store (`store.sessions`)."""
+
+    async def open_session(
+        self, record: SessionRecord, *, limits: SessionLimits, idle_seconds: float, now: float
+    ) -> None:
+        """Store a new session (its id must be new: `VersionConflict` otherwise), live
+        until `now + idle_seconds`. `StoreFull` (`per_principal` when it is the
+        principal's limit) when `limits` are reached, counting only live sessions."""
+        ...
+
+    async def get_session(
+        self, session_id: str, *, idle_seconds: float, now: float
+    ) -> SessionRecord | None:
+        """The live session, its idle time started again; None if unknown or expired."""
+        ...
+
+    async def save_session(
+        self, record: SessionRecord, expected_version: int, *, idle_seconds: float, now: float
+    ) -> None:
+        """Replace the session's state if it is at `expected_version` and live
+        (`VersionConflict` otherwise: reload, or it is gone); `record.version` is the new
+        one."""
+        ...
+
+    async def close_session(self, session_id: str) -> bool:
+        """End the session and its events now. False if it was not live."""
+        ...
+
+    async def append_event(
+        self, session_id: str, stream: str, data: bytes, *, max_events: int = MAX_EVENTS
+    ) -> int:
+        """Keep `data` as the next event of the session's `stream` and return its number
+        (1, 2, ...: the order within the stream). Only the last `max_events` are kept.
+        0 if the session is not live (nothing is kept)."""
+        ...
+
+    async def events_after(
+        self, session_id: str, stream: str, after: int
+    ) -> list[tuple[int, bytes]] | None:
+        """The kept events of `stream` numbered above `after`, oldest first; None when
+        some of those were dropped already (or the session is gone): resuming there
+        would skip events."""
+        ...
+
+
+class _Session:
+    __slots__ = ("expires_at", "record", "streams")
+
+    def __init__(self, record: SessionRecord, expires_at: float) -> None:
+        self.record = record
+        self.expires_at = expires_at
+        self.streams: dict[str, tuple[int, list[tuple[int, bytes]]]] = {}
+        """Stream -> (its last event's number, the events kept, oldest first)."""
+
+
+class MemorySessions:
+    """Sessions in this process's memory (the memory store's, and any store without
+    sessions of its own: then only this process serves them)."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, _Session] = {}
+
+    def _live(self, session_id: str, now: float) -> _Session | None:
+        found = self._sessions.get(session_id)
+        if found is not None and found.expires_at <= now:
+            del self._sessions[session_id]
+            return None
+        return found
+
+    async def open_session(
+        self, record: SessionRecord, *, limits: SessionLimits, idle_seconds: float, now: float
+    ) -> None:
+        for session_id in [key for key, kept in self._sessions.items() if kept.expires_at <= now]:
+            del self._sessions[session_id]
+        if record.session_id in self._sessions:
+            raise VersionConflict(record.session_id, None, 1)
+        if len(self._sessions) >= limits.max_sessions:
+            raise StoreFull(limits.max_sessions)
+        if limits.max_per_principal is not None:
+            held = sum(
+                1 for kept in self._sessions.values() if kept.record.principal == record.principal
+            )
+            if held >= limits.max_per_principal:
+                raise StoreFull(limits.max_per_principal, per_principal=True)
+        self._sessions[record.session_id] = _Session(record, now + idle_seconds)
+
+    async def get_session(
+        self, session_id: str, *, idle_seconds: float, now: float
+    ) -> SessionRecord | None:
+        found = self._live(session_id, now)
+        if found is None:
+            return None
+        found.expires_at = now + idle_seconds
+        return found.record
+
+    async def save_session(
+        self, record: SessionRecord, expected_version: int, *, idle_seconds: float, now: float
+    ) -> None:
+        found = self._live(record.session_id, now)
+        stored = None if found is None else found.record.version
+        if found is None or stored != expected_version:
+            raise VersionConflict(record.session_id, expected_version, stored)
+        found.record = record
+        found.expires_at = now + idle_seconds
+
+    async def close_session(self, session_id: str) -> bool:
+        return self._sessions.pop(session_id, None) is not None
+
+    async def append_event(
+        self, session_id: str, stream: str, data: bytes, *, max_events: int = MAX_EVENTS
+    ) -> int:
+        found = self._sessions.get(session_id)
+        if found is None:
+            return 0
+        last, kept = found.streams.get(stream, (0, []))
+        number = last + 1
+        kept.append((number, data))
+        if len(kept) > max_events:
+            del kept[: len(kept) - max_events]
+        found.streams[stream] = (number, kept)
+        return number
+
+    async def events_after(
+        self, session_id: str, stream: str, after: int
+    ) -> list[tuple[int, bytes]] | None:
+        found = self._sessions.get(session_id)
+        if found is None:
+            return None
+        last, kept = found.streams.get(stream, (0, []))
+        if after >= last:
+            return []
+        if not kept or kept[0][0] > after + 1:
+            return None  # dropped already
+        return [(number, data) for number, data in kept if number > after]
+
+
+def sessions_of(store: object) -> SessionRecords:
+    """The store's sessions half (`store.sessions`), or a new `MemorySessions` for a store
+    without one (then sessions live in this process only)."""
+    found = getattr(store, "sessions", None)
+    return MemorySessions() if found is None else found  # type: ignore[no-any-return]
