@@ -197,4 +197,4 @@ def sessions_of(store: object) -> SessionRecords:
     """The store's sessions half (`store.sessions`), or a new `MemorySessions` for a store
     without one (then sessions live in this process only)."""
     found = getattr(store, "sessions", None)
-    return MemorySessions() if found is None else found  # type: ignore[no-any-return]
+    return MemorySessions() if found is None else found
