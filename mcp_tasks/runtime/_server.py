@@ -34,7 +34,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -49,6 +49,7 @@ from ..core import (
     Step,
     TaskOptions,
 )
+from ..core._wire import META_PROTOCOL_VERSION
 from ..core.inputs import Received, ServerFailed, StoreUnreachable
 from ..core.wire import (
     Implementation,
@@ -58,11 +59,12 @@ from ..journals._recorder import Recorder
 from ..journals._writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, FLUSH_SECONDS, JournalWriter
 from ..store import MemoryTaskStore, StoreUnavailable, TaskStore
 from ..store._legacy import as_task_store
-from ..transports._port import Connection, Notify
+from ..transports._port import Connection, Notify, SessionHeaders
 from ..transports._telemetry import NO_TELEMETRY, Telemetry
 from . import _observe
 from ._background import Background
 from ._decide import Decide
+from ._http_sessions import HttpSessions
 from ._interpreter import Interpreter
 from ._listen_streams import ListenStreams
 from ._registry import Registering, Registry
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mcp_tasks.server")
 
+_CLAIM: Final = META_PROTOCOL_VERSION.encode()
 READINESS_PROBE_ID = "tsk_readiness_probe"
 """The id `readiness` reads: no task has it, so the store answers with nothing, cheaply."""
 
@@ -141,6 +144,9 @@ class Server(Registering):
             shared, interpreter=interpreter, runner=runner, listeners=listeners
         )
         self._sessions = LegacySessions(self.core)
+        self.http_sessions = HttpSessions(self._sessions, lambda: self.store, shared.now)
+        """2025 clients' HTTP sessions (`http_sessions.limits`: idle time, how many)."""
+        self.background.on_session_signal = self.http_sessions.on_signal
 
     # --- what the parts share (`Shared`) -------------------------------------------------
 
@@ -338,13 +344,15 @@ class Server(Registering):
         notify: Notify | None = None,
         connection: Connection | None = None,
         principal: str | None = None,
+        session: SessionHeaders | None = None,
     ) -> Reply | None:
         """Answer one incoming message: the reply to send, or None (a notification, or a
         request cancelled while it ran). `notify` sends a notification to this request's
         client while the request runs (progress). `principal` is who sent it (the HTTP
         authenticator's answer): tasks it creates are its own, and only its own tasks
         answer it. `data` is the message's bytes, or the message a host decoded already
-        (an `IncomingMessage`, its `params` as JSON: see `Received`).
+        (an `IncomingMessage`, its `params` as JSON: see `Received`). `session` is what
+        an HTTP request says of a 2025 client's session (`Mcp-Session-Id`, `GET`...).
 
         A `tools/call` is entered in `connection.in_flight` before this coroutine first
         yields, so a `notifications/cancelled` read right after it always finds it.
@@ -352,7 +360,9 @@ class Server(Registering):
         if self.runner.nursery is None:
             raise RuntimeError("use `async with server.running():` around the transport")
         telemetry = self._shared.telemetry
-        if not telemetry.enabled:
+        if session is not None or (headers is not None and self._http_legacy(data)):
+            reply = await self._answer_session(data, headers, session, notify, principal)
+        elif not telemetry.enabled:
             reply = await self._answer(data, headers, notify, connection, principal)
         else:
             with telemetry.request(data, principal) as observation:
@@ -361,6 +371,58 @@ class Server(Registering):
         if reply is not None and reply.error_code is not None:
             _observe.refused(telemetry, reply)
         return reply
+
+    @property
+    def serves_sessions(self) -> bool:
+        """2025 clients get sessions (`ServerOptions.legacy_sessions`): over HTTP, `GET`
+        and `DELETE` are allowed on the endpoint."""
+        return self.core.options.legacy_sessions
+
+    def _http_legacy(self, data: bytes | IncomingMessage) -> bool:
+        """An HTTP request's bytes without the 2026-07-28 claim's key, while 2025 clients
+        get sessions (a look in the bytes: all a modern request pays). A message a host
+        decoded (the SDK integration) is the host's to sort by era."""
+        return isinstance(data, bytes) and _CLAIM not in data and self.core.options.legacy_sessions
+
+    async def _answer_session(
+        self,
+        data: bytes | IncomingMessage,
+        headers: HttpHeaders | None,
+        session: SessionHeaders | None,
+        notify: Notify | None,
+        principal: str | None,
+    ) -> Reply | None:
+        """An HTTP request of a 2025 client (or naming a session): `HttpSessions`'."""
+        if session is not None and session.method == "POST" and not self._http_legacy(data):
+            return await self._answer(data, headers, notify, None, principal)  # modern
+        if not self.core.options.legacy_sessions:
+            return await self._answer(data, headers, notify, None, principal)
+
+        async def core_answer(
+            message: bytes | IncomingMessage,
+            headers: HttpHeaders | None,
+            connection: Connection | None,
+        ) -> Reply | None:
+            telemetry = self._shared.telemetry
+            if not telemetry.enabled:
+                return await self._answer(
+                    message, headers, notify, connection, principal, routed=True
+                )
+            with telemetry.request(message, principal) as observation:
+                reply = await self._answer(
+                    message, headers, notify, connection, principal, routed=True
+                )
+                observation.finish(reply)
+                return reply
+
+        return await self.http_sessions.answer(
+            data,
+            headers=headers,
+            session=session,
+            notify=notify,
+            principal=principal,
+            answer=core_answer,
+        )
 
     async def _answer(
         self,
@@ -408,6 +470,8 @@ class Server(Registering):
         self.listeners.end(connection)
         if connection is not None:
             self._sessions.abandon(connection)
+        else:
+            self.http_sessions.ended()  # the sessions' streams, and their questions
 
     @property
     def subscription_count(self) -> int:

@@ -18,6 +18,7 @@ cancels the request ends the wait.
 from __future__ import annotations
 
 import itertools
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -73,13 +74,26 @@ class LegacySessions:
             capabilities=core.catalog.capabilities,
             instructions=lambda: core.options.instructions,
         )
-        self._ids = (f"mcp-tasks-{n}" for n in itertools.count(1))
+        prefix = secrets.token_hex(4)  # unique to the process: an answer finds its asker
+        self._ids = (f"mcp-tasks-{prefix}-{n}" for n in itertools.count(1))
 
     def abandon(self, connection: Connection) -> None:
         """`connection`'s client is gone: the questions waiting on it end unanswered."""
         for awaited in connection.awaited.values():
             if isinstance(awaited, _Awaited):
                 awaited.arrived.set()
+
+    def take_answer(self, message: IncomingMessage, connection: Connection) -> bool:
+        """Hand `message` (a response) to the question of ours on `connection` it answers;
+        False if none awaits it."""
+        if not _is_key(message.id):
+            return False
+        awaited = connection.awaited.pop(message.id, None)
+        if not isinstance(awaited, _Awaited):
+            return False
+        awaited.message = message
+        awaited.arrived.set()
+        return True
 
     def routes(self, data: bytes | IncomingMessage, connection: Connection) -> bool:
         """`data` goes through `answer`: it came on a connection that carries sessions, to
@@ -107,12 +121,8 @@ class LegacySessions:
                 return await answer(data)  # the core names what is wrong
         else:
             message = data
-        if message.method is UNSET and _is_key(message.id):
-            awaited = connection.awaited.pop(message.id, None)
-            if isinstance(awaited, _Awaited):  # a client's answer to a question of ours
-                awaited.message = message
-                awaited.arrived.set()
-                return None
+        if message.method is UNSET and self.take_answer(message, connection):
+            return None
         route = self.front.route(message, connection.session, claimless=isinstance(data, bytes))
         if route is None:
             return await answer(message)
