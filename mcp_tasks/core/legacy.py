@@ -30,7 +30,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 from . import _wire as w
 from ._effects import Reply
 from ._encode import shown
-from ._envelope import KNOWN_METHODS, TASK_METHODS, is_request_id
+from ._envelope import KNOWN_METHODS, LEGACY_VERSIONS, TASK_METHODS, is_request_id
 from ._errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -55,9 +55,6 @@ __all__ = [
     "questions",
     "refused",
 ]
-
-LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
-"""The revisions a legacy session negotiates, newest first."""
 
 SESSION_METHODS: Final = frozenset({"initialize", "ping", "logging/setLevel"})
 FORWARDED: Final = KNOWN_METHODS - TASK_METHODS - {"server/discover", "subscriptions/listen"}
@@ -412,7 +409,7 @@ def _result(request_id: Any, result: Any) -> Reply:
 
 def _error(request_id: Any, error: RemoteProtocolError) -> Reply:
     found: dict[str, Any] = {"code": error.code, "message": error.message}
-    if error.data is not UNSET:
+    if error.data is not UNSET and error.data is not None:
         found["data"] = error.data
     body = msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "error": found})
     return Reply(body=body, request_id=request_id, error_code=error.code)

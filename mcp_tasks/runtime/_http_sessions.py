@@ -61,6 +61,9 @@ logger = logging.getLogger("mcp_tasks.server")
 GET_STREAM: Final = "g"
 """The name of a session's own stream in its event ids (`g1`, `g2`...) and in the store."""
 _SAVE_TRIES: Final = 4
+MAX_SESSION_ID: Final = 128
+"""A longer `Mcp-Session-Id` names no session of ours (ours are 32 characters), and is
+never looked up in the store."""
 
 Answer = Callable[
     [bytes | IncomingMessage, HttpHeaders | None, Connection | None], Awaitable[Reply | None]
@@ -235,9 +238,11 @@ class HttpSessions:
                 f"Bad Request: unsupported MCP-Protocol-Version {version.strip()[:64]!r}; "
                 f"this session speaks one of {', '.join(LEGACY_VERSIONS)}",
             )
-        record = await self._records.get_session(
-            session_id, idle_seconds=self.limits.idle_seconds, now=self._now()
-        )
+        record = None
+        if len(session_id) <= MAX_SESSION_ID and session_id.isascii():  # else none is ours
+            record = await self._records.get_session(
+                session_id, idle_seconds=self.limits.idle_seconds, now=self._now()
+            )
         if record is None or record.principal != principal:
             return _refusal(
                 404,
