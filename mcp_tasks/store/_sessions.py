@@ -12,7 +12,9 @@ Each session also keeps the last events of its SSE streams (`append_event`,
 `events_after`), so a client that reconnects with `Last-Event-ID`, to any process, is sent
 what it missed: at most `max_events` a stream, the oldest dropped first.
 
-All times are wall-clock seconds (`time.time()`), given by the caller.
+All times are wall-clock seconds (`time.time()`), given by the caller. A session's
+principal is bound when it is opened: a save naming another one is refused (`ValueError`).
+Where each store keeps them: docs/stores.md, "Sessions of 2025 clients".
 """
 
 from __future__ import annotations
@@ -64,7 +66,9 @@ class SessionRecords(Protocol):
     ) -> None:
         """Store a new session (its id must be new: `VersionConflict` otherwise), live
         until `now + idle_seconds`. `StoreFull` (`per_principal` when it is the
-        principal's limit) when `limits` are reached, counting only live sessions."""
+        principal's limit; `retry_at` when the first of the sessions counted expires,
+        unless used again) when `limits` are reached, counting only live sessions, in the
+        same atomic step as the write."""
         ...
 
     async def get_session(
@@ -77,8 +81,9 @@ class SessionRecords(Protocol):
         self, record: SessionRecord, expected_version: int, *, idle_seconds: float, now: float
     ) -> None:
         """Replace the session's state if it is at `expected_version` and live
-        (`VersionConflict` otherwise: reload, or it is gone); `record.version` is the new
-        one."""
+        (`VersionConflict` otherwise: reload, or it is gone), its idle time started again;
+        `record.version` is the new one. `ValueError` if `record.principal` is not the
+        session's."""
         ...
 
     async def close_session(self, session_id: str) -> bool:
@@ -89,8 +94,9 @@ class SessionRecords(Protocol):
         self, session_id: str, stream: str, data: bytes, *, max_events: int = MAX_EVENTS
     ) -> int:
         """Keep `data` as the next event of the session's `stream` and return its number
-        (1, 2, ...: the order within the stream). Only the last `max_events` are kept.
-        0 if the session is not live (nothing is kept)."""
+        (1, 2, ...: the order within the stream). Only the last `max_events` (at least 1:
+        `ValueError` otherwise) are kept. 0 if the session is not live (nothing is kept).
+        The session's idle time is not started again (its requests do that)."""
         ...
 
     async def events_after(
@@ -100,6 +106,33 @@ class SessionRecords(Protocol):
         some of those were dropped already (or the session is gone): resuming there
         would skip events."""
         ...
+
+
+def sessions_full(
+    limit: int, *, per_principal: bool = False, retry_at: float | None = None
+) -> StoreFull:
+    """The `StoreFull` a session refused at `limit` raises, its message about sessions."""
+    full = StoreFull(limit, per_principal=per_principal, retry_at=retry_at)
+    whose = "live sessions of this principal" if per_principal else "live sessions"
+    full.args = (f"the store holds its limit of {limit} {whose}",)
+    return full
+
+
+def check_max_events(max_events: int) -> None:
+    """`ValueError` unless `max_events` keeps at least the last event."""
+    if max_events < 1:
+        raise ValueError(f"max_events must be at least 1, not {max_events}")
+
+
+def another_principal(record: SessionRecord) -> ValueError:
+    """The error a save of `record` naming another principal than its session's raises."""
+    return ValueError(f"session {record.session_id!r} belongs to another principal")
+
+
+def check_principal(record: SessionRecord, bound: str | None) -> None:
+    """`ValueError` if `record` names another principal than the session's (`bound`)."""
+    if record.principal != bound:
+        raise another_principal(record)
 
 
 class _Session:
@@ -134,13 +167,17 @@ class MemorySessions:
         if record.session_id in self._sessions:
             raise VersionConflict(record.session_id, None, 1)
         if len(self._sessions) >= limits.max_sessions:
-            raise StoreFull(limits.max_sessions)
+            first = min((kept.expires_at for kept in self._sessions.values()), default=None)
+            raise sessions_full(limits.max_sessions, retry_at=first)
         if limits.max_per_principal is not None:
-            held = sum(
-                1 for kept in self._sessions.values() if kept.record.principal == record.principal
-            )
-            if held >= limits.max_per_principal:
-                raise StoreFull(limits.max_per_principal, per_principal=True)
+            held = [
+                kept.expires_at
+                for kept in self._sessions.values()
+                if kept.record.principal == record.principal
+            ]
+            if len(held) >= limits.max_per_principal:
+                first = min(held, default=None)
+                raise sessions_full(limits.max_per_principal, per_principal=True, retry_at=first)
         self._sessions[record.session_id] = _Session(record, now + idle_seconds)
 
     async def get_session(
@@ -159,6 +196,7 @@ class MemorySessions:
         stored = None if found is None else found.record.version
         if found is None or stored != expected_version:
             raise VersionConflict(record.session_id, expected_version, stored)
+        check_principal(record, found.record.principal)
         found.record = record
         found.expires_at = now + idle_seconds
 
@@ -168,6 +206,7 @@ class MemorySessions:
     async def append_event(
         self, session_id: str, stream: str, data: bytes, *, max_events: int = MAX_EVENTS
     ) -> int:
+        check_max_events(max_events)
         found = self._sessions.get(session_id)
         if found is None:
             return 0
