@@ -19,6 +19,7 @@ Where each store keeps them: docs/stores.md, "Sessions of 2025 clients".
 
 from __future__ import annotations
 
+import weakref
 from typing import Final, Protocol
 
 import msgspec
@@ -232,8 +233,17 @@ class MemorySessions:
         return [(number, data) for number, data in kept if number > after]
 
 
+_KEPT_IN_MEMORY: weakref.WeakKeyDictionary[object, MemorySessions] = (
+    weakref.WeakKeyDictionary()
+)
+"""The `MemorySessions` of each store without sessions of its own, for as long as it lives."""
+
+
 def sessions_of(store: object) -> SessionRecords:
-    """The store's sessions half (`store.sessions`), or a new `MemorySessions` for a store
-    without one (then sessions live in this process only)."""
-    found = getattr(store, "sessions", None)
-    return MemorySessions() if found is None else found
+    """The store's sessions half (`store.sessions`), or for a store without one the
+    `MemorySessions` kept for it (the same at every call: sessions live in this process
+    only). `TypeError` for a store that can be neither weakly referenced nor hashed."""
+    found: SessionRecords | None = getattr(store, "sessions", None)
+    if found is None:
+        found = _KEPT_IN_MEMORY.setdefault(store, MemorySessions())
+    return found

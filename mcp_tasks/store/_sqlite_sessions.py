@@ -16,10 +16,12 @@ which the index counts), so opening a session costs O(log n), not O(n).
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from contextlib import suppress
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from ..core import VersionConflict
-from ._base import StoreFull
+from ._base import StoreFull, StoreUnavailable
 from ._sessions import (
     MAX_EVENTS,
     SessionLimits,
@@ -31,6 +33,8 @@ from ._sessions import (
 
 if TYPE_CHECKING:
     from ._sqlite import SQLiteTaskStore
+
+T = TypeVar("T")
 
 SESSIONS_SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -62,8 +66,9 @@ class SQLiteSessions:
     def __init__(self, store: SQLiteTaskStore) -> None:
         self._store = store
         self._db = store._db
-        (self._rows,) = self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()
+        self._rows = 0
         """Rows in `sessions`, expired ones not purged yet included."""
+        self._count_rows()
 
     async def open_session(
         self, record: SessionRecord, *, limits: SessionLimits, idle_seconds: float, now: float
@@ -72,8 +77,7 @@ class SQLiteSessions:
             db = self._db
             with db:  # a refusal keeps what was purged
                 db.execute("BEGIN IMMEDIATE")
-                purged = self._purge(db, now)
-                self._rows -= purged
+                self._rows -= self._purge(db, now)
                 if self._live(db, record.session_id, now) is not None:
                     return VersionConflict(record.session_id, None, 1)
                 refusal = self._refusal(db, record.principal, limits, now)
@@ -84,12 +88,25 @@ class SQLiteSessions:
                     "VALUES (?, ?, ?, ?, ?)",
                     (*_row(record), now + idle_seconds),
                 )
-            self._rows += 1
+                self._rows += 1
             return None
 
-        refusal = await self._store._run(work)
+        refusal = await self._run(work)
         if refusal is not None:
             raise refusal
+
+    async def _run(self, work: Callable[[], T]) -> T:
+        """`work()` in the store's worker thread. A write that failed (and was rolled
+        back) may have changed the count of rows: it is counted again."""
+        try:
+            return await self._store._run(work)
+        except (StoreUnavailable, sqlite3.Error):
+            with suppress(StoreUnavailable, sqlite3.Error):
+                await self._store._run(self._count_rows)
+            raise
+
+    def _count_rows(self) -> None:
+        (self._rows,) = self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()
 
     def _purge(self, db: sqlite3.Connection, now: float) -> int:
         """Delete up to `PURGE_BATCH` expired sessions and their events; how many."""
@@ -167,7 +184,7 @@ class SQLiteSessions:
                 session_id=session_id, principal=principal, state=state, version=version
             )
 
-        return await self._store._run(work)
+        return await self._run(work)
 
     async def save_session(
         self, record: SessionRecord, expected_version: int, *, idle_seconds: float, now: float
@@ -184,10 +201,10 @@ class SQLiteSessions:
                 (record.state, record.version, now + idle_seconds, record.session_id),
             )
 
-        await self._store._run(work)
+        await self._run(work)
 
     async def close_session(self, session_id: str) -> bool:
-        return await self._store._run(lambda: self._delete(self._db, session_id))
+        return await self._run(lambda: self._delete(self._db, session_id))
 
     async def append_event(
         self, session_id: str, stream: str, data: bytes, *, max_events: int = MAX_EVENTS
@@ -214,7 +231,7 @@ class SQLiteSessions:
                 )
             return number
 
-        return await self._store._run(work)
+        return await self._run(work)
 
     @staticmethod
     def _last(db: sqlite3.Connection, session_id: str, stream: str) -> int:
@@ -242,7 +259,7 @@ class SQLiteSessions:
                 return None  # dropped already
             return [(int(number), bytes(data)) for number, data in rows]
 
-        return await self._store._run(work)
+        return await self._run(work)
 
 
 def _row(record: SessionRecord) -> tuple[str, str | None, bytes, int]:

@@ -17,6 +17,8 @@ import pytest
 
 from mcp_tasks.core import VersionConflict
 from mcp_tasks.store import (
+    MemorySessions,
+    MemoryTaskStore,
     SessionLimits,
     SessionRecord,
     SessionRecords,
@@ -210,3 +212,15 @@ async def test_only_the_last_max_events_are_kept(sessions: SessionRecords) -> No
     assert await sessions.events_after("s1", "get", 4) is None
     with pytest.raises(ValueError, match="max_events"):
         await sessions.append_event("s1", "get", b"none", max_events=0)
+
+
+def test_a_store_without_sessions_keeps_them_in_this_process() -> None:
+    class Custom:
+        pass
+
+    custom, other = Custom(), Custom()
+    assert isinstance(sessions_of(custom), MemorySessions)
+    assert sessions_of(custom) is sessions_of(custom)  # the same at every call
+    assert sessions_of(other) is not sessions_of(custom)
+    memory = MemoryTaskStore()
+    assert sessions_of(memory) is memory.sessions
