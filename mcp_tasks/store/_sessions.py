@@ -233,9 +233,7 @@ class MemorySessions:
         return [(number, data) for number, data in kept if number > after]
 
 
-_KEPT_IN_MEMORY: weakref.WeakKeyDictionary[object, MemorySessions] = (
-    weakref.WeakKeyDictionary()
-)
+_KEPT_IN_MEMORY: weakref.WeakKeyDictionary[object, MemorySessions] = weakref.WeakKeyDictionary()
 """The `MemorySessions` of each store without sessions of its own, for as long as it lives."""
 
 
