@@ -19,6 +19,8 @@ Where each store keeps them: docs/stores.md, "Sessions of 2025 clients".
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import weakref
 from typing import Final, Protocol
 
@@ -148,38 +150,72 @@ class _Session:
 
 class MemorySessions:
     """Sessions in this process's memory (the memory store's, and any store without
-    sessions of its own: then only this process serves them)."""
+    sessions of its own: then only this process serves them).
+
+    A heap holds one entry a session, at or before its end: a use that starts its idle time
+    again pushes nothing, and an entry that comes due for a session used since is pushed
+    again at the session's new end. So every session past its end is found by the
+    opening that comes after, at O(log n) an entry, and what is left is what the limits
+    count."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, _Session] = {}
+        self._owned: dict[str | None, set[str]] = {}
+        """Principal -> the ids of its sessions."""
+        self._ends: list[tuple[float, int, _Session]] = []
+        self._pushed = itertools.count()
 
     def _live(self, session_id: str, now: float) -> _Session | None:
         found = self._sessions.get(session_id)
         if found is not None and found.expires_at <= now:
-            del self._sessions[session_id]
+            self._drop(found)
             return None
         return found
+
+    def _drop(self, session: _Session) -> None:
+        """Forget `session` (its heap entry is skipped when it comes due)."""
+        session_id, principal = session.record.session_id, session.record.principal
+        del self._sessions[session_id]
+        owned = self._owned[principal]
+        owned.discard(session_id)
+        if not owned:
+            del self._owned[principal]
+
+    def _purge(self, now: float) -> None:
+        """Forget every session past its end; then the heap's first entry is the end of
+        the live session that ends first."""
+        ends = self._ends
+        while ends:
+            end, _, session = ends[0]
+            current = self._sessions.get(session.record.session_id) is session
+            if current and end == session.expires_at and end > now:
+                return
+            heapq.heappop(ends)
+            if not current:
+                continue  # closed, or found expired, already
+            if session.expires_at <= now:
+                self._drop(session)
+            else:  # used since: its end is later
+                heapq.heappush(ends, (session.expires_at, next(self._pushed), session))
 
     async def open_session(
         self, record: SessionRecord, *, limits: SessionLimits, idle_seconds: float, now: float
     ) -> None:
-        for session_id in [key for key, kept in self._sessions.items() if kept.expires_at <= now]:
-            del self._sessions[session_id]
+        self._purge(now)
         if record.session_id in self._sessions:
             raise VersionConflict(record.session_id, None, 1)
         if len(self._sessions) >= limits.max_sessions:
-            first = min((kept.expires_at for kept in self._sessions.values()), default=None)
+            first = self._ends[0][0] if self._ends else None
             raise sessions_full(limits.max_sessions, retry_at=first)
-        if limits.max_per_principal is not None:
-            held = [
-                kept.expires_at
-                for kept in self._sessions.values()
-                if kept.record.principal == record.principal
-            ]
-            if len(held) >= limits.max_per_principal:
-                first = min(held, default=None)
-                raise sessions_full(limits.max_per_principal, per_principal=True, retry_at=first)
-        self._sessions[record.session_id] = _Session(record, now + idle_seconds)
+        owned = self._owned.get(record.principal, set())
+        most = limits.max_per_principal
+        if most is not None and len(owned) >= most:
+            first = min((self._sessions[key].expires_at for key in owned), default=None)
+            raise sessions_full(most, per_principal=True, retry_at=first)
+        session = _Session(record, now + idle_seconds)
+        self._sessions[record.session_id] = session
+        self._owned.setdefault(record.principal, set()).add(record.session_id)
+        heapq.heappush(self._ends, (session.expires_at, next(self._pushed), session))
 
     async def get_session(
         self, session_id: str, *, idle_seconds: float, now: float
@@ -202,7 +238,10 @@ class MemorySessions:
         found.expires_at = now + idle_seconds
 
     async def close_session(self, session_id: str) -> bool:
-        return self._sessions.pop(session_id, None) is not None
+        found = self._sessions.get(session_id)
+        if found is not None:
+            self._drop(found)
+        return found is not None
 
     async def append_event(
         self, session_id: str, stream: str, data: bytes, *, max_events: int = MAX_EVENTS

@@ -184,6 +184,24 @@ async def test_expired_and_closed_sessions_are_not_counted(sessions: SessionReco
     assert await sessions.get_session("old-1", idle_seconds=IDLE, now=1010.5) is None
 
 
+async def test_a_session_used_since_it_was_opened_is_counted_to_its_new_end(
+    sessions: SessionRecords,
+) -> None:
+    limits = SessionLimits(max_sessions=2)
+    await opened(sessions, "a", limits=limits, now=1000.0)
+    await opened(sessions, "b", limits=limits, now=1000.0)
+    assert await sessions.get_session("a", idle_seconds=IDLE, now=1008.0) is not None
+    await opened(sessions, "c", limits=limits, now=1012.0)  # b ended at 1010, a at 1018
+    with pytest.raises(StoreFull) as full:
+        await opened(sessions, "d", limits=limits, now=1013.0)
+    assert full.value.retry_at == 1018.0
+    assert await sessions.close_session("a")
+    await opened(sessions, "d", limits=limits, now=1013.0)
+    with pytest.raises(StoreFull) as full:
+        await opened(sessions, "e", limits=limits, now=1014.0)
+    assert full.value.retry_at == 1022.0  # c's end: a's closed
+
+
 async def test_events_are_numbered_in_each_stream(sessions: SessionRecords) -> None:
     await opened(sessions)
     assert [await sessions.append_event("s1", "get", b"g%d" % n) for n in range(3)] == [1, 2, 3]
