@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 import trio
+from redis_server import free_port
 
 from mcp_tasks.store import (
     RedisTaskStore,
@@ -23,6 +24,7 @@ from mcp_tasks.store import (
     Signal,
     SQLiteTaskStore,
     StoreFull,
+    StoreUnavailable,
 )
 from mcp_tasks.store._sqlite_sessions import PURGE_BATCH
 
@@ -172,6 +174,21 @@ async def test_a_session_signal_carries_its_message_between_processes(
         client.close()
     assert first == sent and first.data == message
     assert second == Signal("cancel", "t1", "redis_old") and second.data is None
+
+
+async def test_a_redis_out_of_reach_is_named_without_its_password() -> None:
+    url = f"redis://user:s3cret-pw@127.0.0.1:{free_port()}/0?password=s3cret-pw"
+    store = RedisTaskStore(url)
+    calls = [
+        store.sessions.open_session(session("s1"), limits=LIMITS, idle_seconds=1, now=1000),
+        store.sessions.get_session("s1", idle_seconds=1, now=1000),
+        store.sessions.events_after("s1", "get", 0),
+    ]
+    for call in calls:
+        with pytest.raises(StoreUnavailable) as caught:
+            await call
+        assert "s3cret-pw" not in str(caught.value) and "***@127.0.0.1" in str(caught.value)
+        assert "s3cret-pw" not in repr(caught.value.__cause__)
 
 
 # --- SQLite ------------------------------------------------------------------------------
