@@ -139,11 +139,13 @@ def check_principal(record: SessionRecord, bound: str | None) -> None:
 
 
 class _Session:
-    __slots__ = ("expires_at", "record", "streams")
+    __slots__ = ("expires_at", "queued_at", "record", "streams")
 
     def __init__(self, record: SessionRecord, expires_at: float) -> None:
         self.record = record
         self.expires_at = expires_at
+        self.queued_at = expires_at
+        """The time of its entry in `MemorySessions._ends` (others are stale)."""
         self.streams: dict[str, tuple[int, list[tuple[int, bytes]]]] = {}
         """Stream -> (its last event's number, the events kept, oldest first)."""
 
@@ -152,9 +154,10 @@ class MemorySessions:
     """Sessions in this process's memory (the memory store's, and any store without
     sessions of its own: then only this process serves them).
 
-    A heap holds one entry a session, at or before its end: a use that starts its idle time
-    again pushes nothing, and an entry that comes due for a session used since is pushed
-    again at the session's new end. So every session past its end is found by the
+    A heap holds one entry a session (`queued_at`), at or before its end: a use that starts
+    its idle time again pushes nothing (unless its end comes sooner, a shorter idle time),
+    and an entry that comes due for a session used since is pushed again at the session's
+    new end. So every session past its end is found by the
     opening that comes after, at O(log n) an entry, and what is left is what the limits
     count."""
 
@@ -181,22 +184,33 @@ class MemorySessions:
         if not owned:
             del self._owned[principal]
 
+    def _queue(self, session: _Session) -> None:
+        """Give `session` its entry at its end (an entry it had is stale from now on)."""
+        session.queued_at = session.expires_at
+        heapq.heappush(self._ends, (session.expires_at, next(self._pushed), session))
+
+    def _renew(self, session: _Session, expires_at: float) -> None:
+        session.expires_at = expires_at
+        if expires_at < session.queued_at:  # sooner (a shorter idle time): queued again
+            self._queue(session)
+
     def _purge(self, now: float) -> None:
         """Forget every session past its end; then the heap's first entry is the end of
         the live session that ends first."""
         ends = self._ends
         while ends:
             end, _, session = ends[0]
-            current = self._sessions.get(session.record.session_id) is session
-            if current and end == session.expires_at and end > now:
+            entry = self._sessions.get(session.record.session_id) is session
+            entry = entry and end == session.queued_at
+            if entry and end == session.expires_at and end > now:
                 return
             heapq.heappop(ends)
-            if not current:
-                continue  # closed, or found expired, already
+            if not entry:
+                continue  # closed, found expired or queued again already
             if session.expires_at <= now:
                 self._drop(session)
             else:  # used since: its end is later
-                heapq.heappush(ends, (session.expires_at, next(self._pushed), session))
+                self._queue(session)
 
     async def open_session(
         self, record: SessionRecord, *, limits: SessionLimits, idle_seconds: float, now: float
@@ -215,7 +229,7 @@ class MemorySessions:
         session = _Session(record, now + idle_seconds)
         self._sessions[record.session_id] = session
         self._owned.setdefault(record.principal, set()).add(record.session_id)
-        heapq.heappush(self._ends, (session.expires_at, next(self._pushed), session))
+        self._queue(session)
 
     async def get_session(
         self, session_id: str, *, idle_seconds: float, now: float
@@ -223,7 +237,7 @@ class MemorySessions:
         found = self._live(session_id, now)
         if found is None:
             return None
-        found.expires_at = now + idle_seconds
+        self._renew(found, now + idle_seconds)
         return found.record
 
     async def save_session(
@@ -235,7 +249,7 @@ class MemorySessions:
             raise VersionConflict(record.session_id, expected_version, stored)
         check_principal(record, found.record.principal)
         found.record = record
-        found.expires_at = now + idle_seconds
+        self._renew(found, now + idle_seconds)
 
     async def close_session(self, session_id: str) -> bool:
         found = self._sessions.get(session_id)

@@ -202,6 +202,15 @@ async def test_a_session_used_since_it_was_opened_is_counted_to_its_new_end(
     assert full.value.retry_at == 1022.0  # c's end: a's closed
 
 
+async def test_a_shorter_idle_time_ends_a_session_sooner(sessions: SessionRecords) -> None:
+    two = SessionLimits(max_sessions=2)
+    await opened(sessions, "first", limits=two, now=1000.0)  # to 1010
+    await opened(sessions, "a", limits=two, now=1001.0)  # to 1011
+    assert await sessions.get_session("a", idle_seconds=2.0, now=1002.0) is not None  # to 1004
+    await opened(sessions, "b", limits=two, now=1005.0)
+    assert await sessions.get_session("a", idle_seconds=IDLE, now=1005.0) is None
+
+
 async def test_events_are_numbered_in_each_stream(sessions: SessionRecords) -> None:
     await opened(sessions)
     assert [await sessions.append_event("s1", "get", b"g%d" % n) for n in range(3)] == [1, 2, 3]
