@@ -29,6 +29,11 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..core import VersionConflict
+
+try:
+    import redis.exceptions as redis_errors
+except ImportError:  # pragma: no cover - the extra is not installed: no store is made
+    redis_errors = None  # type: ignore[assignment]
 from ._sessions import (
     MAX_EVENTS,
     SessionLimits,
@@ -163,6 +168,7 @@ class RedisSessions:
     """`SessionRecords` on a Redis store's server, shared by every process on its prefix."""
 
     def __init__(self, store: RedisTaskStore) -> None:
+        self._store = store
         self._run = store._run
         self._prefix = store.prefix
         self._all = f"{store.prefix}:sessions"
@@ -218,7 +224,14 @@ class RedisSessions:
             _milliseconds(idle_seconds),
             session_id,
         ]
-        answer = await self._run(lambda: self._get(keys=keys, args=args))
+        try:  # piped: every request of a session starts here, so those queued together
+            with self._store._reachable():  # take one round trip, as the tasks' gets do
+                answer = await self._store._worker.run_piped(
+                    lambda pipeline: pipeline.evalsha(self._get.sha, len(keys), *keys, *args),
+                    lambda reply: reply,
+                )
+        except redis_errors.NoScriptError:  # the server does not know the script (yet): it is sent
+            answer = await self._run(lambda: self._get(keys=keys, args=args))
         if answer[0] != b"ok":
             return None
         _, version, state, named, principal = answer

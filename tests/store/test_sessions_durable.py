@@ -125,6 +125,20 @@ async def test_two_processes_serve_the_same_sessions(
     assert await other.sessions.get_session("s1", idle_seconds=10, now=1004) is None
 
 
+async def test_a_session_is_read_after_redis_forgot_the_scripts(
+    two: tuple[RedisTaskStore, RedisTaskStore], redis_url: str
+) -> None:
+    one, _ = two
+    await one.sessions.open_session(session("s1"), limits=LIMITS, idle_seconds=10, now=1000)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.script_flush()  # as after a restart of Redis
+    finally:
+        client.close()
+    assert await one.sessions.get_session("s1", idle_seconds=10, now=1001) == session("s1")
+    assert await one.sessions.get_session("s1", idle_seconds=10, now=1002) == session("s1")
+
+
 @pytest.mark.parametrize("whose", ["principal", "store"])
 async def test_the_limits_hold_across_processes(
     two: tuple[RedisTaskStore, RedisTaskStore], whose: str
