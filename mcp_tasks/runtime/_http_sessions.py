@@ -21,7 +21,8 @@ passes it on as a `session` signal of the store, and the one that awaits it take
 (`delivered`); `notifications/cancelled` travels the same way. The questions' ids are
 unique to the process (`LegacySessions`), so no other process takes an answer for one.
 
-`GET` opens the session's own SSE stream (one per session and process: 409 for a second),
+`GET` opens the session's own SSE stream (one per session and process: a newer one takes
+over, as a client that reconnects opens it again before this side noticed it left),
 for what the server sends outside any request; its events carry ids (`g1`, `g2`...) and
 are kept with the session (`append_event`), so a client that reconnects with
 `Last-Event-ID`, to any process, gets what it missed. `DELETE` ends the session: its
@@ -333,10 +334,9 @@ class HttpSessions:
         if notify is None:
             return _refusal(406, "Not acceptable: the session's stream is text/event-stream")
         session_id = session.session_id
-        here = self._here.get(session_id)
-        if here is not None and here.stream is not None:
-            return _refusal(409, "Conflict: this session's stream is open already")
         here = self._enter(session_id)
+        if here.stream_ended is not None:
+            here.stream_ended.set()  # a client reconnecting: the newer stream takes over
         ended = here.stream_ended = _backend.event()
         here.stream = notify
         try:
@@ -344,7 +344,8 @@ class HttpSessions:
             await self._replay(session_id, session.last_event_id, notify)
             await ended.wait()
         finally:
-            here.stream = here.stream_ended = None
+            if here.stream_ended is ended:
+                here.stream = here.stream_ended = None
             self._leave(session_id, here)
         return None
 

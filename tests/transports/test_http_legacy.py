@@ -183,23 +183,24 @@ async def test_logs_and_progress_reach_the_post_stream(serve: Serving) -> None:
 
 
 @pytest.mark.parametrize("serve", LOOPS)
-async def test_the_sessions_own_stream_opens_once_and_ends_with_it(serve: Serving) -> None:
+async def test_the_sessions_own_stream_is_the_newest_and_ends_with_it(serve: Serving) -> None:
     async with session_on(serve) as client:
         await client.initialize()
         plain = client.headers(accept="application/json")
         del plain["content-type"]
         not_sse = await client.http.get(client.url, headers=plain)
         assert not_sse.status_code == 406
-        async with stream_of(client) as stream:
-            assert stream.status_code == 200
-            assert stream.headers["content-type"] == "text/event-stream"
-            async with stream_of(client) as second:
-                assert second.status_code == 409
-                await second.aread()
-            ended = await client.http.delete(client.url, headers=client.headers())
-            assert ended.status_code == 200
-            with trio.fail_after(5):
-                assert [event async for event in sse_events(stream)] == []
+        async with stream_of(client) as first:
+            assert first.status_code == 200
+            assert first.headers["content-type"] == "text/event-stream"
+            async with stream_of(client) as second:  # a reconnection: it takes over
+                assert second.status_code == 200
+                with trio.fail_after(5):
+                    assert [event async for event in sse_events(first)] == []
+                ended = await client.http.delete(client.url, headers=client.headers())
+                assert ended.status_code == 200
+                with trio.fail_after(5):
+                    assert [event async for event in sse_events(second)] == []
 
 
 @pytest.mark.parametrize("serve", LOOPS)
@@ -265,3 +266,24 @@ async def test_modern_only_refuses_initialize_and_get(serve: Serving) -> None:
         assert opened.json()["error"]["code"] == -32022
         headers = {"accept": "text/event-stream"}
         assert (await client.http.get(client.url, headers=headers)).status_code == 405
+
+
+async def test_the_sessions_stream_numbers_its_events_and_replays_what_was_missed() -> None:
+    """(On trio only: the test sends through the server's own loop.)"""
+    server = build_server()
+    async with session_on(serving, server) as client:
+        await client.initialize()
+        assert client.session_id is not None
+        sent = [b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'] * 3
+        async with stream_of(client) as stream:
+            events = sse_events(stream)
+            await server.http_sessions.send(client.session_id, sent[0])
+            await server.http_sessions.send(client.session_id, sent[1])
+            first, second = await anext(events), await anext(events)
+        assert (first["id"], second["id"]) == ("g1", "g2")
+        assert first["data"].encode() == sent[0]
+        await server.http_sessions.send(client.session_id, sent[2])  # while none is open
+        async with stream_of(client, **{"last-event-id": "g1"}) as resumed:
+            events = sse_events(resumed)
+            missed = [await anext(events), await anext(events)]
+        assert [event["id"] for event in missed] == ["g2", "g3"]
