@@ -91,6 +91,8 @@ _LEGACY_RESULT_FOR_METHOD = {
     "resources/templates/list": "ListResourceTemplatesResult",
     "resources/read": "ReadResourceResult",
     "completion/complete": "CompleteResult",
+    "resources/subscribe": "EmptyResult",
+    "resources/unsubscribe": "EmptyResult",
 }
 _LEGACY_SERVER_MESSAGE = {
     "elicitation/create": "ElicitRequest",
@@ -98,6 +100,10 @@ _LEGACY_SERVER_MESSAGE = {
     "roots/list": "ListRootsRequest",
     "notifications/progress": "ProgressNotification",
     "notifications/message": "LoggingMessageNotification",
+    "notifications/resources/updated": "ResourceUpdatedNotification",
+    "notifications/tools/list_changed": "ToolListChangedNotification",
+    "notifications/prompts/list_changed": "PromptListChangedNotification",
+    "notifications/resources/list_changed": "ResourceListChangedNotification",
 }
 
 

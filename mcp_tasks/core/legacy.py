@@ -56,7 +56,13 @@ __all__ = [
     "refused",
 ]
 
-SESSION_METHODS: Final = frozenset({"initialize", "ping", "logging/setLevel"})
+SESSION_METHODS: Final = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
+MAX_SUBSCRIPTIONS: Final = 256
+"""Resources one session may be subscribed to at once."""
+RESOURCE_NOT_FOUND: Final = -32002
+"""The 2025 revisions' code for a resource nothing on the server names (2026: -32602)."""
 FORWARDED: Final = KNOWN_METHODS - TASK_METHODS - {"server/discover", "subscriptions/listen"}
 """The legacy requests the core answers, rewritten as modern ones."""
 
@@ -78,6 +84,8 @@ class LegacySession(Struct, frozen=True, kw_only=True):
     """None until `logging/setLevel`: no `notifications/message` before it."""
     initialized: bool = False
     """`notifications/initialized` arrived."""
+    subscriptions: frozenset[str] = frozenset()
+    """The resources `resources/subscribe` named (`notifications/resources/updated`)."""
 
 
 class LegacyAnswer(Struct, frozen=True, kw_only=True):
@@ -104,6 +112,10 @@ class _InitializeParams(Struct):
 
 class _SetLevelParams(Struct):
     level: w.LoggingLevel
+
+
+class _UriParams(Struct):
+    uri: str
 
 
 class _Meta(Struct):
@@ -137,10 +149,12 @@ class LegacyFront:
         info: Callable[[], w.Implementation],
         capabilities: Callable[[], dict[str, Any]],
         instructions: Callable[[], str | None],
+        resource_exists: Callable[[str], bool] = lambda uri: False,
     ) -> None:
         self._info = info
         self._capabilities = capabilities
         self._instructions = instructions
+        self._resource_exists = resource_exists
         self._encoded_meta: tuple[LegacySession, bytes] | None = None
         """The `_meta` of the session rewritten last, encoded (sessions are immutable)."""
 
@@ -203,9 +217,31 @@ class LegacyFront:
             answer = _result(message.id, self._initialized(session))
             return LegacyAnswer(reply=answer, session=session)
         assert session is not None
-        level = _decode(params, _SetLevelParams).level
-        changed = msgspec.structs.replace(session, log_level=level)
-        return LegacyAnswer(reply=_result(message.id, {}), session=changed)
+        if method == "logging/setLevel":
+            level = _decode(params, _SetLevelParams).level
+            changed = msgspec.structs.replace(session, log_level=level)
+            return LegacyAnswer(reply=_result(message.id, {}), session=changed)
+        return LegacyAnswer(
+            reply=_result(message.id, {}),
+            session=self._subscribed(session, _decode(params, _UriParams).uri, method),
+        )
+
+    def _subscribed(self, session: LegacySession, uri: str, method: str) -> LegacySession:
+        """`session` after `resources/subscribe` or `unsubscribe` of `uri`."""
+        if "resources" not in self._capabilities():
+            raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        held = session.subscriptions
+        if method == "resources/unsubscribe":
+            return msgspec.structs.replace(session, subscriptions=held - {uri})
+        if not self._resource_exists(uri):
+            message = f"Resource not found: {shown(uri)}"
+            raise RemoteProtocolError(RESOURCE_NOT_FOUND, message, {"uri": uri})
+        if uri not in held and len(held) >= MAX_SUBSCRIPTIONS:
+            raise RemoteProtocolError(
+                INVALID_PARAMS,
+                f"Invalid params: a session holds {MAX_SUBSCRIPTIONS} subscriptions at most",
+            )
+        return msgspec.structs.replace(session, subscriptions=held | {uri})
 
     def _rewritten(self, message: w.IncomingMessage, session: LegacySession) -> w.IncomingMessage:
         """`message` with the session's `_meta` in its params, its own `_meta` kept. Params
@@ -224,11 +260,11 @@ class LegacyFront:
 
     def _initialized(self, session: LegacySession) -> dict[str, Any]:
         offered = self._capabilities()
-        capabilities: dict[str, Any] = {"logging": {}, "tools": {}}
+        capabilities: dict[str, Any] = {"logging": {}, "tools": {"listChanged": True}}
         if "prompts" in offered:
-            capabilities["prompts"] = {}
+            capabilities["prompts"] = {"listChanged": True}
         if "resources" in offered:
-            capabilities["resources"] = {}
+            capabilities["resources"] = {"subscribe": True, "listChanged": True}
         if "completions" in offered:
             capabilities["completions"] = {}
         result: dict[str, Any] = {
@@ -301,6 +337,14 @@ def legacy_reply(reply: Reply | None, method: str) -> Reply | None:
     code = reply.error_code
     if isinstance(error, dict) and error.get("code") == MISSING_REQUIRED_CLIENT_CAPABILITY:
         error["code"] = code = METHOD_NOT_FOUND  # a task-only tool, called without a task
+    elif (
+        method == "resources/read"
+        and isinstance(error, dict)
+        and error.get("code") == INVALID_PARAMS
+        and isinstance(error.get("data"), dict)
+        and "uri" in error["data"]
+    ):
+        error["code"] = code = RESOURCE_NOT_FOUND  # 2026-07-28 made it -32602
     encoded = msgspec.json.encode(body)
     return msgspec.structs.replace(reply, body=encoded, http_status=200, error_code=code)
 

@@ -168,10 +168,10 @@ class HttpSessions:
             return found
         record, state = found
         if message.method is UNSET:  # a response: the answer to a question of ours
-            await self._deliver(session_id, message, data)
+            await self._deliver(session_id, message)
             return None
         if message.method == "notifications/cancelled":
-            await self._deliver(session_id, message, data)
+            await self._deliver(session_id, message)
             return None
         return await self._serve(record, state, message, notify, answer)
 
@@ -198,6 +198,8 @@ class HttpSessions:
             self._leave(record.session_id, here)
         if changed is not None and changed != state:
             await self._save(record, state, changed)
+            if changed.subscriptions != state.subscriptions:
+                await self._tell_others(record.session_id, message)
         return reply
 
     async def _open(self, message: IncomingMessage, principal: str | None) -> Reply | None:
@@ -266,6 +268,8 @@ class HttpSessions:
                 if after.log_level != before.log_level
                 else stored.log_level,
                 initialized=stored.initialized or after.initialized,
+                subscriptions=(stored.subscriptions - (before.subscriptions - after.subscriptions))
+                | (after.subscriptions - before.subscriptions),
             )
             new = msgspec.structs.replace(record, state=_encode(merged), version=record.version + 1)
             try:
@@ -284,18 +288,20 @@ class HttpSessions:
 
     # --- answers and cancellations, wherever they are awaited -------------------------------
 
-    async def _deliver(self, session_id: str, message: IncomingMessage, data: Any) -> None:
+    async def _deliver(self, session_id: str, message: IncomingMessage) -> None:
         """Hand `message` (a response, or `notifications/cancelled`) to the request here
         that awaits it, or to every process on the store (a `session` signal)."""
-        if self.delivered(session_id, message):
-            return
+        if not self.delivered(session_id, message):
+            await self._tell_others(session_id, message)
+
+    async def _tell_others(self, session_id: str, message: IncomingMessage) -> None:
+        """Pass `message` on to the other processes on the store (a `session` signal)."""
         coordination = self._store().coordination
         signals = coordination.signals
         if signals is None:
-            return  # nobody awaits it: an answer too late, or a request already answered
-        raw = data if isinstance(data, bytes) else msgspec.json.encode(message)
-        signal = Signal("session", session_id, coordination.origin, data=raw)
-        await signals.publish(signal)
+            return  # nobody else: an answer too late, or a request already answered
+        raw = msgspec.json.encode(message)
+        await signals.publish(Signal("session", session_id, coordination.origin, data=raw))
 
     def delivered(self, session_id: str, message: IncomingMessage) -> bool:
         """Hand `message` to what awaits it here; False if nothing does."""
@@ -305,7 +311,16 @@ class HttpSessions:
         connection = here.connection
         if message.method is UNSET:
             return self._legacy.take_answer(message, connection)
-        request_id = _cancelled_id(message)
+        if message.method in ("resources/subscribe", "resources/unsubscribe"):
+            # served by another process: the copy the notices read here follows it
+            uri = _param(message, "uri")
+            held = connection.session
+            if isinstance(uri, str) and held is not None:
+                kept = held.subscriptions
+                kept = kept | {uri} if message.method == "resources/subscribe" else kept - {uri}
+                connection.session = msgspec.structs.replace(held, subscriptions=kept)
+            return True
+        request_id = _param(message, "requestId")
         if request_id is None or request_id not in connection.in_flight:
             return False
         connection.cancel(request_id)
@@ -335,6 +350,7 @@ class HttpSessions:
             return _refusal(406, "Not acceptable: the session's stream is text/event-stream")
         session_id = session.session_id
         here = self._enter(session_id)
+        here.connection.session = found[1]  # what the notices read (its subscriptions)
         if here.stream_ended is not None:
             here.stream_ended.set()  # a client reconnecting: the newer stream takes over
         ended = here.stream_ended = _backend.event()
@@ -362,13 +378,31 @@ class HttpSessions:
         for number, data in events or ():
             await notify(sse_frame(data, f"{GET_STREAM}{number}"))
 
+    def streams(self, *, subscribed_to: str | None = None) -> list[str]:
+        """The sessions whose own stream is open here (subscribed to `subscribed_to`)."""
+        return [
+            session_id
+            for session_id, here in self._here.items()
+            if here.stream is not None
+            and (
+                subscribed_to is None
+                or (
+                    here.connection.session is not None
+                    and subscribed_to in here.connection.session.subscriptions
+                )
+            )
+        ]
+
     async def send(self, session_id: str, message: bytes) -> None:
         """Send `message` on the session's own stream (kept for a client that
         reconnects); nothing is lost while no stream is open, up to the events kept."""
-        number = await self._records.append_event(session_id, GET_STREAM, message)
-        here = self._here.get(session_id)
-        if number and here is not None and here.stream is not None:
-            await here.stream(sse_frame(message, f"{GET_STREAM}{number}"))
+        try:
+            number = await self._records.append_event(session_id, GET_STREAM, message)
+            here = self._here.get(session_id)
+            if number and here is not None and here.stream is not None:
+                await here.stream(sse_frame(message, f"{GET_STREAM}{number}"))
+        except Exception as error:  # the store or the client failed: this notice is lost
+            logger.warning("a 2025 session's notice was not sent: %r", error)
 
     async def _end(self, session: SessionHeaders, principal: str | None) -> Reply:
         if session.session_id is None:
@@ -414,14 +448,14 @@ def _decode(state: bytes) -> LegacySession:
     return msgspec.json.decode(state, type=LegacySession)
 
 
-def _cancelled_id(message: IncomingMessage) -> Any:
+def _param(message: IncomingMessage, name: str) -> Any:
     if message.params is UNSET:
         return None
     try:
         params = msgspec.json.decode(message.params)
     except msgspec.DecodeError:
         return None
-    return params.get("requestId") if isinstance(params, dict) else None
+    return params.get(name) if isinstance(params, dict) else None
 
 
 def _refusal(status: int, message: str, code: int = INVALID_REQUEST) -> Reply:

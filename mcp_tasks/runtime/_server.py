@@ -66,6 +66,7 @@ from ._background import Background
 from ._decide import Decide
 from ._http_sessions import HttpSessions
 from ._interpreter import Interpreter
+from ._legacy_notices import LegacyNotices
 from ._listen_streams import ListenStreams
 from ._registry import Registering, Registry
 from ._sessions import LegacySessions
@@ -147,6 +148,8 @@ class Server(Registering):
         self.http_sessions = HttpSessions(self._sessions, lambda: self.store, shared.now)
         """2025 clients' HTTP sessions (`http_sessions.limits`: idle time, how many)."""
         self.background.on_session_signal = self.http_sessions.on_signal
+        self._notices = LegacyNotices(self.http_sessions, self._spawn_notice)
+        listeners.sessions_told = self._notices
 
     # --- what the parts share (`Shared`) -------------------------------------------------
 
@@ -372,6 +375,13 @@ class Server(Registering):
             _observe.refused(telemetry, reply)
         return reply
 
+    def _spawn_notice(self, send: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Send a 2025 session's notice in the server's task group (dropped when the
+        server is not running: nobody is connected)."""
+        nursery = self.runner.nursery
+        if nursery is not None:
+            nursery.start_soon(send)
+
     @property
     def serves_sessions(self) -> bool:
         """2025 clients get sessions (`ServerOptions.legacy_sessions`): over HTTP, `GET`
@@ -443,7 +453,9 @@ class Server(Registering):
                 principal=principal,
                 routed=True,
             )  # a 2025 session's request comes back here rewritten, or another as it is
-            return await self._sessions.answer(data, connection, answer_modern, notify)
+            reply = await self._sessions.answer(data, connection, answer_modern, notify)
+            self._notices.saw(connection, notify)
+            return reply
         answer = self.decide(Received(data, headers, principal, self._shared.closing))
         try:
             return await self.interpreter.drive(answer, notify, connection)
@@ -470,6 +482,7 @@ class Server(Registering):
         self.listeners.end(connection)
         if connection is not None:
             self._sessions.abandon(connection)
+            self._notices.gone(connection)
         else:
             self.http_sessions.ended()  # the sessions' streams, and their questions
 

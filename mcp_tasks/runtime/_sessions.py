@@ -73,6 +73,7 @@ class LegacySessions:
             info=lambda: core.info,
             capabilities=core.catalog.capabilities,
             instructions=lambda: core.options.instructions,
+            resource_exists=lambda uri: core.catalog.find_resource(uri) is not None,
         )
         prefix = secrets.token_hex(4)  # unique to the process: an answer finds its asker
         self._ids = (f"mcp-tasks-{prefix}-{n}" for n in itertools.count(1))

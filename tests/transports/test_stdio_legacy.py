@@ -147,7 +147,8 @@ async def test_initialize_opens_a_session_with_what_the_server_offers() -> None:
         assert result["protocolVersion"] == "2025-11-25"
         assert result["serverInfo"] == {"name": "legacy-jobs", "version": "1.0"}
         assert result["instructions"] == "Be nice."
-        assert result["capabilities"]["tools"] == {} and "logging" in result["capabilities"]
+        assert result["capabilities"]["tools"] == {"listChanged": True}
+        assert "logging" in result["capabilities"]
         assert "tasks" not in result["capabilities"]  # the 2025 tasks utility: not yet
         assert not MODERN_ONLY_KEYS & set(result)
 
