@@ -73,33 +73,33 @@ class LegacyNotices:
     def __init__(self, http: HttpSessions, spawn: Spawn) -> None:
         self._http = http
         self._outbox = _Outbox(spawn)
-        self._stdio: weakref.WeakKeyDictionary[Connection, SendNotification] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._stdio: weakref.WeakSet[Connection] = weakref.WeakSet()
 
     def saw(self, connection: Connection, notify: SendNotification | None) -> None:
         """A message came on `connection` (stdio): once its session is open, notices go
-        to it through `notify`."""
-        if notify is not None and connection.session is not None:
-            self._stdio[connection] = notify
+        to it through `notify` (a look at one attribute for every later message)."""
+        if connection.notices is None and notify is not None and connection.session is not None:
+            connection.notices = notify
+            self._stdio.add(connection)
 
     def gone(self, connection: Connection) -> None:
-        self._stdio.pop(connection, None)
+        self._stdio.discard(connection)
 
     def list_changed(self, kind: str) -> None:
         message = _notification(f"notifications/{kind}/list_changed", None)
-        for connection, notify in list(self._stdio.items()):
-            if not connection.closing:
-                self._outbox.put(connection, partial(notify, message))
+        for connection in list(self._stdio):
+            if connection.notices is not None and not connection.closing:
+                self._outbox.put(connection, partial(connection.notices, message))
         for session_id in self._http.streams():
             self._outbox.put(session_id, partial(self._http.send, session_id, message))
 
     def resource_updated(self, uri: str) -> None:
         message = _notification("notifications/resources/updated", {"uri": uri})
-        for connection, notify in list(self._stdio.items()):
-            session = connection.session
-            if session is not None and uri in session.subscriptions and not connection.closing:
-                self._outbox.put(connection, partial(notify, message))
+        for connection in list(self._stdio):
+            session, notify = connection.session, connection.notices
+            if session is not None and notify is not None and uri in session.subscriptions:
+                if not connection.closing:
+                    self._outbox.put(connection, partial(notify, message))
         for session_id in self._http.streams(subscribed_to=uri):
             self._outbox.put(session_id, partial(self._http.send, session_id, message))
 

@@ -101,6 +101,8 @@ class Connection:
         """That session once its `initialize` is answered (the handler keeps it here)."""
         self.awaited: dict[RequestId, object] = {}
         """The server's requests to that client awaiting its answers, by id (the handler's)."""
+        self.notices: SendNotification | None = None
+        """Where the session hears what changes outside its requests (the handler's)."""
 
     def cancel(self, request_id: RequestId) -> None:
         """Cancel the request `request_id` of this connection, if it is in flight."""
