@@ -97,9 +97,9 @@ class LegacyNotices:
         message = _notification("notifications/resources/updated", {"uri": uri})
         for connection in list(self._stdio):
             session, notify = connection.session, connection.notices
-            if session is not None and notify is not None and uri in session.subscriptions:
-                if not connection.closing:
-                    self._outbox.put(connection, partial(notify, message))
+            wanted = session is not None and uri in session.subscriptions
+            if wanted and notify is not None and not connection.closing:
+                self._outbox.put(connection, partial(notify, message))
         for session_id in self._http.streams(subscribed_to=uri):
             self._outbox.put(session_id, partial(self._http.send, session_id, message))
 
