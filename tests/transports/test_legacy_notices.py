@@ -16,7 +16,7 @@ from test_stdio import stdio_session
 from test_stdio_legacy import initialize, line, request, server_message
 from trio.testing import MockClock
 
-from mcp_tasks import RequestContext, Server
+from mcp_tasks import RequestContext, Server, ToolContext
 
 
 def build_server() -> Server:
@@ -31,7 +31,7 @@ def build_server() -> Server:
         return f"note {name}"
 
     @server.tool()
-    async def greet(name: str) -> str:
+    async def greet(ctx: ToolContext, name: str) -> str:
         return f"Hello, {name}!"
 
     return server
@@ -87,7 +87,7 @@ async def test_a_new_tool_is_told_as_a_list_change() -> None:
         await initialize(peer)
 
         @server.tool()
-        async def farewell(name: str) -> str:
+        async def farewell(ctx: ToolContext, name: str) -> str:
             return f"Bye, {name}!"
 
         told = await server_message(peer)
