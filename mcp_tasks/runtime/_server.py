@@ -140,7 +140,7 @@ class Server(Registering):
         self.background = Background(
             shared, interpreter=interpreter, runner=runner, listeners=listeners
         )
-        self._sessions = LegacySessions(self.core)
+        self._sessions = LegacySessions(self.core, shared, self.start_soon)
 
     # --- what the parts share (`Shared`) -------------------------------------------------
 

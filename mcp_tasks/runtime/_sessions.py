@@ -13,12 +13,16 @@ the connection (`answer` routes them to the request waiting), and the request is
 the core again with the answers, as a 2026-07-28 client would send it, until it is
 answered. A client that does not answer within `ANSWER_SECONDS`, answers with an error, or
 cancels the request ends the wait.
+
+A 2025-11-25 session also gets the tasks utility: its `tasks/*` queries and the tasks its
+calls create are carried out by `LegacyTasks` (`_legacy_tasks`), with the same questions
+machinery (`ask`) for a task that asks.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
 
 import anyio
@@ -28,6 +32,7 @@ from msgspec import UNSET, Raw
 from .._support import backend as _backend
 from ..core import ProtocolError, RemoteProtocolError, Reply, ServerCore
 from ..core._envelope import message_of
+from ..core._legacy_tasks import TaskQuery, listed_with_task_support
 from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import (
     LegacyAnswer,
@@ -42,6 +47,8 @@ from ..core.legacy import (
 )
 from ..core.wire import IncomingMessage
 from ..transports._port import Connection, SendNotification
+from ._legacy_tasks import LegacyTasks
+from ._shared import Shared
 
 __all__ = ["ANSWER_SECONDS", "LegacySessions"]
 
@@ -66,20 +73,38 @@ class _Awaited:
 
 
 class LegacySessions:
-    def __init__(self, core: ServerCore) -> None:
+    def __init__(
+        self,
+        core: ServerCore,
+        shared: Shared | None = None,
+        start_soon: Callable[[Callable[[], Coroutine[Any, Any, None]]], None] | None = None,
+    ) -> None:
         self._core = core
         self.front = LegacyFront(
             info=lambda: core.info,
             capabilities=core.catalog.capabilities,
             instructions=lambda: core.options.instructions,
+            task_support=self._task_support,
         )
         self._ids = (f"mcp-tasks-{n}" for n in itertools.count(1))
+        self.tasks: LegacyTasks | None = None
+        """The 2025-11-25 tasks utility (None: not offered, without a runtime to run it)."""
+        if shared is not None and start_soon is not None:
+            self.tasks = LegacyTasks(
+                self.front, shared, ask=self._ask, question_ids=self._ids, start_soon=start_soon
+            )
+
+    def _task_support(self, name: str) -> str | None:
+        tool = self._core.catalog.tools.get(name)
+        return None if tool is None else tool.task_support
 
     def abandon(self, connection: Connection) -> None:
         """`connection`'s client is gone: the questions waiting on it end unanswered."""
         for awaited in connection.awaited.values():
             if isinstance(awaited, _Awaited):
                 awaited.arrived.set()
+        if self.tasks is not None:
+            self.tasks.abandon(connection)
 
     def routes(self, data: bytes | IncomingMessage, connection: Connection) -> bool:
         """`data` goes through `answer`: it came on a connection that carries sessions, to
@@ -119,6 +144,10 @@ class LegacySessions:
         if isinstance(route, LegacyAnswer):
             connection.session = route.session
             return route.reply
+        if isinstance(route, TaskQuery):
+            if self.tasks is None:
+                return refused(route.request_id, route.method, "", "tasks are not offered here")
+            return await self.tasks.carry(route, connection, answer, notify)
         return await self._translated(route, connection, answer, notify)
 
     async def _translated(
@@ -133,7 +162,7 @@ class LegacySessions:
             reply = await answer(message)
             asked = input_round(reply)
             if asked is None:
-                return legacy_reply(reply, method)
+                return self._turned_back(reply, route, connection, answer, notify)
             session = connection.session
             if notify is None or session is None:
                 return refused(message.id, method, "the questions", "it cannot be asked here")
@@ -148,6 +177,25 @@ class LegacySessions:
                 return refused(message.id, method, _named(round_questions), answers)
             message = answered(message, answers, asked.request_state)
         return refused(message.id, method, "all the questions", f"more than {MAX_ROUNDS} rounds")
+
+    def _turned_back(
+        self,
+        reply: Reply | None,
+        route: Translated,
+        connection: Connection,
+        answer: Answer,
+        notify: SendNotification | None,
+    ) -> Reply | None:
+        """The core's final `reply` to `route`, in the session's wire."""
+        if route.creates_task and self.tasks is not None and reply is not None:
+            created = self.tasks.created(reply, connection, answer, notify)
+            if created is not None:
+                return created
+        turned = legacy_reply(reply, route.method)
+        session = connection.session
+        if route.method == "tools/list" and turned is not None and session and session.has_tasks:
+            return listed_with_task_support(turned, self._task_support)
+        return turned
 
     async def _ask(
         self,
