@@ -91,6 +91,10 @@ _LEGACY_RESULT_FOR_METHOD = {
     "resources/templates/list": "ListResourceTemplatesResult",
     "resources/read": "ReadResourceResult",
     "completion/complete": "CompleteResult",
+    "tasks/get": "GetTaskResult",
+    "tasks/cancel": "CancelTaskResult",
+    "tasks/list": "ListTasksResult",
+    "tasks/result": "CallToolResult",
 }
 _LEGACY_SERVER_MESSAGE = {
     "elicitation/create": "ElicitRequest",
@@ -98,6 +102,7 @@ _LEGACY_SERVER_MESSAGE = {
     "roots/list": "ListRootsRequest",
     "notifications/progress": "ProgressNotification",
     "notifications/message": "LoggingMessageNotification",
+    "notifications/tasks/status": "TaskStatusNotification",
 }
 
 
@@ -111,4 +116,7 @@ def check_legacy(method: str | None, message: dict[str, Any]) -> None:
         check(LEGACY, "JSONRPCErrorResponse", message)
         return
     check(LEGACY, "JSONRPCResultResponse", message)
+    if method == "tools/call" and "task" in message["result"]:  # a task-augmented call
+        check(LEGACY, "CreateTaskResult", message["result"])
+        return
     check(LEGACY, _LEGACY_RESULT_FOR_METHOD[method or ""], message["result"])

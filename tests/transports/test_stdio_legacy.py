@@ -148,7 +148,11 @@ async def test_initialize_opens_a_session_with_what_the_server_offers() -> None:
         assert result["serverInfo"] == {"name": "legacy-jobs", "version": "1.0"}
         assert result["instructions"] == "Be nice."
         assert result["capabilities"]["tools"] == {} and "logging" in result["capabilities"]
-        assert "tasks" not in result["capabilities"]  # the 2025 tasks utility: not yet
+        assert result["capabilities"]["tasks"] == {  # the 2025 tasks utility
+            "list": {},
+            "cancel": {},
+            "requests": {"tools": {"call": {}}},
+        }
         assert not MODERN_ONLY_KEYS & set(result)
 
 
@@ -276,7 +280,7 @@ async def test_what_a_session_cannot_do_yet_is_said_plainly() -> None:
         task_only = await request(peer, "tools/call", {"name": "only_as_task", "arguments": {}}, 2)
         assert task_only["error"]["code"] == -32601
         unknown = await request(peer, "tasks/get", {"taskId": "x"}, 3)
-        assert unknown["error"]["code"] == -32601 and "tasks/get" in unknown["error"]["message"]
+        assert unknown["error"]["code"] == -32602 and "Unknown task" in unknown["error"]["message"]
         again = await request(peer, "initialize", {"protocolVersion": "2025-11-25"}, 4)
         assert again["error"]["code"] == -32600
 
