@@ -212,7 +212,8 @@ def read_task(reply: Reply) -> ReadTask | Reply:
     modern = msgspec.json.decode(reply.body)["result"]
     status = modern["status"]
     result = modern.get("result")
-    shown = "failed" if status == "completed" and result.get("isError") is True else status
+    is_error = isinstance(result, dict) and result.get("isError") is True
+    shown = "failed" if status == "completed" and is_error else status
     asked = modern.get("inputRequests")
     return ReadTask(
         task=_legacy_task(modern, shown),

@@ -32,7 +32,8 @@ from msgspec import UNSET, Raw
 from .._support import backend as _backend
 from ..core import ProtocolError, RemoteProtocolError, Reply, ServerCore
 from ..core._envelope import message_of
-from ..core._legacy_tasks import TaskQuery, listed_with_task_support
+from ..core._errors import METHOD_NOT_FOUND
+from ..core._legacy_tasks import TaskQuery, error_reply, listed_with_task_support
 from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import (
     LegacyAnswer,
@@ -145,8 +146,9 @@ class LegacySessions:
             connection.session = route.session
             return route.reply
         if isinstance(route, TaskQuery):
-            if self.tasks is None:
-                return refused(route.request_id, route.method, "", "tasks are not offered here")
+            if self.tasks is None:  # no runtime to carry them out (a bare LegacySessions)
+                why = f"Method not found: {route.method} (no tasks here)"
+                return error_reply(route.request_id, METHOD_NOT_FOUND, why)
             return await self.tasks.carry(route, connection, answer, notify)
         return await self._translated(route, connection, answer, notify)
 
