@@ -11,6 +11,7 @@ the tools can be held at a gate (a trio event) until the test lets them go.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -26,6 +27,7 @@ from mcp_tasks import (
     ToolContext,
     ToolOutcome,
 )
+from mcp_tasks.replay import replay
 
 RELATED = "io.modelcontextprotocol/related-task"
 
@@ -327,3 +329,25 @@ async def test_older_revisions_have_no_tasks() -> None:
         assert reply["result"]["content"][0]["text"] == "in place"  # params.task ignored
         tasks_get = await client.call("tasks/get", {"taskId": "x"}, 2)
         assert tasks_get["error"]["code"] == -32601
+
+
+async def test_a_recorded_session_with_tasks_replays(tmp_path: Path) -> None:
+    journal = tmp_path / "legacy-tasks.jsonl"
+    gate = trio.Event()
+    server = build_server(gate)
+    server.record(journal)
+    async with stdio_session(server) as peer:
+        client = await opened(peer, elicitation={})
+        slow_id = await client.create("slow", 1)
+        confirm_id = await client.create("confirm", 2)
+        await client.status(confirm_id, "input_required")
+        await client.start("tasks/result", {"taskId": confirm_id}, 3)
+        asked = await client.server_request()
+        await client.send({"id": asked["id"], "result": {"action": "decline"}})
+        assert "confirmed" in (await client.reply(3))["result"]["content"][0]["text"]
+        gate.set()
+        await client.call("tasks/result", {"taskId": slow_id}, 4)
+        await client.call("tasks/list", {}, 5)
+        await client.call("tasks/cancel", {"taskId": slow_id}, 6)
+    result = replay(journal)
+    assert result.calls > 10 and {slow_id, confirm_id} <= result.tasks
