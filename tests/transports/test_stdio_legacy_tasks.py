@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 from schema_check import check_legacy, check_reply
-from test_stdio import Peer, stdio_session
+from test_stdio import Peer, Process, spawn, stdio_session
 from test_stdio_legacy import MODERN_META, line
 from trio.testing import MockClock
 
@@ -351,3 +351,38 @@ async def test_a_recorded_session_with_tasks_replays(tmp_path: Path) -> None:
         await client.call("tasks/cancel", {"taskId": slow_id}, 6)
     result = replay(journal)
     assert result.calls > 10 and {slow_id, confirm_id} <= result.tasks
+
+
+class _ProcessLines:
+    """A real server process's pipes, read and written as `Client` reads a `Peer`."""
+
+    def __init__(self, process: Process) -> None:
+        self.process = process
+
+    async def write(self, data: bytes) -> None:
+        await self.process.stdin.send_all(data)
+
+    async def receive(self) -> dict[str, Any]:
+        message: dict[str, Any] = json.loads(await self.process.read_line())
+        return message
+
+
+async def test_a_real_serve_process_runs_2025_tasks_and_their_questions() -> None:
+    async with spawn("serve", "examples/jobs.py", "--stdio") as child:
+        client = await opened(_ProcessLines(child), elicitation={})  # type: ignore[arg-type]
+        computed = await client.create("slow_compute", 1, arguments={"seconds": 0.2})
+        result = (await client.call("tasks/result", {"taskId": computed}, 2))["result"]
+        assert result["content"][0]["text"] == "job done after 0.2s"
+        deleting = await client.create("confirm_delete", 3, arguments={"filename": "report.txt"})
+        waiting = await client.status(deleting, "input_required")
+        assert waiting["statusMessage"] == "Waiting for yes/no"
+        await client.start("tasks/result", {"taskId": deleting}, 4)
+        asked = await client.server_request()
+        assert asked["params"]["_meta"] == {RELATED: {"taskId": deleting}}
+        answer = {"action": "accept", "content": {"confirm": True}}
+        await client.send({"id": asked["id"], "result": answer})
+        deleted = (await client.reply(4))["result"]
+        assert deleted["content"][0]["text"] == "Deleted report.txt"
+        listed = (await client.call("tasks/list", {}, 5))["result"]["tasks"]
+        assert [task["taskId"] for task in listed] == [computed, deleting]
+        assert await child.close_and_wait() == 0
