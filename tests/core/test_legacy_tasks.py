@@ -8,16 +8,19 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from msgspec import Raw
 
-from mcp_tasks.core import TASKS_EXTENSION, CallToolResult, Reply, ToolSpec
+from mcp_tasks.core import TASKS_EXTENSION, CallToolResult, Reply, Subscription, ToolSpec
 from mcp_tasks.core import _legacy_tasks as lt
 from mcp_tasks.core._errors import RemoteProtocolError
 from mcp_tasks.core._records import ERA_SETTING
+from mcp_tasks.core.inputs import TaskChanged
 from mcp_tasks.core.legacy import LegacyAnswer, LegacyFront, LegacySession, Translated
-from mcp_tasks.core.wire import Implementation, IncomingMessage
+from mcp_tasks.core.wire import Implementation, IncomingMessage, RequestMeta, SubscriptionFilter
 
-from .harness import Harness
+from .harness import Harness, meta
 from .tools import slow
 
 SUPPORT = {"slow": "required", "maybe": "optional", "plain": "none"}
@@ -259,3 +262,40 @@ def test_modern_params_of_each_query() -> None:
         "taskId": "t",
         "inputResponses": answers,
     }
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(
+    method=st.sampled_from(["tools/call", *sorted(lt.LEGACY_TASK_METHODS)]),
+    params=st.dictionaries(
+        st.sampled_from(["name", "task", "taskId", "cursor", "arguments", "_meta"]), JSON
+    )
+    | JSON,
+)
+def test_any_params_are_routed_or_refused_never_raised(method: str, params: Any) -> None:
+    routed = front().route(message(method, params), SESSION)
+    assert isinstance(routed, LegacyAnswer | Translated | lt.TaskQuery)
+    if isinstance(routed, LegacyAnswer):
+        assert error_code(routed) in (-32601, -32602)
+
+
+def test_a_modern_listen_hears_nothing_of_a_legacy_task() -> None:
+    harness = Harness(tools={"slow": (ToolSpec(name="slow", task_support="optional"), slow)})
+    task_id = harness.call("slow", {}, caps=LEGACY_CAPS)["result"]["taskId"]
+    record = harness.record(task_id)
+    for caps, heard in (({"extensions": {TASKS_EXTENSION: {}}}, False), (LEGACY_CAPS, True)):
+        subscription = Subscription(
+            request_id="listen",
+            notifications=SubscriptionFilter(task_ids=[task_id]),
+            meta=msgspec.convert(meta(caps), RequestMeta),
+        )
+        step = harness.core.handle(TaskChanged(subscription, record), harness.now)
+        assert bool(step.effects) is heard
