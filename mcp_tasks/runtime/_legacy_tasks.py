@@ -27,6 +27,13 @@ journal lines and telemetry of any task, and only requests of its principal and 
   task group, until it ends; a change of its status is read with a modern `tasks/get` and
   sent on the session's channel (stdio: the connection; the `notify` of the request that
   created it).
+
+What a transport with sessions must give it (stdio does; Streamable HTTP sessions will):
+the session on `connection.session`, saved again after a task-creating call (it lists
+the task); `connection.in_flight` and `awaited` for cancellation and the client's answers;
+a `notify` that reaches the client for as long as the session lives (over HTTP its `GET`
+stream, for the status notifications) and one on the `tasks/result` answer's own stream
+(its questions); `abandon(connection)` when the session ends.
 """
 
 from __future__ import annotations
@@ -189,7 +196,9 @@ class LegacyTasks:
                     if read.is_terminal:
                         return
         except Exception:  # a notification must never cost the server its work
-            logger.exception("task %s: notifications/tasks/status failed", task_id)
+            logger.exception(
+                "task %s: notifications/tasks/status failed", task_id, extra={"task_id": task_id}
+            )
         finally:
             watch.forget(task_id, change)
             held = self._held.get(connection)
