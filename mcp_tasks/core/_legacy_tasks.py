@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
-from msgspec import UNSET, Struct
+from msgspec import UNSET, Raw, Struct, UnsetType
 
 from . import _wire as w
 from ._effects import Reply
@@ -49,6 +49,7 @@ __all__ = [
     "PAGE_SIZE",
     "RELATED_TASK",
     "SERVER_CAPABILITY",
+    "LegacyTask",
     "ReadTask",
     "TaskQuery",
     "created_reply",
@@ -159,46 +160,92 @@ def _as_legacy_error(request_id: w.RequestId, reply: Reply) -> Reply:
     return error_reply(request_id, code, str(error.get("message", "")), error.get("data", UNSET))
 
 
-def _legacy_task(modern: dict[str, Any], status: str) -> dict[str, Any]:
-    task: dict[str, Any] = {
-        "taskId": modern["taskId"],
-        "status": status,
-        "createdAt": modern["createdAt"],
-        "lastUpdatedAt": modern["lastUpdatedAt"],
-        "ttl": modern.get("ttlMs"),
-    }
-    if "statusMessage" in modern:
-        task["statusMessage"] = modern["statusMessage"]
-    if "pollIntervalMs" in modern:
-        task["pollInterval"] = modern["pollIntervalMs"]
-    return task
+class LegacyTask(Struct, rename="camel", kw_only=True):
+    """The 2025-11-25 `Task`: what `tasks/get`, `tasks/cancel`, `tasks/list` and
+    `notifications/tasks/status` show. `ttl` is always on the wire (`null`: forever)."""
+
+    task_id: str
+    status: str
+    created_at: str
+    last_updated_at: str
+    ttl: int | None
+    poll_interval: int | UnsetType = UNSET
+    status_message: str | UnsetType = UNSET
+
+
+class _ModernTask(Struct, rename="camel", kw_only=True):
+    """What a modern `tasks/get` (or `CreateTaskResult`) says, as far as 2025 needs it."""
+
+    task_id: str
+    status: str
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None = None
+    poll_interval_ms: int | UnsetType = UNSET
+    status_message: str | UnsetType = UNSET
+    result_type: str = "complete"
+    result: Raw = Raw(b"")
+    """A completed task's `CallToolResult`, undecoded (empty: none)."""
+    error: dict[str, Any] | None = None
+    input_requests: dict[str, w.InputRequest] | None = None
+
+    def legacy(self, status: str | None = None) -> LegacyTask:
+        return LegacyTask(
+            task_id=self.task_id,
+            status=status or self.status,
+            created_at=self.created_at,
+            last_updated_at=self.last_updated_at,
+            ttl=self.ttl_ms,
+            poll_interval=self.poll_interval_ms,
+            status_message=self.status_message,
+        )
+
+
+class _ModernReply(Struct):
+    id: Any = None
+    result: _ModernTask | None = None
+
+
+class _IsError(Struct):
+    isError: bool = False  # noqa: N815 - the wire's name
+
+
+_modern_reply = msgspec.json.Decoder(_ModernReply)
 
 
 def created_reply(reply: Reply) -> tuple[Reply, str | None]:
     """The modern reply to a task-creating `tools/call` as 2025-11-25 says it, and the id
-    of the task it created (None: it created none, the reply is an error)."""
-    message = msgspec.json.decode(reply.body)
-    result = message.get("result")
-    request_id = message.get("id")
-    if not isinstance(result, dict) or result.get("resultType") != "task":
+    of the task it created (None: it created none, the reply is an error or a result)."""
+    if reply.error_code is not None or b'"resultType":"task"' not in reply.body:
         return reply, None
-    task = _legacy_task(result, result["status"])
-    return _body(request_id, {"task": task}), task["taskId"]
+    try:
+        message = _modern_reply.decode(reply.body)
+    except msgspec.ValidationError:  # a result that only mentions a task (structured content)
+        return reply, None
+    if message.result is None or message.result.result_type != "task":
+        return reply, None
+    task = message.result.legacy()
+    return _body(message.id, {"task": task}), task.task_id
 
 
 class ReadTask(Struct, frozen=True, kw_only=True):
     """A task as a modern `tasks/get` showed it, read for the 2025 wire."""
 
-    task: dict[str, Any]
+    task: LegacyTask
     """The 2025-11-25 `Task`."""
     modern_status: str
     input_requests: dict[str, w.InputRequest] | None = None
-    result: dict[str, Any] | None = None
+    result: Raw | None = None
+    """A completed task's `CallToolResult`, undecoded."""
     error: dict[str, Any] | None = None
 
     @property
+    def task_id(self) -> str:
+        return self.task.task_id
+
+    @property
     def status(self) -> str:
-        return str(self.task["status"])
+        return self.task.status
 
     @property
     def is_terminal(self) -> bool:
@@ -209,18 +256,19 @@ def read_task(reply: Reply) -> ReadTask | Reply:
     """The task a modern `tasks/get` reply shows, or that reply if it is an error."""
     if reply.error_code is not None:
         return reply
-    modern = msgspec.json.decode(reply.body)["result"]
-    status = modern["status"]
-    result = modern.get("result")
-    is_error = isinstance(result, dict) and result.get("isError") is True
-    shown = "failed" if status == "completed" and is_error else status
-    asked = modern.get("inputRequests")
+    modern = _modern_reply.decode(reply.body).result
+    assert modern is not None, "a tasks/get result is a task"
+    result = modern.result if len(modern.result) else None
+    status = modern.status
+    is_error = result is not None and msgspec.json.decode(result, type=_IsError).isError
+    if status == "completed" and is_error:
+        status = "failed"  # a tool error: failed in 2025-11-25, completed in 2026-07-28
     return ReadTask(
-        task=_legacy_task(modern, shown),
-        modern_status=status,
-        input_requests=None if asked is None else msgspec.convert(asked, dict[str, w.InputRequest]),
+        task=modern.legacy(status),
+        modern_status=modern.status,
+        input_requests=modern.input_requests,
         result=result,
-        error=modern.get("error"),
+        error=modern.error,
     )
 
 
@@ -233,7 +281,7 @@ def task_reply(request_id: w.RequestId, read: ReadTask | Reply) -> Reply:
 
 def terminal_refusal(request_id: w.RequestId, read: ReadTask) -> Reply:
     """`tasks/cancel` of a task that has ended: -32602, as 2025-11-25 requires."""
-    task_id, status = read.task["taskId"], read.status
+    task_id, status = read.task_id, read.status
     return error_reply(
         request_id, INVALID_PARAMS, f"Task {task_id!r} is {status} already: it cannot be cancelled"
     )
@@ -248,10 +296,10 @@ def payload_reply(request_id: w.RequestId, read: ReadTask | Reply) -> Reply:
     (its result, or its JSON-RPC error), tagged with the related task."""
     if isinstance(read, Reply):
         return _as_legacy_error(request_id, read)
-    task_id = read.task["taskId"]
+    task_id = read.task_id
     related = {"_meta": related_meta(task_id)}
     if read.modern_status == "completed" and read.result is not None:
-        result = dict(read.result)
+        result = msgspec.json.decode(read.result)
         for key in _STRIPPED:
             result.pop(key, None)
         meta = result.get("_meta")
@@ -267,9 +315,7 @@ def payload_reply(request_id: w.RequestId, read: ReadTask | Reply) -> Reply:
     )
 
 
-def list_reply(
-    request_id: w.RequestId, tasks: list[dict[str, Any]], next_cursor: str | None
-) -> Reply:
+def list_reply(request_id: w.RequestId, tasks: list[LegacyTask], next_cursor: str | None) -> Reply:
     result: dict[str, Any] = {"tasks": tasks}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor

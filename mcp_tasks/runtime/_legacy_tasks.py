@@ -348,7 +348,7 @@ class LegacyTasks:
     ) -> Reply | None:
         """Ask the task's questions not asked on this connection yet; hand the answers to
         the task. A reply when that failed (the `tasks/result` ends with it), else None."""
-        task_id = read.task["taskId"]
+        task_id = read.task_id
         held = self._holding(connection)
         assert read.input_requests is not None
         open_keys = [key for key in read.input_requests if (task_id, key) not in held.asking]
@@ -392,7 +392,7 @@ def _record_status(change: Change) -> str | None:
 
 
 def _asked_already(read: lt.ReadTask, held: _Held) -> bool:
-    task_id = read.task["taskId"]
+    task_id = read.task_id
     return all((task_id, key) in held.asking for key in read.input_requests or {})
 
 
