@@ -93,6 +93,10 @@ _LEGACY_RESULT_FOR_METHOD = {
     "completion/complete": "CompleteResult",
     "resources/subscribe": "EmptyResult",
     "resources/unsubscribe": "EmptyResult",
+    "tasks/get": "GetTaskResult",
+    "tasks/cancel": "CancelTaskResult",
+    "tasks/list": "ListTasksResult",
+    "tasks/result": "CallToolResult",
 }
 _LEGACY_SERVER_MESSAGE = {
     "elicitation/create": "ElicitRequest",
@@ -104,6 +108,7 @@ _LEGACY_SERVER_MESSAGE = {
     "notifications/tools/list_changed": "ToolListChangedNotification",
     "notifications/prompts/list_changed": "PromptListChangedNotification",
     "notifications/resources/list_changed": "ResourceListChangedNotification",
+    "notifications/tasks/status": "TaskStatusNotification",
 }
 
 
@@ -117,4 +122,7 @@ def check_legacy(method: str | None, message: dict[str, Any]) -> None:
         check(LEGACY, "JSONRPCErrorResponse", message)
         return
     check(LEGACY, "JSONRPCResultResponse", message)
+    if method == "tools/call" and "task" in message["result"]:  # a task-augmented call
+        check(LEGACY, "CreateTaskResult", message["result"])
+        return
     check(LEGACY, _LEGACY_RESULT_FOR_METHOD[method or ""], message["result"])

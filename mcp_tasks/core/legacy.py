@@ -17,6 +17,10 @@ server-info `_meta`, JSON-RPC errors with HTTP 200, the codes of that revision.
 
 A claim-less request on a connection with no session, other than `initialize` and
 `ping`, is left to the core, which answers it as a 2026-07-28 server does.
+
+A 2025-11-25 session also gets the tasks utility (`_legacy_tasks` says how): a `tools/call`
+with `params.task` is rewritten as the modern task-creating call (`Translated.
+creates_task`), and `tasks/get|result|list|cancel` become a `TaskQuery` for the runtime.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType, field
 
+from . import _legacy_tasks as lt
 from . import _wire as w
 from ._effects import Reply
 from ._encode import shown
@@ -86,6 +91,30 @@ class LegacySession(Struct, frozen=True, kw_only=True):
     """`notifications/initialized` arrived."""
     subscriptions: frozenset[str] = frozenset()
     """The resources `resources/subscribe` named (`notifications/resources/updated`)."""
+    task_ids: tuple[str, ...] = ()
+    """The tasks the session created, oldest first (the last `MAX_LISTED_TASKS`)."""
+    tasks_created: int = 0
+    """How many tasks the session created in all (`tasks/list` cursors count them)."""
+
+    @property
+    def has_tasks(self) -> bool:
+        """The session's revision has the tasks utility (2025-11-25)."""
+        return self.version == lt.ERA
+
+    def remembered(self, task_id: str) -> LegacySession:
+        """The session once it created `task_id` (listed by its `tasks/list`)."""
+        kept = (*self.task_ids, task_id)[-lt.MAX_LISTED_TASKS :]
+        return msgspec.structs.replace(self, task_ids=kept, tasks_created=self.tasks_created + 1)
+
+    def listed(self, position: int) -> tuple[tuple[str, ...], int | None]:
+        """The ids of one `tasks/list` page from the `position`-th task the session created,
+        and the position of the next page (None: the last). Tasks no longer remembered are
+        passed over."""
+        first = self.tasks_created - len(self.task_ids)
+        start = max(position, first) - first
+        page = self.task_ids[start : start + lt.PAGE_SIZE]
+        after = first + start + len(page)
+        return page, (after if after < self.tasks_created else None)
 
 
 class LegacyAnswer(Struct, frozen=True, kw_only=True):
@@ -102,12 +131,19 @@ class Translated(Struct, frozen=True, kw_only=True):
 
     message: w.IncomingMessage
     method: str
+    creates_task: bool = False
+    """A 2025-11-25 `tools/call` with `params.task`: its reply is a `CreateTaskResult`."""
 
 
 class _InitializeParams(Struct):
     protocolVersion: str  # noqa: N815 - the wire's names
     capabilities: w.ClientCapabilities = w.ClientCapabilities()
     clientInfo: w.Implementation | None = None  # noqa: N815
+
+
+class _CallParams(Struct):
+    name: Any = None
+    task: Any = UNSET
 
 
 class _SetLevelParams(Struct):
@@ -150,13 +186,17 @@ class LegacyFront:
         capabilities: Callable[[], dict[str, Any]],
         instructions: Callable[[], str | None],
         resource_exists: Callable[[str], bool] = lambda uri: False,
+        task_support: Callable[[str], str | None] = lambda name: None,
     ) -> None:
         self._info = info
         self._capabilities = capabilities
         self._instructions = instructions
         self._resource_exists = resource_exists
+        self.task_support = task_support
+        """A tool's `task_support` ("none", "optional", "required"), None: no such tool."""
         self._encoded_meta: tuple[LegacySession, bytes] | None = None
         """The `_meta` of the session rewritten last, encoded (sessions are immutable)."""
+        self._encoded_task_meta: tuple[LegacySession, bytes] | None = None
 
     def route(
         self,
@@ -164,7 +204,7 @@ class LegacyFront:
         session: LegacySession | None,
         *,
         claimless: bool = False,
-    ) -> LegacyAnswer | Translated | None:
+    ) -> LegacyAnswer | Translated | lt.TaskQuery | None:
         """What becomes of `message` on a connection whose session is `session` (None:
         none open): answered here, handed on rewritten, or None: the core's as it is.
         `claimless`: the caller knows it carries no claim (its bytes lack the key)."""
@@ -180,9 +220,15 @@ class LegacyFront:
         try:
             if method in SESSION_METHODS:
                 return self._session_request(message, method, session)
+            assert session is not None
+            if method in lt.LEGACY_TASK_METHODS and session.has_tasks:
+                params = Raw(b"{}") if message.params is UNSET else message.params
+                return lt.task_query(message.id, method, params)
             if method not in FORWARDED:
                 raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")
-            assert session is not None
+            if method == "tools/call" and session.has_tasks and self._asks_task(message):
+                rewritten = self.task_message(session, message)
+                return Translated(message=rewritten, method=method, creates_task=True)
             return Translated(message=self._rewritten(message, session), method=method)
         except RemoteProtocolError as error:
             return LegacyAnswer(reply=_error(message.id, error), session=session)
@@ -258,6 +304,65 @@ class LegacyFront:
             jsonrpc=message.jsonrpc, id=message.id, method=message.method, params=Raw(params)
         )
 
+    def _asks_task(self, message: w.IncomingMessage) -> bool:
+        """The call carries `params.task` for a tool that runs as a task (-32601 for one
+        that does not, as 2025-11-25 says; an unknown tool is the core's to name)."""
+        if message.params is UNSET or b'"task"' not in bytes(message.params):
+            return False
+        try:
+            params = msgspec.json.decode(message.params, type=_CallParams)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return False  # the core says what is wrong with them
+        if params.task is UNSET or params.task is None or not isinstance(params.name, str):
+            return False
+        if not isinstance(params.task, dict):
+            raise RemoteProtocolError(
+                INVALID_PARAMS, "Invalid params: params.task must be an object"
+            )
+        support = self.task_support(params.name)
+        if support == "none":
+            raise RemoteProtocolError(
+                METHOD_NOT_FOUND,
+                f"Tool {shown(params.name)!r} does not run as a task (its execution.taskSupport "
+                "is forbidden): call it without params.task",
+            )
+        return support is not None
+
+    def task_message(
+        self,
+        session: LegacySession,
+        message: w.IncomingMessage,
+        params: dict[str, Any] | None = None,
+    ) -> w.IncomingMessage:
+        """`message` as the modern request of a 2025-11-25 task: the session's `_meta`,
+        with the tasks extension naming this era. `params` (without `_meta`) replace the
+        message's own when given (the runtime's `tasks/get`, `tasks/update`, ...)."""
+        if params is None:
+            own: Any = {} if message.params is UNSET else msgspec.json.decode(message.params)
+            if not isinstance(own, dict):
+                raise RemoteProtocolError(
+                    INVALID_PARAMS, "Invalid params: params must be an object"
+                )
+            params = own
+        meta = params.get("_meta")
+        cached = self._encoded_task_meta
+        if cached is None or cached[0] is not session or isinstance(meta, dict):
+            full = _session_meta(session, meta if isinstance(meta, dict) else {})
+            full[w.META_CLIENT_CAPABILITIES] = msgspec.structs.replace(
+                session.client_capabilities, extensions=lt.task_settings()
+            )
+            encoded = msgspec.json.encode(full)
+            if not isinstance(meta, dict):
+                self._encoded_task_meta = (session, encoded)
+        else:
+            encoded = cached[1]
+        rest = {key: value for key, value in params.items() if key != "_meta"}
+        inner = msgspec.json.encode(rest)[1:-1]
+        body = b'{"_meta":' + encoded + (b"," + inner if inner else b"") + b"}"
+        return w.IncomingMessage(
+            jsonrpc="2.0", id=message.id, method=message.method, params=Raw(body)
+        )
+
     def _initialized(self, session: LegacySession) -> dict[str, Any]:
         offered = self._capabilities()
         capabilities: dict[str, Any] = {"logging": {}, "tools": {"listChanged": True}}
@@ -267,6 +372,8 @@ class LegacyFront:
             capabilities["resources"] = {"subscribe": True, "listChanged": True}
         if "completions" in offered:
             capabilities["completions"] = {}
+        if session.has_tasks:
+            capabilities["tasks"] = lt.SERVER_CAPABILITY
         result: dict[str, Any] = {
             "protocolVersion": session.version,
             "capabilities": capabilities,
@@ -393,9 +500,15 @@ class _Asked(Struct):
     result: w.InputRequiredResult
 
 
-def questions(round: InputRound, session: LegacySession, ids: Iterator[str]) -> list[Question]:
-    """The requests that ask `round` of a client of `session`'s revision (ids from `ids`);
-    -32603 naming what that revision cannot carry."""
+def questions(
+    round: InputRound,
+    session: LegacySession,
+    ids: Iterator[str],
+    related_task: str | None = None,
+) -> list[Question]:
+    """The requests that ask `round` of a client of `session`'s revision (ids from `ids`),
+    tagged with `related_task` when a task asks; -32603 naming what that revision cannot
+    carry."""
     asked = []
     for key, request in round.requests.items():
         request_id = next(ids)
@@ -403,6 +516,11 @@ def questions(round: InputRound, session: LegacySession, ids: Iterator[str]) -> 
         params = wire.get("params", {})
         if wire["method"] == "elicitation/create":
             params = _elicitation_for(params, session.version, request_id)
+        if related_task is not None:
+            params = {
+                **params,
+                "_meta": {**params.get("_meta", {}), **lt.related_meta(related_task)},
+            }
         message = {"jsonrpc": "2.0", "id": request_id, "method": wire["method"], "params": params}
         asked.append(Question(key=key, request_id=request_id, message=msgspec.json.encode(message)))
     return asked

@@ -194,13 +194,16 @@ class Background:
             # not listening (Redis out of reach) is only in the record. Listening now, look.
             for task_id in list(runner.running):
                 nursery.start_soon(self._catch_up, task_id)
+            watch = self._shared.watch
             async for signal in stream:
+                if signal.kind == "changed" and signal.origin != origin and watch.waiting:
+                    watch.changed(signal.task_id)  # saved by another process
                 if signal.kind == "cancel":
                     runner.cancel(signal.task_id)
                 elif signal.kind == "resume":
                     if signal.to == origin:
                         nursery.start_soon(self._resume_from_signal, signal.task_id)
-                elif signal.kind == "session":
+                elif signal.kind in ("session", "event"):
                     if signal.origin != origin and self.on_session_signal is not None:
                         self.on_session_signal(signal)
                 elif signal.origin != origin and self._listen_streams.wants_task(signal.task_id):

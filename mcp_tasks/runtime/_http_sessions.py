@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any, Final
 
 import msgspec
@@ -105,11 +106,16 @@ class HttpSessions:
     """The sessions of 2025 clients over HTTP, for one `Server` (theory of operation)."""
 
     def __init__(
-        self, legacy: LegacySessions, store: Callable[[], TaskStore], now: Callable[[], float]
+        self,
+        legacy: LegacySessions,
+        store: Callable[[], TaskStore],
+        now: Callable[[], float],
+        spawn: Callable[[Callable[[], Coroutine[Any, Any, Any]]], None],
     ) -> None:
         self._legacy = legacy
         self._store = store
         self._now = now
+        self._spawn = spawn
         self.limits = HttpSessionLimits()
         self._here: dict[str, _Here] = {}
         self._records_of: tuple[TaskStore, SessionRecords] | None = None
@@ -271,6 +277,9 @@ class HttpSessions:
                 subscriptions=(stored.subscriptions - (before.subscriptions - after.subscriptions))
                 | (after.subscriptions - before.subscriptions),
             )
+            created = [task for task in after.task_ids if task not in before.task_ids]
+            for task_id in created:  # the tasks this request created (`tasks/list`)
+                merged = merged.remembered(task_id)
             new = msgspec.structs.replace(record, state=_encode(merged), version=record.version + 1)
             try:
                 await records.save_session(
@@ -327,8 +336,14 @@ class HttpSessions:
         return True
 
     def on_signal(self, signal: Signal) -> None:
-        """A `session` signal from another process (the background's signal loop)."""
+        """A `session` or `event` signal from another process (the background's loop)."""
         if signal.data is None:
+            return
+        if signal.kind == "event":  # for the session's stream, if it is open here
+            number, _, event = signal.data.partition(b" ")
+            here = self._here.get(signal.task_id)
+            if here is not None and here.stream is not None and number.isdigit():
+                self._spawn(partial(self._write_event, signal.task_id, int(number), event))
             return
         try:
             message = message_of(signal.data)
@@ -395,14 +410,28 @@ class HttpSessions:
 
     async def send(self, session_id: str, message: bytes) -> None:
         """Send `message` on the session's own stream (kept for a client that
-        reconnects); nothing is lost while no stream is open, up to the events kept."""
+        reconnects); nothing is lost while no stream is open, up to the events kept. The
+        stream may be open in another process: the event goes there as a signal."""
         try:
             number = await self._records.append_event(session_id, GET_STREAM, message)
-            here = self._here.get(session_id)
-            if number and here is not None and here.stream is not None:
-                await here.stream(sse_frame(message, f"{GET_STREAM}{number}"))
+            if not number:
+                return  # the session is gone
+            if not await self._write_event(session_id, number, message):
+                coordination = self._store().coordination
+                if coordination.signals is not None:
+                    data = b"%d " % number + message
+                    signal = Signal("event", session_id, coordination.origin, data=data)
+                    await coordination.signals.publish(signal)
         except Exception as error:  # the store or the client failed: this notice is lost
             logger.warning("a 2025 session's notice was not sent: %r", error)
+
+    async def _write_event(self, session_id: str, number: int, message: bytes) -> bool:
+        """Write event `number` on the session's stream if it is open here."""
+        here = self._here.get(session_id)
+        if here is None or here.stream is None:
+            return False
+        await here.stream(sse_frame(message, f"{GET_STREAM}{number}"))
+        return True
 
     async def _end(self, session: SessionHeaders, principal: str | None) -> Reply:
         if session.session_id is None:
@@ -431,6 +460,7 @@ class HttpSessions:
         here = self._here.get(session_id)
         if here is None:
             here = self._here[session_id] = _Here()
+            here.connection.notices = partial(self.send, session_id)  # the session's stream
         here.users += 1
         return here
 

@@ -144,8 +144,10 @@ class Server(Registering):
         self.background = Background(
             shared, interpreter=interpreter, runner=runner, listeners=listeners
         )
-        self._sessions = LegacySessions(self.core)
-        self.http_sessions = HttpSessions(self._sessions, lambda: self.store, shared.now)
+        self._sessions = LegacySessions(self.core, shared, self.start_soon)
+        self.http_sessions = HttpSessions(
+            self._sessions, lambda: self.store, shared.now, self._spawn_notice
+        )
         """2025 clients' HTTP sessions (`http_sessions.limits`: idle time, how many)."""
         self.background.on_session_signal = self.http_sessions.on_signal
         self._notices = LegacyNotices(self.http_sessions, self._spawn_notice)

@@ -13,13 +13,17 @@ the connection (`answer` routes them to the request waiting), and the request is
 the core again with the answers, as a 2026-07-28 client would send it, until it is
 answered. A client that does not answer within `ANSWER_SECONDS`, answers with an error, or
 cancels the request ends the wait.
+
+A 2025-11-25 session also gets the tasks utility: its `tasks/*` queries and the tasks its
+calls create are carried out by `LegacyTasks` (`_legacy_tasks`), with the same questions
+machinery (`ask`) for a task that asks.
 """
 
 from __future__ import annotations
 
 import itertools
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
 
 import anyio
@@ -29,6 +33,8 @@ from msgspec import UNSET, Raw
 from .._support import backend as _backend
 from ..core import ProtocolError, RemoteProtocolError, Reply, ServerCore
 from ..core._envelope import message_of
+from ..core._errors import METHOD_NOT_FOUND
+from ..core._legacy_tasks import TaskQuery, error_reply, listed_with_task_support
 from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import (
     LegacyAnswer,
@@ -43,6 +49,8 @@ from ..core.legacy import (
 )
 from ..core.wire import IncomingMessage
 from ..transports._port import Connection, SendNotification
+from ._legacy_tasks import LegacyTasks
+from ._shared import Shared
 
 __all__ = ["ANSWER_SECONDS", "LegacySessions"]
 
@@ -67,22 +75,40 @@ class _Awaited:
 
 
 class LegacySessions:
-    def __init__(self, core: ServerCore) -> None:
+    def __init__(
+        self,
+        core: ServerCore,
+        shared: Shared | None = None,
+        start_soon: Callable[[Callable[[], Coroutine[Any, Any, None]]], None] | None = None,
+    ) -> None:
         self._core = core
         self.front = LegacyFront(
             info=lambda: core.info,
             capabilities=core.catalog.capabilities,
             instructions=lambda: core.options.instructions,
             resource_exists=lambda uri: core.catalog.find_resource(uri) is not None,
+            task_support=self._task_support,
         )
         prefix = secrets.token_hex(4)  # unique to the process: an answer finds its asker
         self._ids = (f"mcp-tasks-{prefix}-{n}" for n in itertools.count(1))
+        self.tasks: LegacyTasks | None = None
+        """The 2025-11-25 tasks utility (None: not offered, without a runtime to run it)."""
+        if shared is not None and start_soon is not None:
+            self.tasks = LegacyTasks(
+                self.front, shared, ask=self._ask, question_ids=self._ids, start_soon=start_soon
+            )
+
+    def _task_support(self, name: str) -> str | None:
+        tool = self._core.catalog.tools.get(name)
+        return None if tool is None else tool.task_support
 
     def abandon(self, connection: Connection) -> None:
         """`connection`'s client is gone: the questions waiting on it end unanswered."""
         for awaited in connection.awaited.values():
             if isinstance(awaited, _Awaited):
                 awaited.arrived.set()
+        if self.tasks is not None:
+            self.tasks.abandon(connection)
 
     def take_answer(self, message: IncomingMessage, connection: Connection) -> bool:
         """Hand `message` (a response) to the question of ours on `connection` it answers;
@@ -125,12 +151,22 @@ class LegacySessions:
         if message.method is UNSET and self.take_answer(message, connection):
             return None
         route = self.front.route(message, connection.session, claimless=isinstance(data, bytes))
+        if type(route) is Translated:  # most: answered by the core, in one round
+            reply = await answer(route.message)
+            if input_round(reply) is None:
+                return self._turned_back(reply, route, connection, answer, notify)
+            return await self._translated(route, connection, answer, notify, first=reply)
         if route is None:
             return await answer(message)
         if isinstance(route, LegacyAnswer):
             connection.session = route.session
             return route.reply
-        return await self._translated(route, connection, answer, notify)
+        if isinstance(route, TaskQuery):
+            if self.tasks is None:  # no runtime to carry them out (a bare LegacySessions)
+                why = f"Method not found: {route.method} (no tasks here)"
+                return error_reply(route.request_id, METHOD_NOT_FOUND, why)
+            return await self.tasks.carry(route, connection, answer, notify)
+        raise AssertionError(f"a route the session does not know: {route!r}")
 
     async def _translated(
         self,
@@ -138,13 +174,16 @@ class LegacySessions:
         connection: Connection,
         answer: Answer,
         notify: SendNotification | None,
+        *,
+        first: Reply | None,
     ) -> Reply | None:
+        """`route` through its input rounds: `first` is the core's first reply (a round)."""
         message, method = route.message, route.method
+        reply = first
         for _ in range(MAX_ROUNDS):
-            reply = await answer(message)
             asked = input_round(reply)
             if asked is None:
-                return legacy_reply(reply, method)
+                return self._turned_back(reply, route, connection, answer, notify)
             session = connection.session
             if notify is None or session is None:
                 return refused(message.id, method, "the questions", "it cannot be asked here")
@@ -158,7 +197,29 @@ class LegacySessions:
             if isinstance(answers, str):
                 return refused(message.id, method, _named(round_questions), answers)
             message = answered(message, answers, asked.request_state)
+            reply = await answer(message)
+        if input_round(reply) is None:
+            return self._turned_back(reply, route, connection, answer, notify)
         return refused(message.id, method, "all the questions", f"more than {MAX_ROUNDS} rounds")
+
+    def _turned_back(
+        self,
+        reply: Reply | None,
+        route: Translated,
+        connection: Connection,
+        answer: Answer,
+        notify: SendNotification | None,
+    ) -> Reply | None:
+        """The core's final `reply` to `route`, in the session's wire."""
+        if route.creates_task and self.tasks is not None and reply is not None:
+            created = self.tasks.created(reply, connection, answer, notify)
+            if created is not None:
+                return created
+        turned = legacy_reply(reply, route.method)
+        session = connection.session
+        if route.method == "tools/list" and turned is not None and session and session.has_tasks:
+            return listed_with_task_support(turned, self._task_support)
+        return turned
 
     async def _ask(
         self,

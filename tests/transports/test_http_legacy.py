@@ -7,6 +7,7 @@ in tests/interop.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -18,6 +19,7 @@ import trio
 from legacy_http import ACCEPT, LegacyHttpClient, sse_events, stream_of
 from test_http import serving, serving_on_asyncio
 from test_stdio_legacy import MODERN_META, build_server
+from test_stdio_legacy_tasks import build_server as tasks_server
 
 from mcp_tasks import Server
 
@@ -287,3 +289,51 @@ async def test_the_sessions_stream_numbers_its_events_and_replays_what_was_misse
             events = sse_events(resumed)
             missed = [await anext(events), await anext(events)]
         assert [event["id"] for event in missed] == ["g2", "g3"]
+
+
+async def test_a_2025_11_25_session_runs_tasks_over_http() -> None:
+    """The tasks utility over HTTP: a task created with `params.task`, polled, its question
+    asked on the stream of `tasks/result` and answered by another POST, its status told on
+    the session's own stream, listed, and a cancelled one."""
+    gate = trio.Event()
+    server = tasks_server(gate)
+    async with session_on(serving, server) as client:
+        await client.initialize(elicitation={"form": {}})
+        async with stream_of(client) as stream:
+            events = sse_events(stream)
+            created = await client.request(
+                "tools/call", {"name": "confirm", "arguments": {}, "task": {"ttl": 60000}}
+            )
+            task = created["result"]["task"]
+            assert task["status"] == "working"
+            task_id = task["taskId"]
+
+            async def answer(request: dict[str, Any]) -> None:
+                assert request["method"] == "elicitation/create"
+                related = request["params"]["_meta"]["io.modelcontextprotocol/related-task"]
+                assert related == {"taskId": task_id}
+                sent = await client.respond(
+                    request["id"], {"action": "accept", "content": {"value": True}}
+                )
+                assert sent.status_code == 202
+
+            result = await client.request("tasks/result", {"taskId": task_id}, on_request=answer)
+            assert result["result"]["content"][0]["text"] == "confirmed: {'value': True}"
+            got = (await client.request("tasks/get", {"taskId": task_id}))["result"]
+            assert got["status"] == "completed"
+            statuses = []
+            with trio.fail_after(5):
+                while "completed" not in statuses:
+                    event = await anext(events)
+                    message = json.loads(event["data"])
+                    assert message["method"] == "notifications/tasks/status"
+                    statuses.append(message["params"]["status"])
+        # each change as the follower read it: "working" between may be passed over
+        assert statuses[0] == "input_required" and statuses[-1] == "completed"
+        assert set(statuses) <= {"input_required", "working", "completed"}
+        slow = await client.request("tools/call", {"name": "slow", "task": {}})
+        slow_id = slow["result"]["task"]["taskId"]
+        cancelled = await client.request("tasks/cancel", {"taskId": slow_id})
+        assert cancelled["result"]["status"] == "cancelled"
+        listed = await client.request("tasks/list")
+        assert [t["taskId"] for t in listed["result"]["tasks"]] == [task_id, slow_id]
