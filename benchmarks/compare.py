@@ -240,6 +240,22 @@ def legacy_session(server: Running) -> str | None:
     return session_id
 
 
+def legacy_completed_task(server: Running, session_id: str | None) -> str:
+    """`completed_task` of a 2025-11-25 session (the tasks utility): its id."""
+    status, reply = _exchange(server.port, loadgen.legacy_task_creation(server.port, session_id))
+    task_id = reply.get("result", {}).get("task", {}).get("taskId") if status == 200 else None
+    if task_id is None:
+        raise RuntimeError(f"{server.name} did not create a 2025 task: {status} {reply}")
+    deadline = time.monotonic() + 30
+    while True:
+        poll = loadgen.legacy_task_poll(server.port, task_id, session_id)
+        if _exchange(server.port, poll)[1].get("result", {}).get("status") == "completed":
+            return str(task_id)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{server.name}: 2025 task {task_id} did not complete")
+        time.sleep(0.05)
+
+
 def completed_task(server: Running) -> str:
     """A task created on `server` (no work) and polled until it completed: its id."""
     status, reply = _exchange(server.port, loadgen.task_creation(server.port))
@@ -274,6 +290,7 @@ RECORDING = "mcp_tasks, recording"
 ON_TRIO = "mcp_tasks on trio"
 LEGACY, SDK_LEGACY = "mcp_tasks, 2025 session", "official SDK, 2025 session"
 LEGACY_HTTP = "sync tool calls (HTTP, 2025 session)"
+LEGACY_POLLS = "tasks/get (HTTP, 2025 session)"
 """The workload of a 2025-11-25 client in its session (ours, and the SDK peer's)."""
 """The same stdio servers, spoken to by a client of the 2025 revisions (`initialize` first)."""
 """Ours served on trio (`--loop trio`); "mcp_tasks" is served on asyncio, `serve`'s default
@@ -371,6 +388,15 @@ def throughput(
                 s.port, loadgen.greet_call(s.port), plan.warmup, plan.seconds
             ),
         ),
+        LEGACY_POLLS: (
+            ["mcp_tasks"],
+            lambda s: loadgen.fixed_requests(
+                s.port,
+                loadgen.legacy_task_poll(s.port, legacy_tasks[s.name], sessions[s.name]),
+                plan.warmup,
+                plan.seconds,
+            ),
+        ),
         LEGACY_HTTP: (
             ["mcp_tasks", "official SDK"],
             lambda s: loadgen.fixed_requests(
@@ -384,7 +410,12 @@ def throughput(
     sessions = {
         name: legacy_session(servers[name])
         for name in ("mcp_tasks", "official SDK")
-        if name in servers and (only is None or only == LEGACY_HTTP)
+        if name in servers and (only is None or only in (LEGACY_HTTP, LEGACY_POLLS))
+    }
+    legacy_tasks = {
+        name: legacy_completed_task(servers[name], session_id)
+        for name, session_id in sessions.items()
+        if name == "mcp_tasks"
     }
     for server in servers.values():
         server.pause()
@@ -596,6 +627,7 @@ HTTP_WORKLOADS = (
     "task lives",
     "sync tool calls (HTTP)",
     LEGACY_HTTP,
+    LEGACY_POLLS,
 )
 ONLY = ("stdio", *HTTP_WORKLOADS)
 """What `--only` can measure alone."""
@@ -727,11 +759,13 @@ def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
     if LEGACY_HTTP in http and "mcp_tasks" in http[LEGACY_HTTP]:
         sessions = http[LEGACY_HTTP]["mcp_tasks"]["per_second"]
         modern = http["sync tool calls (HTTP)"]["mcp_tasks"]["per_second"]
-        found.append(
-            Aim(
-                "sync tool calls/s, HTTP, 2025 session", sessions / modern, "2026-07-28 client", 0.9
-            )
-        )
+        label = "sync tool calls/s, HTTP, 2025 session"
+        found.append(Aim(label, sessions / modern, "2026-07-28 client", 0.9))
+    if LEGACY_POLLS in http and "mcp_tasks" in http[LEGACY_POLLS]:
+        polls = http[LEGACY_POLLS]["mcp_tasks"]["per_second"]
+        modern_polls = http["tasks/get"]["mcp_tasks"]["per_second"]
+        label = "tasks/get req/s, HTTP, 2025 session"
+        found.append(Aim(label, polls / modern_polls, "2026-07-28 client", 0.9))
     peer = stored.get("fastmcp-tasks", {}).get("points")
     for index, point in enumerate(ours[1:], start=1):
         ratio = point["bytes_per_task"] / peer[index]["bytes_per_task"] if peer else None

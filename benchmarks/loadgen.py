@@ -112,6 +112,16 @@ def task_poll(port: int, task_id: str) -> bytes:
     return post(port, "tasks/get", task_id, {"taskId": task_id})
 
 
+def legacy_task_creation(port: int, session_id: str | None) -> bytes:
+    """`task_creation` as a 2025-11-25 client asks it: `params.task` (the tasks utility)."""
+    params = {"name": "slow_compute", "arguments": {"seconds": 0, "label": "bench"}, "task": {}}
+    return legacy_post(port, "tools/call", params, session_id)
+
+
+def legacy_task_poll(port: int, task_id: str, session_id: str | None) -> bytes:
+    return legacy_post(port, "tasks/get", {"taskId": task_id}, session_id)
+
+
 def _split_answer(buffer: bytearray) -> tuple[int, int]:
     """(where the body starts, where the answer ends) of the first whole answer in `buffer`,
     or (0, 0) while it is not all there."""
