@@ -82,12 +82,15 @@ class HttpSessionLimits(msgspec.Struct, frozen=True, kw_only=True):
     """Sessions the store holds at once; one more `initialize` is refused (503)."""
     max_per_principal: int | None = 64
     """Sessions one principal holds at once (None: no such limit); past it, 429."""
+    max_streams: int = 1024
+    """Sessions' own `GET` streams open at once in this process (each holds a connection);
+    one more is refused with 503 (a principal holds at most one a session)."""
 
     def __post_init__(self) -> None:
         if not self.idle_seconds > 0:
             raise ValueError("idle_seconds must be positive")
-        if self.max_sessions < 1 or (self.max_per_principal or 1) < 1:
-            raise ValueError("max_sessions and max_per_principal must be at least 1")
+        if min(self.max_sessions, self.max_per_principal or 1, self.max_streams) < 1:
+            raise ValueError("max_sessions, max_per_principal and max_streams must be at least 1")
 
 
 class _Here:
@@ -118,6 +121,7 @@ class HttpSessions:
         self._spawn = spawn
         self.limits = HttpSessionLimits()
         self._here: dict[str, _Here] = {}
+        self._streams_open = 0
         self._records_of: tuple[TaskStore, SessionRecords] | None = None
 
     @property
@@ -364,10 +368,18 @@ class HttpSessions:
         if notify is None:
             return _refusal(406, "Not acceptable: the session's stream is text/event-stream")
         session_id = session.session_id
+        here = self._here.get(session_id)
+        taking_over = here is not None and here.stream_ended is not None
+        if not taking_over and self._streams_open >= self.limits.max_streams:
+            return _refusal(
+                503, "Too many session streams are open here: try again later", INTERNAL_ERROR
+            )
         here = self._enter(session_id)
         here.connection.session = found[1]  # what the notices read (its subscriptions)
         if here.stream_ended is not None:
             here.stream_ended.set()  # a client reconnecting: the newer stream takes over
+        else:
+            self._streams_open += 1
         ended = here.stream_ended = _backend.event()
         here.stream = notify
         try:
@@ -377,6 +389,7 @@ class HttpSessions:
         finally:
             if here.stream_ended is ended:
                 here.stream = here.stream_ended = None
+                self._streams_open -= 1
             self._leave(session_id, here)
         return None
 
@@ -392,6 +405,11 @@ class HttpSessions:
         events = await self._records.events_after(session_id, GET_STREAM, after)
         for number, data in events or ():
             await notify(sse_frame(data, f"{GET_STREAM}{number}"))
+
+    @property
+    def streams_open(self) -> int:
+        """How many sessions' own streams are open in this process."""
+        return self._streams_open
 
     def streams(self, *, subscribed_to: str | None = None) -> list[str]:
         """The sessions whose own stream is open here (subscribed to `subscribed_to`)."""

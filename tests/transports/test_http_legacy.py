@@ -337,3 +337,24 @@ async def test_a_2025_11_25_session_runs_tasks_over_http() -> None:
         assert cancelled["result"]["status"] == "cancelled"
         listed = await client.request("tasks/list")
         assert [t["taskId"] for t in listed["result"]["tasks"]] == [task_id, slow_id]
+
+
+async def test_session_streams_are_capped_in_a_process() -> None:
+    server = build_server()
+    server.http_sessions.limits = type(server.http_sessions.limits)(max_streams=1)
+    async with session_on(serving, server) as first:
+        await first.initialize()
+        second = LegacyHttpClient(first.http, first.url)
+        await second.initialize()
+        async with stream_of(first) as open_one:
+            assert open_one.status_code == 200
+            async with stream_of(second) as refused:
+                assert refused.status_code == 503
+                await refused.aread()
+            async with stream_of(first) as again:  # the same session's: it takes over
+                assert again.status_code == 200
+        with trio.fail_after(5):  # the server sees the client close them (at its next tick)
+            while server.http_sessions.streams_open:
+                await trio.sleep(0.01)
+        async with stream_of(second) as room:  # both ended: room again
+            assert room.status_code == 200
