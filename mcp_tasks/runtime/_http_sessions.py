@@ -56,7 +56,7 @@ from ..transports._exchange import sse_frame
 from ..transports._port import Connection, SendNotification, SessionHeaders, SessionReply
 from ._sessions import LegacySessions
 
-__all__ = ["HttpSessionLimits", "HttpSessions"]
+__all__ = ["HttpSessionLimits", "HttpSessions", "unavailable_reply"]
 
 logger = logging.getLogger("mcp_tasks.server")
 
@@ -504,6 +504,17 @@ def _param(message: IncomingMessage, name: str) -> Any:
     except msgspec.DecodeError:
         return None
     return params.get(name) if isinstance(params, dict) else None
+
+
+def unavailable_reply() -> Reply:
+    """What a session's request gets while the store cannot be reached: 503, try again."""
+    body = error_body(
+        None,
+        INTERNAL_ERROR,
+        "The server cannot reach its session store right now: try again shortly",
+        {"retryAfterMs": 1000},
+    )
+    return Reply(body=body, http_status=503, error_code=INTERNAL_ERROR, retry_after_seconds=1)
 
 
 def _refusal(status: int, message: str, code: int = INVALID_REQUEST) -> Reply:

@@ -64,7 +64,7 @@ from ..transports._telemetry import NO_TELEMETRY, Telemetry
 from . import _observe
 from ._background import Background
 from ._decide import Decide
-from ._http_sessions import HttpSessions
+from ._http_sessions import HttpSessions, unavailable_reply
 from ._interpreter import Interpreter
 from ._legacy_notices import LegacyNotices
 from ._listen_streams import ListenStreams
@@ -427,14 +427,18 @@ class Server(Registering):
                 observation.finish(reply)
                 return reply
 
-        return await self.http_sessions.answer(
-            data,
-            headers=headers,
-            session=session,
-            notify=notify,
-            principal=principal,
-            answer=core_answer,
-        )
+        try:
+            return await self.http_sessions.answer(
+                data,
+                headers=headers,
+                session=session,
+                notify=notify,
+                principal=principal,
+                answer=core_answer,
+            )
+        except StoreUnavailable as error:  # the sessions are in the store: try again soon
+            logger.warning("the task store is unavailable: %s", error)
+            return unavailable_reply()
 
     async def _answer(
         self,

@@ -15,13 +15,16 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+import redis
 import trio
 from legacy_http import ACCEPT, LegacyHttpClient, sse_events, stream_of
+from redis_server import running_redis
 from test_http import serving, serving_on_asyncio
 from test_stdio_legacy import MODERN_META, build_server
 from test_stdio_legacy_tasks import build_server as tasks_server
 
 from mcp_tasks import Server
+from mcp_tasks.store import RedisTaskStore
 
 Serving = Callable[..., AbstractAsyncContextManager[int]]
 LOOPS = [pytest.param(serving, id="trio"), pytest.param(serving_on_asyncio, id="asyncio")]
@@ -358,3 +361,19 @@ async def test_session_streams_are_capped_in_a_process() -> None:
                 await trio.sleep(0.01)
         async with stream_of(second) as room:  # both ended: room again
             assert room.status_code == 200
+
+
+async def test_a_session_store_outage_is_a_retryable_503() -> None:
+    """The sessions are in the store: while it cannot be reached, a session's request is
+    503 with `Retry-After` (and the server goes on serving), not a crash."""
+    with running_redis() as url:
+        server = Server("outage", "1.0", store=RedisTaskStore(url))
+        async with session_on(serving, server) as client:
+            await client.initialize()
+            redis_client = redis.Redis.from_url(url)
+            await trio.to_thread.run_sync(lambda: redis_client.shutdown(nosave=True))
+            message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+            refused = await client.http.post(client.url, json=message, headers=client.headers())
+            assert refused.status_code == 503
+            assert refused.headers["retry-after"] == "1"
+            assert refused.json()["error"]["data"] == {"retryAfterMs": 1000}
