@@ -38,7 +38,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 from msgspec import UNSET
@@ -48,9 +48,10 @@ from ..core import HttpHeaders, ProtocolError, Reply, VersionConflict
 from ..core._encode import error_body
 from ..core._envelope import message_of
 from ..core._errors import INTERNAL_ERROR, INVALID_REQUEST
+from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import LEGACY_VERSIONS, LegacyAnswer, LegacySession
 from ..core.wire import SUPPORTED_VERSIONS, IncomingMessage
-from ..store import Signal, StoreFull, TaskStore
+from ..store import Signal, StoreFull, StoreUnavailable, TaskStore
 from ..store._sessions import SessionLimits, SessionRecord, SessionRecords, sessions_of
 from ..transports._exchange import sse_frame
 from ..transports._port import Connection, SendNotification, SessionHeaders, SessionReply
@@ -63,6 +64,7 @@ logger = logging.getLogger("mcp_tasks.server")
 GET_STREAM: Final = "g"
 """The name of a session's own stream in its event ids (`g1`, `g2`...) and in the store."""
 _SAVE_TRIES: Final = 4
+_CLAIM: Final = META_PROTOCOL_VERSION.encode()
 MAX_SESSION_ID: Final = 128
 """A longer `Mcp-Session-Id` names no session of ours (ours are 32 characters), and is
 never looked up in the store."""
@@ -71,6 +73,22 @@ Answer = Callable[
     [bytes | IncomingMessage, HttpHeaders | None, Connection | None], Awaitable[Reply | None]
 ]
 """The core's way: a message, the headers the core checks, the connection it came on."""
+
+
+class Observed(Protocol):
+    """The server's way to the core (`Server._observed`): a message, its headers, how to
+    notify its client, its connection, its principal, and whether a session rewrote it."""
+
+    def __call__(
+        self,
+        data: bytes | IncomingMessage,
+        headers: HttpHeaders | None,
+        notify: SendNotification | None,
+        connection: Connection | None,
+        principal: str | None,
+        *,
+        routed: bool,
+    ) -> Awaitable[Reply | None]: ...
 
 
 class HttpSessionLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,6 +137,8 @@ class HttpSessions:
         self._store = store
         self._now = now
         self._spawn = spawn
+        self.serving: Callable[[], bool] = lambda: True
+        """Whether 2025 sessions are served now (`ServerOptions.legacy_sessions`)."""
         self.limits = HttpSessionLimits()
         self._here: dict[str, _Here] = {}
         self._streams_open = 0
@@ -132,6 +152,41 @@ class HttpSessions:
         return self._records_of[1]
 
     # --- answering -----------------------------------------------------------------------
+
+    async def route(
+        self,
+        data: bytes | IncomingMessage,
+        headers: HttpHeaders | None,
+        session: SessionHeaders | None,
+        notify: SendNotification | None,
+        principal: str | None,
+        *,
+        answer: Observed,
+    ) -> Reply | None:
+        """An HTTP request without the 2026-07-28 claim, or naming a session: a 2025
+        session's (`answer`), or, with the claim or while 2025 sessions are not served,
+        the core's as it is. `answer` is the server's way to the core."""
+        claimed = isinstance(data, bytes) and _CLAIM in data
+        if (session is not None and session.method == "POST" and claimed) or not self.serving():
+            return await answer(data, headers, notify, None, principal, routed=False)  # modern
+
+        async def to_core(
+            message: bytes | IncomingMessage, headers: HttpHeaders | None, on: Connection | None
+        ) -> Reply | None:
+            return await answer(message, headers, notify, on, principal, routed=True)
+
+        try:
+            return await self.answer(
+                data,
+                headers=headers,
+                session=session,
+                notify=notify,
+                principal=principal,
+                answer=to_core,
+            )
+        except StoreUnavailable as error:  # the sessions are in the store: try again soon
+            logger.warning("the task store is unavailable: %s", error)
+            return unavailable_reply()
 
     async def answer(
         self,
@@ -271,19 +326,7 @@ class HttpSessions:
         changed it too since it was read: its change is kept)."""
         records, limits = self._records, self.limits
         for _ in range(_SAVE_TRIES):
-            stored = _decode(record.state)
-            merged = msgspec.structs.replace(
-                stored,
-                log_level=after.log_level
-                if after.log_level != before.log_level
-                else stored.log_level,
-                initialized=stored.initialized or after.initialized,
-                subscriptions=(stored.subscriptions - (before.subscriptions - after.subscriptions))
-                | (after.subscriptions - before.subscriptions),
-            )
-            created = [task for task in after.task_ids if task not in before.task_ids]
-            for task_id in created:  # the tasks this request created (`tasks/list`)
-                merged = merged.remembered(task_id)
+            merged = changed_by(_decode(record.state), before, after)
             new = msgspec.structs.replace(record, state=_encode(merged), version=record.version + 1)
             try:
                 await records.save_session(
@@ -384,7 +427,7 @@ class HttpSessions:
         here.stream = notify
         try:
             await notify(b": the session's stream\n\n")  # opens it at once (a comment)
-            await self._replay(session_id, session.last_event_id, notify)
+            await _replay(self._records, session_id, session.last_event_id, notify)
             await ended.wait()
         finally:
             if here.stream_ended is ended:
@@ -392,19 +435,6 @@ class HttpSessions:
                 self._streams_open -= 1
             self._leave(session_id, here)
         return None
-
-    async def _replay(
-        self, session_id: str, last_event_id: str | None, notify: SendNotification
-    ) -> None:
-        if last_event_id is None or not last_event_id.startswith(GET_STREAM):
-            return
-        try:
-            after = int(last_event_id[len(GET_STREAM) :])
-        except ValueError:
-            return
-        events = await self._records.events_after(session_id, GET_STREAM, after)
-        for number, data in events or ():
-            await notify(sse_frame(data, f"{GET_STREAM}{number}"))
 
     @property
     def streams_open(self) -> int:
@@ -486,6 +516,37 @@ class HttpSessions:
         here.users -= 1
         if here.users == 0 and self._here.get(session_id) is here:
             del self._here[session_id]
+
+
+def changed_by(stored: LegacySession, before: LegacySession, after: LegacySession) -> LegacySession:
+    """`stored` (the session as saved now) with what one request changed of it, from
+    `before` to `after`: its log level, `initialized`, its subscriptions, the tasks it
+    created. What another process changed meanwhile is kept."""
+    merged = msgspec.structs.replace(
+        stored,
+        log_level=after.log_level if after.log_level != before.log_level else stored.log_level,
+        initialized=stored.initialized or after.initialized,
+        subscriptions=(stored.subscriptions - (before.subscriptions - after.subscriptions))
+        | (after.subscriptions - before.subscriptions),
+    )
+    for task_id in [task for task in after.task_ids if task not in before.task_ids]:
+        merged = merged.remembered(task_id)
+    return merged
+
+
+async def _replay(
+    records: SessionRecords, session_id: str, last_event_id: str | None, notify: SendNotification
+) -> None:
+    """The events of the session's stream after `last_event_id` (what a reconnecting
+    client missed, as far as they are kept)."""
+    if last_event_id is None or not last_event_id.startswith(GET_STREAM):
+        return
+    try:
+        after = int(last_event_id[len(GET_STREAM) :])
+    except ValueError:
+        return
+    for number, data in await records.events_after(session_id, GET_STREAM, after) or ():
+        await notify(sse_frame(data, f"{GET_STREAM}{number}"))
 
 
 def _encode(session: LegacySession) -> bytes:

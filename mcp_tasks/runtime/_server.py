@@ -64,7 +64,7 @@ from ..transports._telemetry import NO_TELEMETRY, Telemetry
 from . import _observe
 from ._background import Background
 from ._decide import Decide
-from ._http_sessions import HttpSessions, unavailable_reply
+from ._http_sessions import HttpSessions
 from ._interpreter import Interpreter
 from ._legacy_notices import LegacyNotices
 from ._listen_streams import ListenStreams
@@ -148,6 +148,7 @@ class Server(Registering):
         self.http_sessions = HttpSessions(
             self._sessions, lambda: self.store, shared.now, self._spawn_notice
         )
+        self.http_sessions.serving = lambda: self.core.options.legacy_sessions
         """2025 clients' HTTP sessions (`http_sessions.limits`: idle time, how many)."""
         self.background.on_session_signal = self.http_sessions.on_signal
         self._notices = LegacyNotices(self.http_sessions, self._spawn_notice)
@@ -366,7 +367,9 @@ class Server(Registering):
             raise RuntimeError("use `async with server.running():` around the transport")
         telemetry = self._shared.telemetry
         if session is not None or (headers is not None and self._http_legacy(data)):
-            reply = await self._answer_session(data, headers, session, notify, principal)
+            reply = await self.http_sessions.route(
+                data, headers, session, notify, principal, answer=self._observed
+            )
         elif not telemetry.enabled:
             reply = await self._answer(data, headers, notify, connection, principal)
         else:
@@ -396,49 +399,24 @@ class Server(Registering):
         decoded (the SDK integration) is the host's to sort by era."""
         return isinstance(data, bytes) and _CLAIM not in data and self.core.options.legacy_sessions
 
-    async def _answer_session(
+    async def _observed(
         self,
         data: bytes | IncomingMessage,
         headers: HttpHeaders | None,
-        session: SessionHeaders | None,
         notify: Notify | None,
+        connection: Connection | None,
         principal: str | None,
+        *,
+        routed: bool,
     ) -> Reply | None:
-        """An HTTP request of a 2025 client (or naming a session): `HttpSessions`'."""
-        if session is not None and session.method == "POST" and not self._http_legacy(data):
-            return await self._answer(data, headers, notify, None, principal)  # modern
-        if not self.core.options.legacy_sessions:
-            return await self._answer(data, headers, notify, None, principal)
-
-        async def core_answer(
-            message: bytes | IncomingMessage,
-            headers: HttpHeaders | None,
-            connection: Connection | None,
-        ) -> Reply | None:
-            telemetry = self._shared.telemetry
-            if not telemetry.enabled:
-                return await self._answer(
-                    message, headers, notify, connection, principal, routed=True
-                )
-            with telemetry.request(message, principal) as observation:
-                reply = await self._answer(
-                    message, headers, notify, connection, principal, routed=True
-                )
-                observation.finish(reply)
-                return reply
-
-        try:
-            return await self.http_sessions.answer(
-                data,
-                headers=headers,
-                session=session,
-                notify=notify,
-                principal=principal,
-                answer=core_answer,
-            )
-        except StoreUnavailable as error:  # the sessions are in the store: try again soon
-            logger.warning("the task store is unavailable: %s", error)
-            return unavailable_reply()
+        """`_answer`, observed by the telemetry (the way of a 2025 HTTP session's requests)."""
+        telemetry = self._shared.telemetry
+        if not telemetry.enabled:
+            return await self._answer(data, headers, notify, connection, principal, routed=routed)
+        with telemetry.request(data, principal) as observation:
+            reply = await self._answer(data, headers, notify, connection, principal, routed=routed)
+            observation.finish(reply)
+            return reply
 
     async def _answer(
         self,
