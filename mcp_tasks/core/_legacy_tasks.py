@@ -138,7 +138,8 @@ def modern_params(
 # --- replies -------------------------------------------------------------------------------
 
 
-def _body(request_id: w.RequestId | None, result: Any) -> Reply:
+def result_reply(request_id: w.RequestId | None, result: Any) -> Reply:
+    """A JSON-RPC result response."""
     body = msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "result": result})
     return Reply(body=body, request_id=request_id)
 
@@ -146,6 +147,7 @@ def _body(request_id: w.RequestId | None, result: Any) -> Reply:
 def error_reply(
     request_id: w.RequestId | None, code: int, message: str, data: Any = UNSET
 ) -> Reply:
+    """A JSON-RPC error response (HTTP 200, as the 2025 revisions answer errors)."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not UNSET:
         error["data"] = data
@@ -225,7 +227,7 @@ def created_reply(reply: Reply) -> tuple[Reply, str | None]:
     if message.result is None or message.result.result_type != "task":
         return reply, None
     task = message.result.legacy()
-    return _body(message.id, {"task": task}), task.task_id
+    return result_reply(message.id, {"task": task}), task.task_id
 
 
 class ReadTask(Struct, frozen=True, kw_only=True):
@@ -276,7 +278,7 @@ def task_reply(request_id: w.RequestId, read: ReadTask | Reply) -> Reply:
     """`tasks/get` (and `tasks/cancel`) answered: the `Task`, or the modern error."""
     if isinstance(read, Reply):
         return _as_legacy_error(request_id, read)
-    return _body(request_id, read.task)
+    return result_reply(request_id, read.task)
 
 
 def terminal_refusal(request_id: w.RequestId, read: ReadTask) -> Reply:
@@ -304,7 +306,7 @@ def payload_reply(request_id: w.RequestId, read: ReadTask | Reply) -> Reply:
             result.pop(key, None)
         meta = result.get("_meta")
         result["_meta"] = {**(meta if isinstance(meta, dict) else {}), **related["_meta"]}
-        return _body(request_id, result)
+        return result_reply(request_id, result)
     if read.modern_status == "failed" and read.error is not None:
         error = read.error
         code = error.get("code", INTERNAL_ERROR)
@@ -319,7 +321,7 @@ def list_reply(request_id: w.RequestId, tasks: list[LegacyTask], next_cursor: st
     result: dict[str, Any] = {"tasks": tasks}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
-    return _body(request_id, result)
+    return result_reply(request_id, result)
 
 
 def status_notification(read: ReadTask) -> bytes:

@@ -35,7 +35,13 @@ from . import _legacy_tasks as lt
 from . import _wire as w
 from ._effects import Reply
 from ._encode import shown
-from ._envelope import KNOWN_METHODS, LEGACY_VERSIONS, TASK_METHODS, is_request_id
+from ._envelope import (
+    KNOWN_METHODS,
+    LEGACY_VERSIONS,
+    TASK_METHODS,
+    decode_params,
+    is_request_id,
+)
 from ._errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -254,7 +260,7 @@ class LegacyFront:
                 raise RemoteProtocolError(
                     INVALID_REQUEST, "Invalid request: this session is initialized already"
                 )
-            opened = _decode(params, _InitializeParams)
+            opened = decode_params(params, _InitializeParams)
             session = LegacySession(
                 version=negotiated(opened.protocolVersion),
                 client_capabilities=msgspec.structs.replace(opened.capabilities, extensions=UNSET),
@@ -264,12 +270,12 @@ class LegacyFront:
             return LegacyAnswer(reply=answer, session=session)
         assert session is not None
         if method == "logging/setLevel":
-            level = _decode(params, _SetLevelParams).level
+            level = decode_params(params, _SetLevelParams).level
             changed = msgspec.structs.replace(session, log_level=level)
             return LegacyAnswer(reply=_result(message.id, {}), session=changed)
         return LegacyAnswer(
             reply=_result(message.id, {}),
-            session=self._subscribed(session, _decode(params, _UriParams).uri, method),
+            session=self._subscribed(session, decode_params(params, _UriParams).uri, method),
         )
 
     def _subscribed(self, session: LegacySession, uri: str, method: str) -> LegacySession:
@@ -383,15 +389,6 @@ class LegacyFront:
         if instructions is not None:
             result["instructions"] = instructions
         return result
-
-
-def _decode(params: Raw, kind: type[Any]) -> Any:
-    try:
-        return msgspec.json.decode(params, type=kind)
-    except msgspec.ValidationError as error:
-        raise RemoteProtocolError(INVALID_PARAMS, f"Invalid params: {error}") from None
-    except msgspec.DecodeError:
-        raise RemoteProtocolError(INVALID_PARAMS, "Invalid params: not a JSON object") from None
 
 
 def _session_meta(session: LegacySession, own: dict[str, Any]) -> dict[str, Any]:
@@ -565,13 +562,9 @@ def refused(request_id: Any, method: str, asked: str, why: str) -> Reply:
 
 
 def _result(request_id: Any, result: Any) -> Reply:
-    body = msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "result": result})
-    return Reply(body=body, request_id=request_id)
+    return lt.result_reply(request_id, result)
 
 
 def _error(request_id: Any, error: RemoteProtocolError) -> Reply:
-    found: dict[str, Any] = {"code": error.code, "message": error.message}
-    if error.data is not UNSET and error.data is not None:
-        found["data"] = error.data
-    body = msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "error": found})
-    return Reply(body=body, request_id=request_id, error_code=error.code)
+    data = UNSET if error.data is None else error.data
+    return lt.error_reply(request_id, error.code, error.message, data)

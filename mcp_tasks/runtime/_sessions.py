@@ -32,7 +32,7 @@ from msgspec import UNSET, Raw
 
 from .._support import backend as _backend
 from ..core import ProtocolError, RemoteProtocolError, Reply, ServerCore
-from ..core._envelope import message_of
+from ..core._envelope import is_request_id, message_of
 from ..core._errors import METHOD_NOT_FOUND
 from ..core._legacy_tasks import TaskQuery, error_reply, listed_with_task_support
 from ..core._wire import META_PROTOCOL_VERSION
@@ -113,7 +113,7 @@ class LegacySessions:
     def take_answer(self, message: IncomingMessage, connection: Connection) -> bool:
         """Hand `message` (a response) to the question of ours on `connection` it answers;
         False if none awaits it."""
-        if not _is_key(message.id):
+        if not is_request_id(message.id):
             return False
         awaited = connection.awaited.pop(message.id, None)
         if not isinstance(awaited, _Awaited):
@@ -236,7 +236,7 @@ class LegacySessions:
         for question in asked:
             connection.awaited[question.request_id] = waiting[question.key]
         scope = _backend.cancel_scope(deadline=anyio.current_time() + ANSWER_SECONDS)
-        cancellable = _is_key(request_id) and request_id not in connection.in_flight
+        cancellable = is_request_id(request_id) and request_id not in connection.in_flight
         if cancellable:
             connection.in_flight[request_id] = scope
         try:
@@ -263,10 +263,6 @@ class LegacySessions:
                 return f"it answered with an error ({_error_text(reply.error)})"
             found[key] = Raw(msgspec.json.encode(reply.result))
         return found
-
-
-def _is_key(value: object) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _named(asked: list[Question]) -> str:
