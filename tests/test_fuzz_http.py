@@ -72,7 +72,7 @@ from core.test_fuzz import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runtime.helpers import check_message, check_notification
-from schema_check import check_reply
+from schema_check import check_legacy, check_reply
 
 from mcp_tasks import (
     START_TASK,
@@ -633,14 +633,44 @@ def check_answer(request: ParsedRequest | None, answer: Answer, tally: Tally) ->
     _check_message(value, answer.status, answer.body, tally)
 
 
+def _claims(value: Any) -> bool:
+    """`value` is a 2026-07-28 request: `params._meta` names a protocol version."""
+    params = value.get("params") if isinstance(value, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta
+
+
+LEGACY_STATUSES: Final = (None, 200, 400, 404, 429, 503)
+"""What a 2025 client's request may get: 200 (errors in the body, as its revisions say), or
+HTTP's own refusals of its session (400 without one, 404 for one that is gone)."""
+
+
 def _check_message(value: Any, status: int | None, body: bytes, tally: Tally) -> None:
     """A JSON-RPC message in answer to a request whose body is `value`: schema-valid, and
     its HTTP status (None: the last event of an SSE stream), its id and its kind agree
-    with the request."""
+    with the request. A well-formed request without the 2026-07-28 claim is a 2025
+    client's (`initialize` opens a session): its answer is checked against the 2025-11-25
+    schema, with the HTTP statuses of that revision."""
     message = json.loads(body)
     assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", message
     tally.json_messages += 1
     method = value.get("method") if isinstance(value, dict) else None
+    legacy = (
+        isinstance(value, dict)
+        and value.get("jsonrpc") == "2.0"
+        and isinstance(method, str)
+        and _is_request_id(value.get("id"))
+        and not _claims(value)
+        and (method in ("initialize", "ping") or "error" in message)
+        and not ("id" not in message and status in REFUSAL_STATUSES)  # HTTP's own refusal
+    )
+    if legacy:
+        check_legacy(method if "result" in message else None, message)
+        tally.schema_checked += 1
+        assert status in LEGACY_STATUSES, f"HTTP {status} for {message}"
+        if "result" in message:
+            assert message["id"] == value["id"] and type(message["id"]) is type(value["id"])
+        return
     if "error" in message:
         check_reply(None, body)  # the error response, and the shape its code asks for
         tally.schema_checked += 1

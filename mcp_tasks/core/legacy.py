@@ -215,7 +215,9 @@ class LegacyFront:
         none open): answered here, handed on rewritten, or None: the core's as it is.
         `claimless`: the caller knows it carries no claim (its bytes lack the key)."""
         method = message.method
-        if not isinstance(method, str) or (not claimless and has_claim(message)):
+        if not isinstance(method, str) or message.jsonrpc != "2.0":
+            return None  # the core says what is wrong with it
+        if not claimless and has_claim(message):
             return None
         if message.id is UNSET:
             return self._notification(method, session)

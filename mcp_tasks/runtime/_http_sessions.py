@@ -215,7 +215,10 @@ class HttpSessions:
         if version is not None and version.strip() in SUPPORTED_VERSIONS:
             return await answer(message, headers, None)  # a 2026-07-28 client's slip
         if message.method == "initialize" and message.id is not UNSET:
-            return await self._open(message, principal)
+            opened = self._legacy.front.route(message, None, claimless=True)
+            if isinstance(opened, LegacyAnswer):
+                return await self._open(opened, principal)
+            return await answer(message, headers, None)  # not JSON-RPC: the core says so
         session_id = None if session is None else session.session_id
         if session_id is None:
             opened = self._legacy.front.route(message, None, claimless=True)
@@ -267,10 +270,9 @@ class HttpSessions:
                 await self._tell_others(record.session_id, message)
         return reply
 
-    async def _open(self, message: IncomingMessage, principal: str | None) -> Reply | None:
-        opened = self._legacy.front.route(message, None, claimless=True)
-        if not isinstance(opened, LegacyAnswer):  # an `initialize` is the session's
-            raise AssertionError(f"the legacy front did not answer initialize: {opened!r}")
+    async def _open(self, opened: LegacyAnswer, principal: str | None) -> Reply | None:
+        """The front's answer to an `initialize`: the session it opened stored, its id
+        sent with the reply."""
         reply = opened.reply
         if opened.session is None:
             return reply
