@@ -45,6 +45,7 @@ import contextlib
 import importlib.util
 import json
 import platform
+import re
 import signal
 import socket
 import statistics
@@ -211,6 +212,50 @@ def _exchange(port: int, request: bytes) -> tuple[int, Any]:
                 return status, json.loads(bytes(buffer[body_start:end]) or b"null")
 
 
+def legacy_session(server: Running) -> str | None:
+    """A 2025-11-25 session opened on `server` (`initialize`, then `initialized`): its
+    `Mcp-Session-Id`, or None from a server that keeps none (the SDK peer is stateless)."""
+    opening = {"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "loadgen", "version": "1"}}  # fmt: skip
+    request = loadgen.legacy_post(server.port, "initialize", opening, None, request_id=0)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(request)
+        buffer = bytearray()
+        while not loadgen._split_answer(buffer)[1]:
+            data = sock.recv(65536)
+            if not data:
+                raise OSError("the server closed the connection")
+            buffer += data
+    head = bytes(buffer[: buffer.find(b"\r\n\r\n")]).decode("latin-1")
+    if not head.startswith("HTTP/1.1 200"):
+        raise RuntimeError(f"{server.name} refused initialize: {head[:200]}")
+    found = re.search(r"(?im)^mcp-session-id:\s*(\S+)", head)
+    session_id = found.group(1) if found else None
+    notice = loadgen.legacy_post(
+        server.port, "notifications/initialized", {}, session_id, request_id=None
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(notice)
+        sock.recv(65536)
+    return session_id
+
+
+def legacy_completed_task(server: Running, session_id: str | None) -> str:
+    """`completed_task` of a 2025-11-25 session (the tasks utility): its id."""
+    status, reply = _exchange(server.port, loadgen.legacy_task_creation(server.port, session_id))
+    task_id = reply.get("result", {}).get("task", {}).get("taskId") if status == 200 else None
+    if task_id is None:
+        raise RuntimeError(f"{server.name} did not create a 2025 task: {status} {reply}")
+    deadline = time.monotonic() + 30
+    while True:
+        poll = loadgen.legacy_task_poll(server.port, task_id, session_id)
+        if _exchange(server.port, poll)[1].get("result", {}).get("status") == "completed":
+            return str(task_id)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{server.name}: 2025 task {task_id} did not complete")
+        time.sleep(0.05)
+
+
 def completed_task(server: Running) -> str:
     """A task created on `server` (no work) and polled until it completed: its id."""
     status, reply = _exchange(server.port, loadgen.task_creation(server.port))
@@ -244,6 +289,9 @@ INFO_LOGS, WITH_OTEL = "mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry"
 RECORDING = "mcp_tasks, recording"
 ON_TRIO = "mcp_tasks on trio"
 LEGACY, SDK_LEGACY = "mcp_tasks, 2025 session", "official SDK, 2025 session"
+LEGACY_HTTP = "sync tool calls (HTTP, 2025 session)"
+LEGACY_POLLS = "tasks/get (HTTP, 2025 session)"
+"""The workload of a 2025-11-25 client in its session (ours, and the SDK peer's)."""
 """The same stdio servers, spoken to by a client of the 2025 revisions (`initialize` first)."""
 """Ours served on trio (`--loop trio`); "mcp_tasks" is served on asyncio, `serve`'s default
 (uvloop's loop, installed with the bench extra)."""
@@ -340,6 +388,34 @@ def throughput(
                 s.port, loadgen.greet_call(s.port), plan.warmup, plan.seconds
             ),
         ),
+        LEGACY_POLLS: (
+            ["mcp_tasks"],
+            lambda s: loadgen.fixed_requests(
+                s.port,
+                loadgen.legacy_task_poll(s.port, legacy_tasks[s.name], sessions[s.name]),
+                plan.warmup,
+                plan.seconds,
+            ),
+        ),
+        LEGACY_HTTP: (
+            ["mcp_tasks", "official SDK"],
+            lambda s: loadgen.fixed_requests(
+                s.port,
+                loadgen.legacy_greet_call(s.port, sessions[s.name]),
+                plan.warmup,
+                plan.seconds,
+            ),
+        ),
+    }
+    sessions = {
+        name: legacy_session(servers[name])
+        for name in ("mcp_tasks", "official SDK")
+        if name in servers and (only is None or only in (LEGACY_HTTP, LEGACY_POLLS))
+    }
+    legacy_tasks = {
+        name: legacy_completed_task(servers[name], session_id)
+        for name, session_id in sessions.items()
+        if name == "mcp_tasks"
     }
     for server in servers.values():
         server.pause()
@@ -545,7 +621,14 @@ def run_all(peers_python: str | None, plan: Plan, log: Callable[[str], None]) ->
     return figures
 
 
-HTTP_WORKLOADS = ("tasks/get", "task creations", "task lives", "sync tool calls (HTTP)")
+HTTP_WORKLOADS = (
+    "tasks/get",
+    "task creations",
+    "task lives",
+    "sync tool calls (HTTP)",
+    LEGACY_HTTP,
+    LEGACY_POLLS,
+)
 ONLY = ("stdio", *HTTP_WORKLOADS)
 """What `--only` can measure alone."""
 
@@ -673,6 +756,16 @@ def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
     found.append(Aim("tasks/get req/s, recording a journal", recorded, "mcp_tasks", 0.85))
     legacy = _ratio(stdio_, LEGACY, "mcp_tasks")
     found.append(Aim("sync tool calls/s, stdio, 2025 session", legacy, "2026-07-28 client", 0.9))
+    if LEGACY_HTTP in http and "mcp_tasks" in http[LEGACY_HTTP]:
+        sessions = http[LEGACY_HTTP]["mcp_tasks"]["per_second"]
+        modern = http["sync tool calls (HTTP)"]["mcp_tasks"]["per_second"]
+        label = "sync tool calls/s, HTTP, 2025 session"
+        found.append(Aim(label, sessions / modern, "2026-07-28 client", 0.9))
+    if LEGACY_POLLS in http and "mcp_tasks" in http[LEGACY_POLLS]:
+        polls = http[LEGACY_POLLS]["mcp_tasks"]["per_second"]
+        modern_polls = http["tasks/get"]["mcp_tasks"]["per_second"]
+        label = "tasks/get req/s, HTTP, 2025 session"
+        found.append(Aim(label, polls / modern_polls, "2026-07-28 client", 0.9))
     peer = stored.get("fastmcp-tasks", {}).get("points")
     for index, point in enumerate(ours[1:], start=1):
         ratio = point["bytes_per_task"] / peer[index]["bytes_per_task"] if peer else None
@@ -766,7 +859,20 @@ def _legacy_table(figures: dict[str, Any]) -> list[str]:
         cells = [_number(entry[c]["per_second"]) if c in entry else "-" for c in (server, legacy)]
         ratio = _number(_ratio(entry, legacy, server))
         out.append(f"| {server} | " + " | ".join(cells) + f" | {ratio} |")
-    return [*out, ""]
+    out.append("")
+    http = figures["http"]
+    if LEGACY_HTTP in http:
+        modern, sessions = http["sync tool calls (HTTP)"], http[LEGACY_HTTP]
+        out += ["| sync tool calls, HTTP (per second) | 2026-07-28 client | 2025 session | "
+                "2025 / 2026 |", "| --- | ---: | ---: | ---: |"]  # fmt: skip
+        for server in ("mcp_tasks", "official SDK"):
+            pair = [modern.get(server), sessions.get(server)]
+            cells = ["-" if c is None else _number(c["per_second"]) for c in pair]
+            both = pair[0] is not None and pair[1] is not None and pair[0]["per_second"]
+            ratio = _number(pair[1]["per_second"] / pair[0]["per_second"] if both else None)  # type: ignore[index]
+            out.append(f"| {server} | " + " | ".join(cells) + f" | {ratio} |")
+        out.append("")
+    return out
 
 
 def tables(figures: dict[str, Any]) -> str:

@@ -51,9 +51,13 @@ LEGACY_OPENING = (
 `notifications/initialized` (the process is its session from then on)."""
 
 
-def legacy_message(method: str, params: dict[str, Any], request_id: int = 1) -> bytes:
-    """One JSON-RPC request as a 2025 client sends it in its session: no `_meta`."""
-    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+def legacy_message(method: str, params: dict[str, Any], request_id: int | None = 1) -> bytes:
+    """One JSON-RPC request as a 2025 client sends it in its session: no `_meta` (a
+    notification when `request_id` is None)."""
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if request_id is None:
+        del body["id"]
+    body["params"] = params
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -70,6 +74,30 @@ def post(port: int, method: str, name: str, params: dict[str, Any]) -> bytes:
     return head.encode() + body
 
 
+def legacy_post(
+    port: int,
+    method: str,
+    params: dict[str, Any],
+    session_id: str | None,
+    request_id: int | None = 1,
+) -> bytes:
+    """One POST as a 2025-11-25 client sends it in its session: no `_meta`, no `Mcp-Method`,
+    the session's id (when the server gave one) and version in their headers."""
+    body = legacy_message(method, params, request_id)
+    session = "" if session_id is None else f"Mcp-Session-Id: {session_id}\r\n"
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+        f"{session}Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def legacy_greet_call(port: int, session_id: str | None) -> bytes:
+    greet = {"name": "greet", "arguments": {"name": "bench"}}
+    return legacy_post(port, "tools/call", greet, session_id)
+
+
 def greet_call(port: int) -> bytes:
     return post(port, "tools/call", "greet", {"name": "greet", "arguments": {"name": "bench"}})
 
@@ -82,6 +110,16 @@ def task_creation(port: int) -> bytes:
 
 def task_poll(port: int, task_id: str) -> bytes:
     return post(port, "tasks/get", task_id, {"taskId": task_id})
+
+
+def legacy_task_creation(port: int, session_id: str | None) -> bytes:
+    """`task_creation` as a 2025-11-25 client asks it: `params.task` (the tasks utility)."""
+    params = {"name": "slow_compute", "arguments": {"seconds": 0, "label": "bench"}, "task": {}}
+    return legacy_post(port, "tools/call", params, session_id)
+
+
+def legacy_task_poll(port: int, task_id: str, session_id: str | None) -> bytes:
+    return legacy_post(port, "tasks/get", {"taskId": task_id}, session_id)
 
 
 def _split_answer(buffer: bytearray) -> tuple[int, int]:

@@ -91,6 +91,12 @@ _LEGACY_RESULT_FOR_METHOD = {
     "resources/templates/list": "ListResourceTemplatesResult",
     "resources/read": "ReadResourceResult",
     "completion/complete": "CompleteResult",
+    "resources/subscribe": "EmptyResult",
+    "resources/unsubscribe": "EmptyResult",
+    "tasks/get": "GetTaskResult",
+    "tasks/cancel": "CancelTaskResult",
+    "tasks/list": "ListTasksResult",
+    "tasks/result": "CallToolResult",
 }
 _LEGACY_SERVER_MESSAGE = {
     "elicitation/create": "ElicitRequest",
@@ -98,6 +104,11 @@ _LEGACY_SERVER_MESSAGE = {
     "roots/list": "ListRootsRequest",
     "notifications/progress": "ProgressNotification",
     "notifications/message": "LoggingMessageNotification",
+    "notifications/resources/updated": "ResourceUpdatedNotification",
+    "notifications/tools/list_changed": "ToolListChangedNotification",
+    "notifications/prompts/list_changed": "PromptListChangedNotification",
+    "notifications/resources/list_changed": "ResourceListChangedNotification",
+    "notifications/tasks/status": "TaskStatusNotification",
 }
 
 
@@ -111,4 +122,7 @@ def check_legacy(method: str | None, message: dict[str, Any]) -> None:
         check(LEGACY, "JSONRPCErrorResponse", message)
         return
     check(LEGACY, "JSONRPCResultResponse", message)
+    if method == "tools/call" and "task" in message["result"]:  # a task-augmented call
+        check(LEGACY, "CreateTaskResult", message["result"])
+        return
     check(LEGACY, _LEGACY_RESULT_FOR_METHOD[method or ""], message["result"])

@@ -164,6 +164,9 @@ def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> 
     embedded = {"ASGI (uvicorn)", "ASGI (uvicorn, h11)", "ASGI (hypercorn)", "SDK + TasksExtension"}
     with_tasks = {"mcp_tasks", "mcp_tasks on trio", "limit", "fastmcp-tasks", *embedded, *observed}
     assert set(figures["http"]["tasks/get"]) == with_tasks
+    legacy = figures["http"]["sync tool calls (HTTP, 2025 session)"]
+    assert set(legacy) == {"mcp_tasks", "official SDK"}
+    assert set(figures["http"]["tasks/get (HTTP, 2025 session)"]) == {"mcp_tasks"}
     assert set(figures["stdio"]) == {
         "mcp_tasks",
         "mcp_tasks on trio",

@@ -26,6 +26,7 @@ from mcp_tasks.client import RpcError, connect_http, connect_stdio
 from mcp_tasks.core import (
     START_TASK,
     CallToolResult,
+    HttpHeaders,
     PromptReference,
     RunTool,
     TaskStatus,
@@ -59,7 +60,7 @@ RUN_HERE = {
     "security.md": ["def authenticate"],
     "stores.md": ["SQLiteTaskStore", "class DictStore"],
     "transports.md": ["nursery.start(serve_http", "ServerOptions", "serve_stdio"],
-    "eras.md": ["legacy_sessions=False"],
+    "eras.md": ["legacy_sessions=False", "HttpSessionLimits("],
 }
 
 ENTRY = re.compile(r"^(trio\.run\(main\)|asyncio\.run\(main\(\)\))\n\Z", re.MULTILINE)
@@ -437,6 +438,19 @@ async def test_the_eras_page_server_refuses_a_2025_initialize_on_stdio() -> None
         reply = await server.handle(json.dumps(message).encode(), connection=connection)
     assert reply is not None and json.loads(reply.body)["error"]["code"] == -32022
     assert connection.session is None
+
+
+async def test_the_eras_page_caps_a_principals_sessions() -> None:
+    server = snippet("eras.md", "HttpSessionLimits(")["server"]
+    opening = {"protocolVersion": "2025-11-25", "capabilities": {}}
+    message = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": opening})
+    headers = HttpHeaders()
+    async with server.running():
+        statuses = [
+            (await server.handle(message.encode(), headers=headers)).http_status  # type: ignore[union-attr]
+            for _ in range(9)
+        ]
+    assert statuses == [200] * 8 + [429]
 
 
 async def test_the_transports_page_serves_stdio_to_a_client_that_spawns_it(

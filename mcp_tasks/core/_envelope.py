@@ -158,18 +158,42 @@ def check_envelope(message: w.IncomingMessage) -> str:
     return message.method
 
 
+LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
+"""The 2025 revisions a legacy session negotiates (`core.legacy`), newest first."""
+
+
+def supported_versions(legacy: bool) -> list[str]:
+    """The versions a server names (`server/discover`, -32022): the 2025 revisions too
+    while it serves their sessions (`legacy`; a client of those opens with `initialize`)."""
+    return [*w.SUPPORTED_VERSIONS, *LEGACY_VERSIONS] if legacy else list(w.SUPPORTED_VERSIONS)
+
+
 def request_meta(
-    head: w.ParamsHead, method: str, raw_params: Raw, headers: HttpHeaders | None
+    head: w.ParamsHead,
+    method: str,
+    raw_params: Raw,
+    headers: HttpHeaders | None,
+    *,
+    legacy: bool = False,
 ) -> w.RequestMeta:
     if head.meta is UNSET:
         older = _older_era_version(method, raw_params, headers)
         if older is not None:
+            modern = ", ".join(w.SUPPORTED_VERSIONS)
+            if legacy:
+                spoken = (
+                    f"{modern}, where every request carries its version in params._meta, "
+                    f"and {', '.join(LEGACY_VERSIONS)} in a session that initialize opens"
+                )
+            else:
+                spoken = (
+                    f"{modern} only, where there is no initialize and every request "
+                    "carries its version in params._meta"
+                )
             raise RemoteProtocolError(
                 UNSUPPORTED_PROTOCOL_VERSION,
-                f"Unsupported protocol version {shown(older)!r}: this server speaks MCP "
-                f"{', '.join(w.SUPPORTED_VERSIONS)} only, where there is no initialize and "
-                "every request carries its version in params._meta",
-                {"supported": list(w.SUPPORTED_VERSIONS), "requested": older},
+                f"Unsupported protocol version {shown(older)!r}: this server speaks MCP {spoken}",
+                {"supported": supported_versions(legacy), "requested": older},
             )
         raise invalid_params(
             "Invalid params: params._meta is required (protocol version and client "
@@ -200,15 +224,16 @@ def _older_era_version(method: str, raw_params: Raw, headers: HttpHeaders | None
 
 
 def check_version_and_method(
-    method: str, meta: w.RequestMeta, offered: Callable[[], dict[str, Any]]
+    method: str, meta: w.RequestMeta, offered: Callable[[], dict[str, Any]], *, legacy: bool = False
 ) -> None:
     """The protocol version, then the method: known, and offered by this server (`offered`
-    gives the capabilities it declares, asked only for methods that need one)."""
+    gives the capabilities it declares, asked only for methods that need one). `legacy`:
+    the server serves 2025 sessions, and names their revisions as supported too."""
     if meta.protocol_version not in w.SUPPORTED_VERSIONS:
         raise RemoteProtocolError(
             UNSUPPORTED_PROTOCOL_VERSION,
             f"Unsupported protocol version {meta.protocol_version!r}",
-            {"supported": list(w.SUPPORTED_VERSIONS), "requested": meta.protocol_version},
+            {"supported": supported_versions(legacy), "requested": meta.protocol_version},
         )
     if method not in KNOWN_METHODS:
         raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")

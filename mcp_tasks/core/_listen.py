@@ -23,7 +23,7 @@ from ._errors import INTERNAL_ERROR
 from ._needs import Listen, Subscription
 from ._options import ServerOptions
 from ._parts import Parts
-from ._records import TaskRecord
+from ._records import TaskRecord, task_era
 from ._rounds import needs_tasks_extension
 
 MAX_SUBSCRIBED_ITEMS: Final = ServerOptions().max_listen_items
@@ -150,8 +150,8 @@ class Subscriptions:
         None if this stream did not ask about this task."""
         if record.task_id not in (subscription.notifications.task_ids or ()):
             return None
-        if record.principal != subscription.principal:
-            return None  # not theirs: they learn nothing of it
+        if record.principal != subscription.principal or record.era != task_era(subscription.meta):
+            return None  # not theirs (or another era's): they learn nothing of it
         # Through JSON, not to_builtins: a completed task's result is kept as raw JSON.
         task = self._parts.encode.detailed_task(record)
         params: dict[str, Any] = msgspec.json.decode(w.json_encoder.encode(task))

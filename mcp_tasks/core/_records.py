@@ -11,13 +11,17 @@ request metadata), so a finished task costs little more than its result.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
-from msgspec import Raw, Struct
+from msgspec import UNSET, Raw, Struct, UnsetType
 
 from ._state import TaskStatus
-from ._wire import ErrorObject, InputRequest, RequestMeta
+from ._wire import TASKS_EXTENSION, ErrorObject, InputRequest, RequestMeta
+
+ERA_SETTING: Final = "mcp-tasks/era"
+"""The key, in the settings a request gives the tasks extension, naming the era of the
+tasks it creates and sees (`task_era`); the 2025 sessions' front writes it."""
 
 
 class TaskRecord(Struct, kw_only=True, frozen=True):
@@ -53,6 +57,9 @@ class TaskRecord(Struct, kw_only=True, frozen=True):
     principal: str | None = None
     """Who created the task: only they may read, answer or cancel it (None: nobody known,
     for a server without an authenticator)."""
+    era: str | UnsetType = UNSET
+    """The protocol era whose requests made the task and alone see it: "2025-11-25" for a
+    task of the 2025 tasks utility (a legacy session's), unset for the extension's."""
 
     @property
     def expires_at(self) -> float | None:
@@ -80,6 +87,15 @@ class TaskRecord(Struct, kw_only=True, frozen=True):
     def replace(self, **changes: Any) -> TaskRecord:
         """A copy with `changes` applied and the version bumped."""
         return msgspec.structs.replace(self, version=self.version + 1, **changes)
+
+
+def task_era(meta: RequestMeta | None) -> str | UnsetType:
+    """The era a request's tasks belong to (`TaskRecord.era`): what its tasks extension
+    settings name under `ERA_SETTING`, unset for a 2026-07-28 client's."""
+    if meta is None or meta.client_capabilities.extensions is UNSET:
+        return UNSET
+    era = meta.client_capabilities.extensions.get(TASKS_EXTENSION, {}).get(ERA_SETTING)
+    return era if isinstance(era, str) else UNSET
 
 
 _RAW_OR_NONE = ("arguments", "result")

@@ -47,6 +47,7 @@ from ._envelope import (
     is_request_id,
     message_of,
     request_meta,
+    supported_versions,
 )
 from ._errors import (
     INTERNAL_ERROR,
@@ -282,7 +283,8 @@ class ServerCore(CompatibleNames):
     ) -> Step | Need:
         raw_params = Raw(b"{}") if params is UNSET else params
         head = decode_params(raw_params, w.ParamsHead)
-        meta = request_meta(head, method, raw_params, headers)
+        legacy = self.options.legacy_sessions
+        meta = request_meta(head, method, raw_params, headers, legacy=legacy)
         if headers is not None:
             check_headers(
                 headers,
@@ -291,7 +293,7 @@ class ServerCore(CompatibleNames):
                 meta,
                 accept_missing_task_name=self.options.accept_missing_task_name_header,
             )
-        check_version_and_method(method, meta, self.catalog.capabilities)
+        check_version_and_method(method, meta, self.catalog.capabilities, legacy=legacy)
         if method in TASK_METHODS:
             return self._tasks.request(request_id, method, raw_params, meta, principal)
         if method == "tools/call":
@@ -435,7 +437,7 @@ class ServerCore(CompatibleNames):
 
     def _discover_result(self) -> w.DiscoverResult:
         return w.DiscoverResult(
-            supported_versions=list(w.SUPPORTED_VERSIONS),
+            supported_versions=supported_versions(self.options.legacy_sessions),
             capabilities={
                 "tools": {"listChanged": True},
                 **self.catalog.capabilities(),

@@ -35,7 +35,7 @@ from ._errors import INTERNAL_ERROR, SERVER_ERROR, LocalProtocolError, ProtocolE
 from ._needs import FetchTask, TaskRequest, ToolCall
 from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome, failure_outcome
 from ._parts import Parts
-from ._records import TaskRecord
+from ._records import TaskRecord, task_era
 from ._rounds import check_input_requests, checked_responses, method_of, needs_tasks_extension
 from ._state import INITIAL_STATUS, TaskEvent, TaskStatus, can_happen, next_status
 from .inputs import TaskRefused
@@ -94,6 +94,7 @@ class Tasks:
             prior_responses=call.input_responses or None,
             handler_state=call.handler_state,
             principal=call.principal,
+            era=task_era(call.meta),
         )
         limits = TaskLimits(
             max_tasks=options.max_tasks,
@@ -195,8 +196,9 @@ class Tasks:
             record is None
             or record.task_id != request.task_id
             or record.principal != request.principal
+            or record.era != task_era(request.meta)
         ):
-            # Another principal's task answers exactly as one that does not exist.
+            # Another principal's (or era's) task answers exactly as one that does not exist.
             error = invalid_params(f"Unknown task: {shown(request.task_id)!r}")
             return Step(reply=self._parts.encode.error(request_id, error))
         if record.is_expired(now):

@@ -23,6 +23,7 @@ from ._errors import INTERNAL_ERROR, LocalProtocolError, ProtocolError
 from ._needs import Need, RunTool, ToolCall, UseOnce
 from ._outcomes import InputRequired, StartTaskOutcome, ToolOutcome
 from ._parts import Parts
+from ._records import task_era
 from ._rounds import Rounds, needs_tasks_extension
 from ._tasks import Tasks
 
@@ -81,7 +82,11 @@ class ToolCalls:
         )
         # A tool that runs only as a task starts it at once: its handler runs inside it
         # (unless it asks before its task: then it runs now, as an optional one does).
-        if tool.task_support == "required" and not tool.input_before_task and use_once is None:
+        # So does an optional one a 2025 client asked to run as a task (`params.task`).
+        at_once = tool.task_support == "required" or (
+            tool.task_support == "optional" and task_era(meta) is not UNSET
+        )
+        if at_once and not tool.input_before_task and use_once is None:
             if closing:  # no new task while the server shuts down
                 return self.refused_closing(request_id)
             return self._tasks.create(request_id, call, now)

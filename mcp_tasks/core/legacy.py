@@ -17,6 +17,10 @@ server-info `_meta`, JSON-RPC errors with HTTP 200, the codes of that revision.
 
 A claim-less request on a connection with no session, other than `initialize` and
 `ping`, is left to the core, which answers it as a 2026-07-28 server does.
+
+A 2025-11-25 session also gets the tasks utility (`_legacy_tasks` says how): a `tools/call`
+with `params.task` is rewritten as the modern task-creating call (`Translated.
+creates_task`), and `tasks/get|result|list|cancel` become a `TaskQuery` for the runtime.
 """
 
 from __future__ import annotations
@@ -27,10 +31,17 @@ from typing import Any, Final
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType, field
 
+from . import _legacy_tasks as lt
 from . import _wire as w
 from ._effects import Reply
 from ._encode import shown
-from ._envelope import KNOWN_METHODS, TASK_METHODS, is_request_id
+from ._envelope import (
+    KNOWN_METHODS,
+    LEGACY_VERSIONS,
+    TASK_METHODS,
+    decode_params,
+    is_request_id,
+)
 from ._errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -56,10 +67,13 @@ __all__ = [
     "refused",
 ]
 
-LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
-"""The revisions a legacy session negotiates, newest first."""
-
-SESSION_METHODS: Final = frozenset({"initialize", "ping", "logging/setLevel"})
+SESSION_METHODS: Final = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
+MAX_SUBSCRIPTIONS: Final = 256
+"""Resources one session may be subscribed to at once."""
+RESOURCE_NOT_FOUND: Final = -32002
+"""The 2025 revisions' code for a resource nothing on the server names (2026: -32602)."""
 FORWARDED: Final = KNOWN_METHODS - TASK_METHODS - {"server/discover", "subscriptions/listen"}
 """The legacy requests the core answers, rewritten as modern ones."""
 
@@ -81,6 +95,32 @@ class LegacySession(Struct, frozen=True, kw_only=True):
     """None until `logging/setLevel`: no `notifications/message` before it."""
     initialized: bool = False
     """`notifications/initialized` arrived."""
+    subscriptions: frozenset[str] = frozenset()
+    """The resources `resources/subscribe` named (`notifications/resources/updated`)."""
+    task_ids: tuple[str, ...] = ()
+    """The tasks the session created, oldest first (the last `MAX_LISTED_TASKS`)."""
+    tasks_created: int = 0
+    """How many tasks the session created in all (`tasks/list` cursors count them)."""
+
+    @property
+    def has_tasks(self) -> bool:
+        """The session's revision has the tasks utility (2025-11-25)."""
+        return self.version == lt.ERA
+
+    def remembered(self, task_id: str) -> LegacySession:
+        """The session once it created `task_id` (listed by its `tasks/list`)."""
+        kept = (*self.task_ids, task_id)[-lt.MAX_LISTED_TASKS :]
+        return msgspec.structs.replace(self, task_ids=kept, tasks_created=self.tasks_created + 1)
+
+    def listed(self, position: int) -> tuple[tuple[str, ...], int | None]:
+        """The ids of one `tasks/list` page from the `position`-th task the session created,
+        and the position of the next page (None: the last). Tasks no longer remembered are
+        passed over."""
+        first = self.tasks_created - len(self.task_ids)
+        start = max(position, first) - first
+        page = self.task_ids[start : start + lt.PAGE_SIZE]
+        after = first + start + len(page)
+        return page, (after if after < self.tasks_created else None)
 
 
 class LegacyAnswer(Struct, frozen=True, kw_only=True):
@@ -97,6 +137,8 @@ class Translated(Struct, frozen=True, kw_only=True):
 
     message: w.IncomingMessage
     method: str
+    creates_task: bool = False
+    """A 2025-11-25 `tools/call` with `params.task`: its reply is a `CreateTaskResult`."""
 
 
 class _InitializeParams(Struct):
@@ -105,8 +147,17 @@ class _InitializeParams(Struct):
     clientInfo: w.Implementation | None = None  # noqa: N815
 
 
+class _CallParams(Struct):
+    name: Any = None
+    task: Any = UNSET
+
+
 class _SetLevelParams(Struct):
     level: w.LoggingLevel
+
+
+class _UriParams(Struct):
+    uri: str
 
 
 class _Meta(Struct):
@@ -140,12 +191,18 @@ class LegacyFront:
         info: Callable[[], w.Implementation],
         capabilities: Callable[[], dict[str, Any]],
         instructions: Callable[[], str | None],
+        resource_exists: Callable[[str], bool] = lambda uri: False,
+        task_support: Callable[[str], str | None] = lambda name: None,
     ) -> None:
         self._info = info
         self._capabilities = capabilities
         self._instructions = instructions
+        self._resource_exists = resource_exists
+        self.task_support = task_support
+        """A tool's `task_support` ("none", "optional", "required"), None: no such tool."""
         self._encoded_meta: tuple[LegacySession, bytes] | None = None
         """The `_meta` of the session rewritten last, encoded (sessions are immutable)."""
+        self._encoded_task_meta: tuple[LegacySession, bytes] | None = None
 
     def route(
         self,
@@ -153,7 +210,7 @@ class LegacyFront:
         session: LegacySession | None,
         *,
         claimless: bool = False,
-    ) -> LegacyAnswer | Translated | None:
+    ) -> LegacyAnswer | Translated | lt.TaskQuery | None:
         """What becomes of `message` on a connection whose session is `session` (None:
         none open): answered here, handed on rewritten, or None: the core's as it is.
         `claimless`: the caller knows it carries no claim (its bytes lack the key)."""
@@ -169,9 +226,15 @@ class LegacyFront:
         try:
             if method in SESSION_METHODS:
                 return self._session_request(message, method, session)
+            assert session is not None
+            if method in lt.LEGACY_TASK_METHODS and session.has_tasks:
+                params = Raw(b"{}") if message.params is UNSET else message.params
+                return lt.task_query(message.id, method, params)
             if method not in FORWARDED:
                 raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")
-            assert session is not None
+            if method == "tools/call" and session.has_tasks and self._asks_task(message):
+                rewritten = self.task_message(session, message)
+                return Translated(message=rewritten, method=method, creates_task=True)
             return Translated(message=self._rewritten(message, session), method=method)
         except RemoteProtocolError as error:
             return LegacyAnswer(reply=_error(message.id, error), session=session)
@@ -197,7 +260,7 @@ class LegacyFront:
                 raise RemoteProtocolError(
                     INVALID_REQUEST, "Invalid request: this session is initialized already"
                 )
-            opened = _decode(params, _InitializeParams)
+            opened = decode_params(params, _InitializeParams)
             session = LegacySession(
                 version=negotiated(opened.protocolVersion),
                 client_capabilities=msgspec.structs.replace(opened.capabilities, extensions=UNSET),
@@ -206,9 +269,31 @@ class LegacyFront:
             answer = _result(message.id, self._initialized(session))
             return LegacyAnswer(reply=answer, session=session)
         assert session is not None
-        level = _decode(params, _SetLevelParams).level
-        changed = msgspec.structs.replace(session, log_level=level)
-        return LegacyAnswer(reply=_result(message.id, {}), session=changed)
+        if method == "logging/setLevel":
+            level = decode_params(params, _SetLevelParams).level
+            changed = msgspec.structs.replace(session, log_level=level)
+            return LegacyAnswer(reply=_result(message.id, {}), session=changed)
+        return LegacyAnswer(
+            reply=_result(message.id, {}),
+            session=self._subscribed(session, decode_params(params, _UriParams).uri, method),
+        )
+
+    def _subscribed(self, session: LegacySession, uri: str, method: str) -> LegacySession:
+        """`session` after `resources/subscribe` or `unsubscribe` of `uri`."""
+        if "resources" not in self._capabilities():
+            raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        held = session.subscriptions
+        if method == "resources/unsubscribe":
+            return msgspec.structs.replace(session, subscriptions=held - {uri})
+        if not self._resource_exists(uri):
+            message = f"Resource not found: {shown(uri)}"
+            raise RemoteProtocolError(RESOURCE_NOT_FOUND, message, {"uri": uri})
+        if uri not in held and len(held) >= MAX_SUBSCRIPTIONS:
+            raise RemoteProtocolError(
+                INVALID_PARAMS,
+                f"Invalid params: a session holds {MAX_SUBSCRIPTIONS} subscriptions at most",
+            )
+        return msgspec.structs.replace(session, subscriptions=held | {uri})
 
     def _rewritten(self, message: w.IncomingMessage, session: LegacySession) -> w.IncomingMessage:
         """`message` with the session's `_meta` in its params, its own `_meta` kept. Params
@@ -225,15 +310,76 @@ class LegacyFront:
             jsonrpc=message.jsonrpc, id=message.id, method=message.method, params=Raw(params)
         )
 
+    def _asks_task(self, message: w.IncomingMessage) -> bool:
+        """The call carries `params.task` for a tool that runs as a task (-32601 for one
+        that does not, as 2025-11-25 says; an unknown tool is the core's to name)."""
+        if message.params is UNSET or b'"task"' not in bytes(message.params):
+            return False
+        try:
+            params = msgspec.json.decode(message.params, type=_CallParams)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return False  # the core says what is wrong with them
+        if params.task is UNSET or params.task is None or not isinstance(params.name, str):
+            return False
+        if not isinstance(params.task, dict):
+            raise RemoteProtocolError(
+                INVALID_PARAMS, "Invalid params: params.task must be an object"
+            )
+        support = self.task_support(params.name)
+        if support == "none":
+            raise RemoteProtocolError(
+                METHOD_NOT_FOUND,
+                f"Tool {shown(params.name)!r} does not run as a task (its execution.taskSupport "
+                "is forbidden): call it without params.task",
+            )
+        return support is not None
+
+    def task_message(
+        self,
+        session: LegacySession,
+        message: w.IncomingMessage,
+        params: dict[str, Any] | None = None,
+    ) -> w.IncomingMessage:
+        """`message` as the modern request of a 2025-11-25 task: the session's `_meta`,
+        with the tasks extension naming this era. `params` (without `_meta`) replace the
+        message's own when given (the runtime's `tasks/get`, `tasks/update`, ...)."""
+        if params is None:
+            own: Any = {} if message.params is UNSET else msgspec.json.decode(message.params)
+            if not isinstance(own, dict):
+                raise RemoteProtocolError(
+                    INVALID_PARAMS, "Invalid params: params must be an object"
+                )
+            params = own
+        meta = params.get("_meta")
+        cached = self._encoded_task_meta
+        if cached is None or cached[0] is not session or isinstance(meta, dict):
+            full = _session_meta(session, meta if isinstance(meta, dict) else {})
+            full[w.META_CLIENT_CAPABILITIES] = msgspec.structs.replace(
+                session.client_capabilities, extensions=lt.task_settings()
+            )
+            encoded = msgspec.json.encode(full)
+            if not isinstance(meta, dict):
+                self._encoded_task_meta = (session, encoded)
+        else:
+            encoded = cached[1]
+        rest = {key: value for key, value in params.items() if key != "_meta"}
+        inner = msgspec.json.encode(rest)[1:-1]
+        body = b'{"_meta":' + encoded + (b"," + inner if inner else b"") + b"}"
+        return w.IncomingMessage(
+            jsonrpc="2.0", id=message.id, method=message.method, params=Raw(body)
+        )
+
     def _initialized(self, session: LegacySession) -> dict[str, Any]:
         offered = self._capabilities()
-        capabilities: dict[str, Any] = {"logging": {}, "tools": {}}
+        capabilities: dict[str, Any] = {"logging": {}, "tools": {"listChanged": True}}
         if "prompts" in offered:
-            capabilities["prompts"] = {}
+            capabilities["prompts"] = {"listChanged": True}
         if "resources" in offered:
-            capabilities["resources"] = {}
+            capabilities["resources"] = {"subscribe": True, "listChanged": True}
         if "completions" in offered:
             capabilities["completions"] = {}
+        if session.has_tasks:
+            capabilities["tasks"] = lt.SERVER_CAPABILITY
         result: dict[str, Any] = {
             "protocolVersion": session.version,
             "capabilities": capabilities,
@@ -243,15 +389,6 @@ class LegacyFront:
         if instructions is not None:
             result["instructions"] = instructions
         return result
-
-
-def _decode(params: Raw, kind: type[Any]) -> Any:
-    try:
-        return msgspec.json.decode(params, type=kind)
-    except msgspec.ValidationError as error:
-        raise RemoteProtocolError(INVALID_PARAMS, f"Invalid params: {error}") from None
-    except msgspec.DecodeError:
-        raise RemoteProtocolError(INVALID_PARAMS, "Invalid params: not a JSON object") from None
 
 
 def _session_meta(session: LegacySession, own: dict[str, Any]) -> dict[str, Any]:
@@ -304,6 +441,14 @@ def legacy_reply(reply: Reply | None, method: str) -> Reply | None:
     code = reply.error_code
     if isinstance(error, dict) and error.get("code") == MISSING_REQUIRED_CLIENT_CAPABILITY:
         error["code"] = code = METHOD_NOT_FOUND  # a task-only tool, called without a task
+    elif (
+        method == "resources/read"
+        and isinstance(error, dict)
+        and error.get("code") == INVALID_PARAMS
+        and isinstance(error.get("data"), dict)
+        and "uri" in error["data"]
+    ):
+        error["code"] = code = RESOURCE_NOT_FOUND  # 2026-07-28 made it -32602
     encoded = msgspec.json.encode(body)
     return msgspec.structs.replace(reply, body=encoded, http_status=200, error_code=code)
 
@@ -352,9 +497,15 @@ class _Asked(Struct):
     result: w.InputRequiredResult
 
 
-def questions(round: InputRound, session: LegacySession, ids: Iterator[str]) -> list[Question]:
-    """The requests that ask `round` of a client of `session`'s revision (ids from `ids`);
-    -32603 naming what that revision cannot carry."""
+def questions(
+    round: InputRound,
+    session: LegacySession,
+    ids: Iterator[str],
+    related_task: str | None = None,
+) -> list[Question]:
+    """The requests that ask `round` of a client of `session`'s revision (ids from `ids`),
+    tagged with `related_task` when a task asks; -32603 naming what that revision cannot
+    carry."""
     asked = []
     for key, request in round.requests.items():
         request_id = next(ids)
@@ -362,6 +513,11 @@ def questions(round: InputRound, session: LegacySession, ids: Iterator[str]) -> 
         params = wire.get("params", {})
         if wire["method"] == "elicitation/create":
             params = _elicitation_for(params, session.version, request_id)
+        if related_task is not None:
+            params = {
+                **params,
+                "_meta": {**params.get("_meta", {}), **lt.related_meta(related_task)},
+            }
         message = {"jsonrpc": "2.0", "id": request_id, "method": wire["method"], "params": params}
         asked.append(Question(key=key, request_id=request_id, message=msgspec.json.encode(message)))
     return asked
@@ -406,13 +562,9 @@ def refused(request_id: Any, method: str, asked: str, why: str) -> Reply:
 
 
 def _result(request_id: Any, result: Any) -> Reply:
-    body = msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "result": result})
-    return Reply(body=body, request_id=request_id)
+    return lt.result_reply(request_id, result)
 
 
 def _error(request_id: Any, error: RemoteProtocolError) -> Reply:
-    found: dict[str, Any] = {"code": error.code, "message": error.message}
-    if error.data is not UNSET:
-        found["data"] = error.data
-    body = msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "error": found})
-    return Reply(body=body, request_id=request_id, error_code=error.code)
+    data = UNSET if error.data is None else error.data
+    return lt.error_reply(request_id, error.code, error.message, data)

@@ -190,6 +190,11 @@ def _format_of(fields: dict[str, Raw]) -> int:
 
 def _core_of(config: Raw, format: int = FORMAT) -> PlaybackCore:
     decoded = _config_decoder.decode(config)
+    if b'"legacy_sessions"' not in bytes(config):
+        # Written before servers served 2025 sessions: their answers were a modern-only
+        # server's (-32022 and `server/discover` name 2026-07-28 alone).
+        options = msgspec.structs.replace(decoded.options, legacy_sessions=False)
+        decoded = msgspec.structs.replace(decoded, options=options)
     try:
         return PlaybackCore(decoded, format)
     except Exception as refused:  # a catalog no server could have had

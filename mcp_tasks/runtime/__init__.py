@@ -2,7 +2,8 @@
 
 `Server` is the facade people use; `Registry` (its decorators), `Interpreter` (needs and
 commands), `TaskRunner` (task handlers), `Background` (expiry, leases, signals),
-`ListenStreams` (listen streams) and `ToolThreads` (plain-function tools' threads) are its
+`ListenStreams` (listen streams), `HttpSessions` (2025 clients' HTTP sessions) and
+`ToolThreads` (plain-function tools' threads) are its
 parts, each given its collaborators (none holds the `Server`). `Server` implements the
 transports' port (`mcp_tasks.transports._port`: `MessageHandler`, `HostedHandler`);
 `MessageHandler`, `Connection` and `Notify` are importable from here as before.
@@ -10,6 +11,7 @@ transports' port (`mcp_tasks.transports._port`: `MessageHandler`, `HostedHandler
 
 from ..transports._port import Connection, MessageHandler, Notify
 from ._handlers import CompletionEntry, PromptEntry, ResourceEntry, ToolEntry
+from ._http_sessions import HttpSessionLimits, HttpSessions
 from ._interpreter import MAX_CONFLICT_RETRIES, Interpreter
 from ._listen_streams import MAX_QUEUED_NOTIFICATIONS, ListenStream, ListenStreams
 from ._registry import Registry
@@ -28,6 +30,8 @@ __all__ = [
     "STORE_RETRY_SECONDS",
     "CompletionEntry",
     "Connection",
+    "HttpSessionLimits",
+    "HttpSessions",
     "Interpreter",
     "ListenStream",
     "ListenStreams",

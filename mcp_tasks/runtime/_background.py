@@ -28,7 +28,7 @@ from .._support.backend import event
 from ..core import Step, TaskRecord, VersionConflict
 from ..core._compat import resume_of
 from ..core.inputs import AnswersArrived, Due, LeaseLapsed
-from ..store import StoreUnavailable
+from ..store import Signal, StoreUnavailable
 from ._interpreter import Interpreter
 from ._listen_streams import ListenStreams
 from ._shared import Shared
@@ -53,6 +53,8 @@ class Background:
         self._interpreter = interpreter
         self._runner = runner
         self._listen_streams = listeners
+        self.on_session_signal: Callable[[Signal], None] | None = None
+        """Takes a `session` signal (a 2025 client's message for the process awaiting it)."""
 
     def wake_at(self, deadline: float) -> None:
         """A record's expiry is due at `deadline`: wake the expiry loop if it sleeps past it."""
@@ -192,12 +194,18 @@ class Background:
             # not listening (Redis out of reach) is only in the record. Listening now, look.
             for task_id in list(runner.running):
                 nursery.start_soon(self._catch_up, task_id)
+            watch = self._shared.watch
             async for signal in stream:
+                if signal.kind == "changed" and signal.origin != origin and watch.waiting:
+                    watch.changed(signal.task_id)  # saved by another process
                 if signal.kind == "cancel":
                     runner.cancel(signal.task_id)
                 elif signal.kind == "resume":
                     if signal.to == origin:
                         nursery.start_soon(self._resume_from_signal, signal.task_id)
+                elif signal.kind in ("session", "event"):
+                    if signal.origin != origin and self.on_session_signal is not None:
+                        self.on_session_signal(signal)
                 elif signal.origin != origin and self._listen_streams.wants_task(signal.task_id):
                     nursery.start_soon(self._publish_stored_task, signal.task_id)
 

@@ -215,12 +215,16 @@ class Interpreter:
                 )
                 saved[record.task_id] = record
                 runner.saved(record)
+                if shared.watch.waiting:
+                    shared.watch.changed(record.task_id, record)
                 _observe.saved(shared.telemetry, effect, record.last_updated_at)
                 if len(listeners):
                     listeners.task_changed(record)
             elif isinstance(effect, DeleteTask):
                 if await store.delete(effect.task_id, effect.expected_version):
                     _observe.removed(shared.telemetry, effect, shared.now())
+                if shared.watch.waiting:
+                    shared.watch.changed(effect.task_id)
             elif isinstance(effect, StartTask):
                 runner.start(effect, saved.get(effect.task_id))
             elif isinstance(effect, ResumeTask):

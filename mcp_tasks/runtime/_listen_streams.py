@@ -17,7 +17,7 @@ import collections
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from .._support.backend import Event, cancel_scope, event
 from ..core import Listen, Reply, Subscription, TaskRecord
@@ -35,6 +35,15 @@ from ..transports._telemetry import Telemetry
 from ._shared import Shared
 
 logger = logging.getLogger("mcp_tasks.server")
+
+
+class SessionsTold(Protocol):
+    """What tells 2025 sessions of a change (`_legacy_notices.LegacyNotices`)."""
+
+    def list_changed(self, kind: str) -> None: ...
+
+    def resource_updated(self, uri: str) -> None: ...
+
 
 MAX_QUEUED_NOTIFICATIONS: Final = 1024
 """Notifications a `subscriptions/listen` stream may have waiting for its client; a client
@@ -78,6 +87,8 @@ class ListenStreams:
         self._per_principal: collections.Counter[str | None] = collections.Counter()
         self._by_task = _Index()
         self._by_uri = _Index()
+        self.sessions_told: SessionsTold | None = None
+        """Told of each list change and resource update too: the 2025 sessions'."""
 
     def __len__(self) -> int:
         return len(self._open)
@@ -175,10 +186,14 @@ class ListenStreams:
         self._by_uri.discard(wanted.resource_subscriptions or (), listener)
 
     def list_changed(self, kind: str) -> None:
+        if self.sessions_told is not None:
+            self.sessions_told.list_changed(kind)
         for listener in self._open:
             listener.push(message_of(self._shared.decide(ListChanged(listener.subscription, kind))))
 
     def resource_updated(self, uri: str) -> None:
+        if self.sessions_told is not None:
+            self.sessions_told.resource_updated(uri)
         for listener in self._by_uri.get(uri):
             updated = ResourceUpdated(listener.subscription, uri)
             listener.push(message_of(self._shared.decide(updated)))

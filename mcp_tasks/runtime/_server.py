@@ -34,7 +34,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -49,6 +49,7 @@ from ..core import (
     Step,
     TaskOptions,
 )
+from ..core._wire import META_PROTOCOL_VERSION
 from ..core.inputs import Received, ServerFailed, StoreUnreachable
 from ..core.wire import (
     Implementation,
@@ -58,12 +59,14 @@ from ..journals._recorder import Recorder
 from ..journals._writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, FLUSH_SECONDS, JournalWriter
 from ..store import MemoryTaskStore, StoreUnavailable, TaskStore
 from ..store._legacy import as_task_store
-from ..transports._port import Connection, Notify
+from ..transports._port import Connection, Notify, SessionHeaders
 from ..transports._telemetry import NO_TELEMETRY, Telemetry
 from . import _observe
 from ._background import Background
 from ._decide import Decide
+from ._http_sessions import HttpSessions
 from ._interpreter import Interpreter
+from ._legacy_notices import LegacyNotices
 from ._listen_streams import ListenStreams
 from ._registry import Registering, Registry
 from ._sessions import LegacySessions
@@ -77,6 +80,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mcp_tasks.server")
 
+_CLAIM: Final = META_PROTOCOL_VERSION.encode()
 READINESS_PROBE_ID = "tsk_readiness_probe"
 """The id `readiness` reads: no task has it, so the store answers with nothing, cheaply."""
 
@@ -140,7 +144,15 @@ class Server(Registering):
         self.background = Background(
             shared, interpreter=interpreter, runner=runner, listeners=listeners
         )
-        self._sessions = LegacySessions(self.core)
+        self._sessions = LegacySessions(self.core, shared, self.start_soon)
+        self.http_sessions = HttpSessions(
+            self._sessions, lambda: self.store, shared.now, self._spawn_notice
+        )
+        self.http_sessions.serving = lambda: self.core.options.legacy_sessions
+        """2025 clients' HTTP sessions (`http_sessions.limits`: idle time, how many)."""
+        self.background.on_session_signal = self.http_sessions.on_signal
+        self._notices = LegacyNotices(self.http_sessions, self._spawn_notice)
+        listeners.sessions_told = self._notices
 
     # --- what the parts share (`Shared`) -------------------------------------------------
 
@@ -338,13 +350,15 @@ class Server(Registering):
         notify: Notify | None = None,
         connection: Connection | None = None,
         principal: str | None = None,
+        session: SessionHeaders | None = None,
     ) -> Reply | None:
         """Answer one incoming message: the reply to send, or None (a notification, or a
         request cancelled while it ran). `notify` sends a notification to this request's
         client while the request runs (progress). `principal` is who sent it (the HTTP
         authenticator's answer): tasks it creates are its own, and only its own tasks
         answer it. `data` is the message's bytes, or the message a host decoded already
-        (an `IncomingMessage`, its `params` as JSON: see `Received`).
+        (an `IncomingMessage`, its `params` as JSON: see `Received`). `session` is what
+        an HTTP request says of a 2025 client's session (`Mcp-Session-Id`, `GET`...).
 
         A `tools/call` is entered in `connection.in_flight` before this coroutine first
         yields, so a `notifications/cancelled` read right after it always finds it.
@@ -352,7 +366,11 @@ class Server(Registering):
         if self.runner.nursery is None:
             raise RuntimeError("use `async with server.running():` around the transport")
         telemetry = self._shared.telemetry
-        if not telemetry.enabled:
+        if session is not None or (headers is not None and self._http_legacy(data)):
+            reply = await self.http_sessions.route(
+                data, headers, session, notify, principal, answer=self._observed
+            )
+        elif not telemetry.enabled:
             reply = await self._answer(data, headers, notify, connection, principal)
         else:
             with telemetry.request(data, principal) as observation:
@@ -361,6 +379,44 @@ class Server(Registering):
         if reply is not None and reply.error_code is not None:
             _observe.refused(telemetry, reply)
         return reply
+
+    def _spawn_notice(self, send: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Send a 2025 session's notice in the server's task group (dropped when the
+        server is not running: nobody is connected)."""
+        nursery = self.runner.nursery
+        if nursery is not None:
+            nursery.start_soon(send)
+
+    @property
+    def serves_sessions(self) -> bool:
+        """2025 clients get sessions (`ServerOptions.legacy_sessions`): over HTTP, `GET`
+        and `DELETE` are allowed on the endpoint."""
+        return self.core.options.legacy_sessions
+
+    def _http_legacy(self, data: bytes | IncomingMessage) -> bool:
+        """An HTTP request's bytes without the 2026-07-28 claim's key, while 2025 clients
+        get sessions (a look in the bytes: all a modern request pays). A message a host
+        decoded (the SDK integration) is the host's to sort by era."""
+        return isinstance(data, bytes) and _CLAIM not in data and self.core.options.legacy_sessions
+
+    async def _observed(
+        self,
+        data: bytes | IncomingMessage,
+        headers: HttpHeaders | None,
+        notify: Notify | None,
+        connection: Connection | None,
+        principal: str | None,
+        *,
+        routed: bool,
+    ) -> Reply | None:
+        """`_answer`, observed by the telemetry (the way of a 2025 HTTP session's requests)."""
+        telemetry = self._shared.telemetry
+        if not telemetry.enabled:
+            return await self._answer(data, headers, notify, connection, principal, routed=routed)
+        with telemetry.request(data, principal) as observation:
+            reply = await self._answer(data, headers, notify, connection, principal, routed=routed)
+            observation.finish(reply)
+            return reply
 
     async def _answer(
         self,
@@ -381,7 +437,9 @@ class Server(Registering):
                 principal=principal,
                 routed=True,
             )  # a 2025 session's request comes back here rewritten, or another as it is
-            return await self._sessions.answer(data, connection, answer_modern, notify)
+            reply = await self._sessions.answer(data, connection, answer_modern, notify)
+            self._notices.saw(connection, notify)
+            return reply
         answer = self.decide(Received(data, headers, principal, self._shared.closing))
         try:
             return await self.interpreter.drive(answer, notify, connection)
@@ -408,6 +466,9 @@ class Server(Registering):
         self.listeners.end(connection)
         if connection is not None:
             self._sessions.abandon(connection)
+            self._notices.gone(connection)
+        else:
+            self.http_sessions.ended()  # the sessions' streams, and their questions
 
     @property
     def subscription_count(self) -> int:

@@ -13,12 +13,17 @@ the connection (`answer` routes them to the request waiting), and the request is
 the core again with the answers, as a 2026-07-28 client would send it, until it is
 answered. A client that does not answer within `ANSWER_SECONDS`, answers with an error, or
 cancels the request ends the wait.
+
+A 2025-11-25 session also gets the tasks utility: its `tasks/*` queries and the tasks its
+calls create are carried out by `LegacyTasks` (`_legacy_tasks`), with the same questions
+machinery (`ask`) for a task that asks.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
+import secrets
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
 
 import anyio
@@ -27,7 +32,9 @@ from msgspec import UNSET, Raw
 
 from .._support import backend as _backend
 from ..core import ProtocolError, RemoteProtocolError, Reply, ServerCore
-from ..core._envelope import message_of
+from ..core._envelope import is_request_id, message_of
+from ..core._errors import METHOD_NOT_FOUND
+from ..core._legacy_tasks import TaskQuery, error_reply, listed_with_task_support
 from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import (
     LegacyAnswer,
@@ -42,6 +49,8 @@ from ..core.legacy import (
 )
 from ..core.wire import IncomingMessage
 from ..transports._port import Connection, SendNotification
+from ._legacy_tasks import LegacyTasks
+from ._shared import Shared
 
 __all__ = ["ANSWER_SECONDS", "LegacySessions"]
 
@@ -66,20 +75,52 @@ class _Awaited:
 
 
 class LegacySessions:
-    def __init__(self, core: ServerCore) -> None:
+    def __init__(
+        self,
+        core: ServerCore,
+        shared: Shared | None = None,
+        start_soon: Callable[[Callable[[], Coroutine[Any, Any, None]]], None] | None = None,
+    ) -> None:
         self._core = core
         self.front = LegacyFront(
             info=lambda: core.info,
             capabilities=core.catalog.capabilities,
             instructions=lambda: core.options.instructions,
+            resource_exists=lambda uri: core.catalog.find_resource(uri) is not None,
+            task_support=self._task_support,
         )
-        self._ids = (f"mcp-tasks-{n}" for n in itertools.count(1))
+        prefix = secrets.token_hex(4)  # unique to the process: an answer finds its asker
+        self._ids = (f"mcp-tasks-{prefix}-{n}" for n in itertools.count(1))
+        self.tasks: LegacyTasks | None = None
+        """The 2025-11-25 tasks utility (None: not offered, without a runtime to run it)."""
+        if shared is not None and start_soon is not None:
+            self.tasks = LegacyTasks(
+                self.front, shared, ask=self._ask, question_ids=self._ids, start_soon=start_soon
+            )
+
+    def _task_support(self, name: str) -> str | None:
+        tool = self._core.catalog.tools.get(name)
+        return None if tool is None else tool.task_support
 
     def abandon(self, connection: Connection) -> None:
         """`connection`'s client is gone: the questions waiting on it end unanswered."""
         for awaited in connection.awaited.values():
             if isinstance(awaited, _Awaited):
                 awaited.arrived.set()
+        if self.tasks is not None:
+            self.tasks.abandon(connection)
+
+    def take_answer(self, message: IncomingMessage, connection: Connection) -> bool:
+        """Hand `message` (a response) to the question of ours on `connection` it answers;
+        False if none awaits it."""
+        if not is_request_id(message.id):
+            return False
+        awaited = connection.awaited.pop(message.id, None)
+        if not isinstance(awaited, _Awaited):
+            return False
+        awaited.message = message
+        awaited.arrived.set()
+        return True
 
     def routes(self, data: bytes | IncomingMessage, connection: Connection) -> bool:
         """`data` goes through `answer`: it came on a connection that carries sessions, to
@@ -107,19 +148,25 @@ class LegacySessions:
                 return await answer(data)  # the core names what is wrong
         else:
             message = data
-        if message.method is UNSET and _is_key(message.id):
-            awaited = connection.awaited.pop(message.id, None)
-            if isinstance(awaited, _Awaited):  # a client's answer to a question of ours
-                awaited.message = message
-                awaited.arrived.set()
-                return None
+        if message.method is UNSET and self.take_answer(message, connection):
+            return None
         route = self.front.route(message, connection.session, claimless=isinstance(data, bytes))
+        if type(route) is Translated:  # most: answered by the core, in one round
+            reply = await answer(route.message)
+            if input_round(reply) is None:
+                return self._turned_back(reply, route, connection, answer, notify)
+            return await self._translated(route, connection, answer, notify, first=reply)
         if route is None:
             return await answer(message)
         if isinstance(route, LegacyAnswer):
             connection.session = route.session
             return route.reply
-        return await self._translated(route, connection, answer, notify)
+        if isinstance(route, TaskQuery):
+            if self.tasks is None:  # no runtime to carry them out (a bare LegacySessions)
+                why = f"Method not found: {route.method} (no tasks here)"
+                return error_reply(route.request_id, METHOD_NOT_FOUND, why)
+            return await self.tasks.carry(route, connection, answer, notify)
+        raise AssertionError(f"a route the session does not know: {route!r}")
 
     async def _translated(
         self,
@@ -127,13 +174,16 @@ class LegacySessions:
         connection: Connection,
         answer: Answer,
         notify: SendNotification | None,
+        *,
+        first: Reply | None,
     ) -> Reply | None:
+        """`route` through its input rounds: `first` is the core's first reply (a round)."""
         message, method = route.message, route.method
+        reply = first
         for _ in range(MAX_ROUNDS):
-            reply = await answer(message)
             asked = input_round(reply)
             if asked is None:
-                return legacy_reply(reply, method)
+                return self._turned_back(reply, route, connection, answer, notify)
             session = connection.session
             if notify is None or session is None:
                 return refused(message.id, method, "the questions", "it cannot be asked here")
@@ -147,7 +197,29 @@ class LegacySessions:
             if isinstance(answers, str):
                 return refused(message.id, method, _named(round_questions), answers)
             message = answered(message, answers, asked.request_state)
+            reply = await answer(message)
+        if input_round(reply) is None:
+            return self._turned_back(reply, route, connection, answer, notify)
         return refused(message.id, method, "all the questions", f"more than {MAX_ROUNDS} rounds")
+
+    def _turned_back(
+        self,
+        reply: Reply | None,
+        route: Translated,
+        connection: Connection,
+        answer: Answer,
+        notify: SendNotification | None,
+    ) -> Reply | None:
+        """The core's final `reply` to `route`, in the session's wire."""
+        if route.creates_task and self.tasks is not None and reply is not None:
+            created = self.tasks.created(reply, connection, answer, notify)
+            if created is not None:
+                return created
+        turned = legacy_reply(reply, route.method)
+        session = connection.session
+        if route.method == "tools/list" and turned is not None and session and session.has_tasks:
+            return listed_with_task_support(turned, self._task_support)
+        return turned
 
     async def _ask(
         self,
@@ -164,7 +236,7 @@ class LegacySessions:
         for question in asked:
             connection.awaited[question.request_id] = waiting[question.key]
         scope = _backend.cancel_scope(deadline=anyio.current_time() + ANSWER_SECONDS)
-        cancellable = _is_key(request_id) and request_id not in connection.in_flight
+        cancellable = is_request_id(request_id) and request_id not in connection.in_flight
         if cancellable:
             connection.in_flight[request_id] = scope
         try:
@@ -191,10 +263,6 @@ class LegacySessions:
                 return f"it answered with an error ({_error_text(reply.error)})"
             found[key] = Raw(msgspec.json.encode(reply.result))
         return found
-
-
-def _is_key(value: object) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _named(asked: list[Question]) -> str:

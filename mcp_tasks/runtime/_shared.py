@@ -22,6 +22,7 @@ from .._support.backend import Event
 from ..store import TaskStore
 from ..transports._telemetry import Telemetry
 from ._decide import Decide
+from ._task_watch import TaskWatch
 from ._threads import ToolThreads
 
 
@@ -57,6 +58,7 @@ class Shared:
         "store",
         "telemetry",
         "tool_threads",
+        "watch",
     )
 
     def __init__(
@@ -74,6 +76,8 @@ class Shared:
         self.tool_threads = tool_threads
         """The worker threads plain-function tools hold, in a task or not."""
         self.alarm = ExpiryAlarm()
+        self.watch = TaskWatch()
+        """Who waits for which task to change (a 2025 client's `tasks/result`)."""
         self.store = store
         self.telemetry = telemetry
         self._clock = clock

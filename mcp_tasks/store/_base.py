@@ -120,10 +120,12 @@ class Signal(msgspec.Struct, frozen=True):
     `cancel`: stop the handler of `task_id`; `resume`: its answers are in, wake the handler
     (or run it again); `changed`: the record was saved (for `notifications/tasks`);
     `session`: `data` is a message a 2025 client sent on its HTTP session `task_id` (an
-    answer to a request of the server's, a cancellation) for the process that awaits it.
+    answer to a request of the server's, a cancellation) for the process that awaits it;
+    `event`: `data` is an event of that session's own stream (its number, a space, the
+    message) for the process where the stream is open.
     """
 
-    kind: Literal["cancel", "resume", "changed", "session"]
+    kind: Literal["cancel", "resume", "changed", "session", "event"]
     task_id: str
     origin: str
     """The process that sent it (a process ignores its own `changed`)."""

@@ -6,7 +6,8 @@ Layout, under a key prefix (`mcp_tasks` unless the URL says `?prefix=`):
 * `{p}:ids` the set of task ids (the task limit counts it), `{p}:due` a sorted set of ids
   by expiry time, `{p}:leases` a sorted set of ids by lease end, `{p}:holders` a hash of
   id -> the process holding its lease;
-* `{p}:signals` the pub/sub channel that carries `Signal`s between the processes.
+* `{p}:signals` the pub/sub channel that carries `Signal`s between the processes;
+* `{p}:session:{id}`, `{p}:sessions...` the sessions of 2025 clients (`_redis_sessions`).
 
 The leases, the signals, the shared key and single use are the store's coordination
 (`_RedisCoordination`, `store.coordination`), on the same Redis: a save takes or drops a
@@ -45,6 +46,7 @@ from ..core.commands import (
 )
 from ._base import EXPIRY_CLAIM_SECONDS, Signal, StoreFull, StoreUnavailable, redacted
 from ._legacy import Save, SavingStore
+from ._redis_sessions import RedisSessions
 from ._worker import BatchingWorker
 
 try:
@@ -192,6 +194,8 @@ class RedisTaskStore(SavingStore):
         self._pop_due = self._client.register_script(_POP_DUE)
         self._worker = BatchingWorker(lambda: self._client.pipeline(transaction=False))
         self.coordination = _RedisCoordination(self)
+        self.sessions = RedisSessions(self)
+        """The 2025 clients' HTTP sessions (`SessionRecords`), on the same server."""
 
     async def _run(self, work: Callable[[], T]) -> T:
         with self._reachable():

@@ -12,11 +12,16 @@ Each session also keeps the last events of its SSE streams (`append_event`,
 `events_after`), so a client that reconnects with `Last-Event-ID`, to any process, is sent
 what it missed: at most `max_events` a stream, the oldest dropped first.
 
-All times are wall-clock seconds (`time.time()`), given by the caller.
+All times are wall-clock seconds (`time.time()`), given by the caller. A session's
+principal is bound when it is opened: a save naming another one is refused (`ValueError`).
+Where each store keeps them: docs/stores.md, "Sessions of 2025 clients".
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import weakref
 from typing import Final, Protocol
 
 import msgspec
@@ -64,7 +69,9 @@ class SessionRecords(Protocol):
     ) -> None:
         """Store a new session (its id must be new: `VersionConflict` otherwise), live
         until `now + idle_seconds`. `StoreFull` (`per_principal` when it is the
-        principal's limit) when `limits` are reached, counting only live sessions."""
+        principal's limit; `retry_at` when the first of the sessions counted expires,
+        unless used again) when `limits` are reached, counting only live sessions, in the
+        same atomic step as the write."""
         ...
 
     async def get_session(
@@ -77,8 +84,9 @@ class SessionRecords(Protocol):
         self, record: SessionRecord, expected_version: int, *, idle_seconds: float, now: float
     ) -> None:
         """Replace the session's state if it is at `expected_version` and live
-        (`VersionConflict` otherwise: reload, or it is gone); `record.version` is the new
-        one."""
+        (`VersionConflict` otherwise: reload, or it is gone), its idle time started again;
+        `record.version` is the new one. `ValueError` if `record.principal` is not the
+        session's."""
         ...
 
     async def close_session(self, session_id: str) -> bool:
@@ -89,8 +97,9 @@ class SessionRecords(Protocol):
         self, session_id: str, stream: str, data: bytes, *, max_events: int = MAX_EVENTS
     ) -> int:
         """Keep `data` as the next event of the session's `stream` and return its number
-        (1, 2, ...: the order within the stream). Only the last `max_events` are kept.
-        0 if the session is not live (nothing is kept)."""
+        (1, 2, ...: the order within the stream). Only the last `max_events` (at least 1:
+        `ValueError` otherwise) are kept. 0 if the session is not live (nothing is kept).
+        The session's idle time is not started again (its requests do that)."""
         ...
 
     async def events_after(
@@ -102,46 +111,125 @@ class SessionRecords(Protocol):
         ...
 
 
+def sessions_full(
+    limit: int, *, per_principal: bool = False, retry_at: float | None = None
+) -> StoreFull:
+    """The `StoreFull` a session refused at `limit` raises, its message about sessions."""
+    full = StoreFull(limit, per_principal=per_principal, retry_at=retry_at)
+    whose = "live sessions of this principal" if per_principal else "live sessions"
+    full.args = (f"the store holds its limit of {limit} {whose}",)
+    return full
+
+
+def check_max_events(max_events: int) -> None:
+    """`ValueError` unless `max_events` keeps at least the last event."""
+    if max_events < 1:
+        raise ValueError(f"max_events must be at least 1, not {max_events}")
+
+
+def another_principal(record: SessionRecord) -> ValueError:
+    """The error a save of `record` naming another principal than its session's raises."""
+    return ValueError(f"session {record.session_id!r} belongs to another principal")
+
+
+def check_principal(record: SessionRecord, bound: str | None) -> None:
+    """`ValueError` if `record` names another principal than the session's (`bound`)."""
+    if record.principal != bound:
+        raise another_principal(record)
+
+
 class _Session:
-    __slots__ = ("expires_at", "record", "streams")
+    __slots__ = ("expires_at", "queued_at", "record", "streams")
 
     def __init__(self, record: SessionRecord, expires_at: float) -> None:
         self.record = record
         self.expires_at = expires_at
+        self.queued_at = expires_at
+        """The time of its entry in `MemorySessions._ends` (others are stale)."""
         self.streams: dict[str, tuple[int, list[tuple[int, bytes]]]] = {}
         """Stream -> (its last event's number, the events kept, oldest first)."""
 
 
 class MemorySessions:
     """Sessions in this process's memory (the memory store's, and any store without
-    sessions of its own: then only this process serves them)."""
+    sessions of its own: then only this process serves them).
+
+    A heap holds one entry a session (`queued_at`), at or before its end: a use that starts
+    its idle time again pushes nothing (unless its end comes sooner, a shorter idle time),
+    and an entry that comes due for a session used since is pushed again at the session's
+    new end. So every session past its end is found by the
+    opening that comes after, at O(log n) an entry, and what is left is what the limits
+    count."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, _Session] = {}
+        self._owned: dict[str | None, set[str]] = {}
+        """Principal -> the ids of its sessions."""
+        self._ends: list[tuple[float, int, _Session]] = []
+        self._pushed = itertools.count()
 
     def _live(self, session_id: str, now: float) -> _Session | None:
         found = self._sessions.get(session_id)
         if found is not None and found.expires_at <= now:
-            del self._sessions[session_id]
+            self._drop(found)
             return None
         return found
+
+    def _drop(self, session: _Session) -> None:
+        """Forget `session` (its heap entry is skipped when it comes due)."""
+        session_id, principal = session.record.session_id, session.record.principal
+        del self._sessions[session_id]
+        owned = self._owned[principal]
+        owned.discard(session_id)
+        if not owned:
+            del self._owned[principal]
+
+    def _queue(self, session: _Session) -> None:
+        """Give `session` its entry at its end (an entry it had is stale from now on)."""
+        session.queued_at = session.expires_at
+        heapq.heappush(self._ends, (session.expires_at, next(self._pushed), session))
+
+    def _renew(self, session: _Session, expires_at: float) -> None:
+        session.expires_at = expires_at
+        if expires_at < session.queued_at:  # sooner (a shorter idle time): queued again
+            self._queue(session)
+
+    def _purge(self, now: float) -> None:
+        """Forget every session past its end; then the heap's first entry is the end of
+        the live session that ends first."""
+        ends = self._ends
+        while ends:
+            end, _, session = ends[0]
+            entry = self._sessions.get(session.record.session_id) is session
+            entry = entry and end == session.queued_at
+            if entry and end == session.expires_at and end > now:
+                return
+            heapq.heappop(ends)
+            if not entry:
+                continue  # closed, found expired or queued again already
+            if session.expires_at <= now:
+                self._drop(session)
+            else:  # used since: its end is later
+                self._queue(session)
 
     async def open_session(
         self, record: SessionRecord, *, limits: SessionLimits, idle_seconds: float, now: float
     ) -> None:
-        for session_id in [key for key, kept in self._sessions.items() if kept.expires_at <= now]:
-            del self._sessions[session_id]
+        self._purge(now)
         if record.session_id in self._sessions:
             raise VersionConflict(record.session_id, None, 1)
         if len(self._sessions) >= limits.max_sessions:
-            raise StoreFull(limits.max_sessions)
-        if limits.max_per_principal is not None:
-            held = sum(
-                1 for kept in self._sessions.values() if kept.record.principal == record.principal
-            )
-            if held >= limits.max_per_principal:
-                raise StoreFull(limits.max_per_principal, per_principal=True)
-        self._sessions[record.session_id] = _Session(record, now + idle_seconds)
+            first = self._ends[0][0] if self._ends else None
+            raise sessions_full(limits.max_sessions, retry_at=first)
+        owned = self._owned.get(record.principal, set())
+        most = limits.max_per_principal
+        if most is not None and len(owned) >= most:
+            first = min((self._sessions[key].expires_at for key in owned), default=None)
+            raise sessions_full(most, per_principal=True, retry_at=first)
+        session = _Session(record, now + idle_seconds)
+        self._sessions[record.session_id] = session
+        self._owned.setdefault(record.principal, set()).add(record.session_id)
+        self._queue(session)
 
     async def get_session(
         self, session_id: str, *, idle_seconds: float, now: float
@@ -149,7 +237,7 @@ class MemorySessions:
         found = self._live(session_id, now)
         if found is None:
             return None
-        found.expires_at = now + idle_seconds
+        self._renew(found, now + idle_seconds)
         return found.record
 
     async def save_session(
@@ -159,15 +247,20 @@ class MemorySessions:
         stored = None if found is None else found.record.version
         if found is None or stored != expected_version:
             raise VersionConflict(record.session_id, expected_version, stored)
+        check_principal(record, found.record.principal)
         found.record = record
-        found.expires_at = now + idle_seconds
+        self._renew(found, now + idle_seconds)
 
     async def close_session(self, session_id: str) -> bool:
-        return self._sessions.pop(session_id, None) is not None
+        found = self._sessions.get(session_id)
+        if found is not None:
+            self._drop(found)
+        return found is not None
 
     async def append_event(
         self, session_id: str, stream: str, data: bytes, *, max_events: int = MAX_EVENTS
     ) -> int:
+        check_max_events(max_events)
         found = self._sessions.get(session_id)
         if found is None:
             return 0
@@ -193,8 +286,15 @@ class MemorySessions:
         return [(number, data) for number, data in kept if number > after]
 
 
+_KEPT_IN_MEMORY: weakref.WeakKeyDictionary[object, MemorySessions] = weakref.WeakKeyDictionary()
+"""The `MemorySessions` of each store without sessions of its own, for as long as it lives."""
+
+
 def sessions_of(store: object) -> SessionRecords:
-    """The store's sessions half (`store.sessions`), or a new `MemorySessions` for a store
-    without one (then sessions live in this process only)."""
-    found = getattr(store, "sessions", None)
-    return MemorySessions() if found is None else found
+    """The store's sessions half (`store.sessions`), or for a store without one the
+    `MemorySessions` kept for it (the same at every call: sessions live in this process
+    only). `TypeError` for a store that can be neither weakly referenced nor hashed."""
+    found: SessionRecords | None = getattr(store, "sessions", None)
+    if found is None:
+        found = _KEPT_IN_MEMORY.setdefault(store, MemorySessions())
+    return found

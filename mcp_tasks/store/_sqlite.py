@@ -11,7 +11,8 @@ A lock file beside the database (`<path>.lock`, `flock`) keeps a second process 
 leases in the file belong to whichever process has it open, so when the store is opened
 every lease found there is lapsed, its holder gone, and the server takes those tasks over
 at start (fails them, or runs resumable ones again). Several processes sharing tasks need
-the Redis store. The leases, single-use keys and the shared key are the store's
+the Redis store. Sessions of 2025 clients are in the same file (`_sqlite_sessions`). The
+leases, single-use keys and the shared key are the store's
 coordination (`_FileCoordination`, `store.coordination`): in the file, not in memory as
 `LocalCoordination` keeps them, because they must outlive a restart.
 """
@@ -37,6 +38,7 @@ from ..core.commands import (
 )
 from ._base import EXPIRY_CLAIM_SECONDS, Signals, StoreFull, StoreUnavailable
 from ._legacy import Save, SavingStore
+from ._sqlite_sessions import SESSIONS_SCHEMA, SQLiteSessions
 from ._worker import BatchingWorker
 
 T = TypeVar("T")
@@ -97,7 +99,7 @@ class SQLiteTaskStore(SavingStore):
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(_SCHEMA + SESSIONS_SCHEMA)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(tasks)")}
             if "size" not in columns:  # a file from before the byte budget
                 self._db.execute("ALTER TABLE tasks ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
@@ -109,6 +111,8 @@ class SQLiteTaskStore(SavingStore):
             )
             """Task data bytes of each stored record that has any (`max_bytes`)."""
             self._bytes = sum(self._sizes.values())
+            self.sessions = SQLiteSessions(self)
+            """The 2025 clients' HTTP sessions (`SessionRecords`), in the same file."""
         except BaseException:
             self._lock_file.close()
             raise

@@ -32,7 +32,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, cast
 
 import anyio
 import trio
@@ -51,8 +51,9 @@ from ._http_rules import (
     is_loopback,
     mcp_headers,
     read_headers,
+    session_headers,
 )
-from ._port import HostedHandler
+from ._port import HostedHandler, SessionHandler, SessionHeaders, serves_sessions
 
 __all__ = ["AsgiApp", "HttpConfig", "asgi_app"]
 
@@ -97,9 +98,10 @@ class AsgiApp:
     def __init__(self, server: HostedHandler, config: HttpConfig) -> None:
         self.server = server
         self.config = config
+        sessions = serves_sessions(server)
         self._rules = {
-            True: RequestRules(config, loopback=True),
-            False: RequestRules(config, loopback=False),
+            True: RequestRules(config, loopback=True, sessions=sessions),
+            False: RequestRules(config, loopback=False, sessions=sessions),
         }
         self._endpoint = config.endpoint.encode()
         self._probes = Probes(config)
@@ -215,7 +217,8 @@ class AsgiApp:
                 answer = _Answer(self, receive, send, rules.allows_event_stream(accept))
                 self._keep(answer)
                 try:
-                    await answer.serve(body, mcp_headers(found, params), principal)
+                    session = session_headers(method, found)
+                    await answer.serve(body, mcp_headers(found, params), principal, session)
                 finally:
                     self._answered(answer)
         finally:
@@ -363,11 +366,17 @@ class _Answer:
     def cancel(self) -> None:
         self._scope.cancel()
 
-    async def serve(self, body: bytes, headers: HttpHeaders, principal: str | None) -> None:
+    async def serve(
+        self,
+        body: bytes,
+        headers: HttpHeaders,
+        principal: str | None,
+        session: SessionHeaders | None = None,
+    ) -> None:
         reply: Reply | None = None
         try:
             with self._scope:
-                reply = await self._handle(body, headers, principal)
+                reply = await self._handle(body, headers, principal, session)
             self._ended = True
             self.keeping.ended()
             if self.watcher is not None:
@@ -379,11 +388,20 @@ class _Answer:
             pass
 
     async def _handle(
-        self, body: bytes, headers: HttpHeaders, principal: str | None
+        self,
+        body: bytes,
+        headers: HttpHeaders,
+        principal: str | None,
+        session: SessionHeaders | None,
     ) -> Reply | None:
+        server = self.app.server
         try:
-            return await self.app.server.handle(
-                body, headers=headers, notify=self._notify, principal=principal
+            if session is None:
+                return await server.handle(
+                    body, headers=headers, notify=self._notify, principal=principal
+                )
+            return await cast(SessionHandler, server).handle(  # a 2025 session's request
+                body, headers=headers, notify=self._notify, principal=principal, session=session
             )
         except Exception:
             return exchange.handler_failed(body, logger)

@@ -52,7 +52,7 @@ from typing import Final
 from ..core import Reply, internal_error_reply
 from ._http_access import report_refusal
 from ._http_rules import Authenticator, HttpConfig, Refusal, RequestRules, principal_of
-from ._port import MessageHandler
+from ._port import MessageHandler, SessionReply
 
 __all__ = [
     "CLOSE",
@@ -70,6 +70,7 @@ __all__ = [
     "keeper_tick",
     "refusal_answer",
     "sse_event",
+    "sse_frame",
     "sse_head",
 ]
 
@@ -123,8 +124,10 @@ def answer_of(reply: Reply | None) -> tuple[int, Headers, bytes]:
     """The status, headers (before `framed`) and body of a JSON answer to `reply`."""
     if reply is None:  # a notification (or a response) accepted
         return 202, [], b""
+    if type(reply) is SessionReply:  # an `initialize` that opened a session
+        return reply.http_status, [JSON, (b"mcp-session-id", reply.session_id.encode())], reply.body
     if reply.retry_after_seconds is None:
-        return reply.http_status, [JSON], reply.body
+        return reply.http_status, [JSON] if reply.body else [], reply.body
     retry_after = (b"retry-after", str(reply.retry_after_seconds).encode())
     return reply.http_status, [JSON, retry_after], reply.body
 
@@ -156,8 +159,20 @@ def sse_head(*, draining: bool) -> Headers:
 
 
 def sse_event(message: bytes) -> bytes:
-    """One JSON-RPC message as an SSE event."""
+    """One JSON-RPC message as an SSE event; a message that is an SSE event already (a
+    2025 session's event with its id, or a comment: it does not start with `{`) as it is."""
+    if message[:1] != b"{":
+        return message
     return b"data: " + message + b"\n\n"
+
+
+def sse_frame(data: bytes, event_id: str | None = None, *, retry_ms: int | None = None) -> bytes:
+    """An SSE event with an id (and the client's reconnection delay), for `sse_event` to
+    pass on as it is; `data` empty: a priming event (2025-11-25)."""
+    head = b"" if event_id is None else b"id: " + event_id.encode() + b"\n"
+    if retry_ms is not None:
+        head += b"retry: " + str(retry_ms).encode() + b"\n"
+    return head + b"data: " + data + b"\n\n"
 
 
 # --- the keeper's decisions ----------------------------------------------------------------

@@ -47,6 +47,7 @@ from ..core.wire import (
     error_body,
     shown,
 )
+from ._port import SessionHeaders
 
 if TYPE_CHECKING:  # the ASGI app reads these rules without h11
     import h11
@@ -64,6 +65,7 @@ __all__ = [
     "principal_of",
     "read_head",
     "read_headers",
+    "session_headers",
     "target_path",
 ]
 
@@ -80,6 +82,8 @@ _READ_HEADERS: Final = frozenset(
         b"mcp-protocol-version",
         b"mcp-method",
         b"mcp-name",
+        b"mcp-session-id",
+        b"last-event-id",
     }
 )
 _PARAM_PREFIX: Final = b"mcp-param-"
@@ -235,8 +239,12 @@ class Refusal(Exception):
 class RequestRules:
     """The checks of one `serve_http`'s request heads, and the verdicts they remember."""
 
-    def __init__(self, config: HttpConfig, *, loopback: bool) -> None:
+    def __init__(
+        self, config: HttpConfig, *, loopback: bool, sessions: Callable[[], bool] = lambda: False
+    ) -> None:
         self.config = config
+        self._sessions = sessions
+        """Whether the server serves 2025 sessions now (`GET` and `DELETE` then allowed)."""
         self.endpoint = config.endpoint.encode()
         self.check_host = loopback or bool(config.allowed_hosts)
         self._host_verdicts: dict[bytes, bool] = {}
@@ -274,8 +282,7 @@ class RequestRules:
             message = f"Not found: {_shown(target)}; the endpoint is {endpoint}"
             return Refusal(404, message, reason="path")
         if method != b"POST":
-            message = f"Method {_shown(method)} is not allowed: the MCP endpoint takes POST only"
-            return Refusal(405, message, reason="method", allow=b"POST")
+            return self._not_post(method, found)
         content_type = found.get(b"content-type")
         if content_type is None or not _remembered(self._json_verdicts, content_type, _is_json):
             quoted = "none" if content_type is None else _shown(content_type)
@@ -291,6 +298,23 @@ class RequestRules:
             message = "Content-Length and Transfer-Encoding together: refused"
             raise Refusal(400, message, reason="framing")
         return None
+
+    def _not_post(self, method: bytes, found: dict[bytes, bytes]) -> Refusal | None:
+        """`GET` (a 2025 session's own SSE stream) and `DELETE` (its end) while the server
+        serves 2025 sessions; any other method is 405."""
+        if method in (b"GET", b"DELETE") and self._sessions():
+            accept = found.get(b"accept")
+            if method == b"GET" and (accept is None or not _accepts_event_stream(accept)):
+                quoted = "none" if accept is None else _shown(accept)
+                message = f"Not acceptable: Accept {quoted}; a GET stream is text/event-stream"
+                return Refusal(406, message, reason="accept")
+            return None
+        if self._sessions():
+            allowed, takes = b"GET, POST, DELETE", "GET, POST and DELETE"
+        else:
+            allowed, takes = b"POST", "POST only"
+        message = f"Method {_shown(method)} is not allowed: the MCP endpoint takes {takes}"
+        return Refusal(405, message, reason="method", allow=allowed)
 
     def allows_event_stream(self, accept: bytes | None) -> bool:
         """Whether the answer may turn into an SSE stream (no Accept admits anything)."""
@@ -352,6 +376,20 @@ def read_headers(
             text = value.decode("ascii", "surrogateescape")
             params[key] = params[key] + ", " + text if key in params else text
     return found, params
+
+
+def session_headers(method: bytes, found: dict[bytes, bytes]) -> SessionHeaders | None:
+    """What the request says of a 2025 session, or None when it says nothing (a `POST`
+    without `Mcp-Session-Id`: what every 2026-07-28 request is)."""
+    session_id = found.get(b"mcp-session-id")
+    if session_id is None and method == b"POST":
+        return None
+    return SessionHeaders(
+        method=method.decode("ascii", "surrogateescape"),
+        session_id=_text(session_id),
+        protocol_version=_text(found.get(b"mcp-protocol-version")),
+        last_event_id=_text(found.get(b"last-event-id")),
+    )
 
 
 def mcp_headers(found: dict[bytes, bytes], params: dict[str, str]) -> HttpHeaders:

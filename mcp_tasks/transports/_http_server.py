@@ -49,7 +49,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from typing import Final
+from typing import Final, cast
 
 import anyio
 import anyio.abc
@@ -85,9 +85,10 @@ from ._http_rules import (
     is_loopback,
     mcp_headers,
     read_head,
+    session_headers,
     target_path,
 )
-from ._port import MessageHandler
+from ._port import MessageHandler, SessionHandler, serves_sessions
 
 __all__ = ["Authenticator", "HttpConfig", "Unauthorized", "serve_http"]
 
@@ -140,7 +141,7 @@ class _Serving:
     def __init__(self, server: MessageHandler, config: HttpConfig, *, loopback: bool) -> None:
         self.server = server
         self.config = config
-        self.rules = RequestRules(config, loopback=loopback)
+        self.rules = RequestRules(config, loopback=loopback, sessions=serves_sessions(server))
         self.probes = Probes(config)
         self.bodies = ByteBudget.of(config)
         self.draining = False
@@ -399,7 +400,7 @@ class _Connection:
             if refusal is not None:
                 await self._refuse(refusal, close=False)  # the body was read: keep the connection
                 return
-            await self._call_server(found, body, params, principal)
+            await self._call_server(found, body, params, principal, request.method)
         finally:
             intake.give_back()  # read and answered: its bytes are free for the next
 
@@ -436,15 +437,23 @@ class _Connection:
         body: bytes,
         params: dict[str, str],
         principal: str | None,
+        method: bytes,
     ) -> None:
         headers = mcp_headers(found, params)
+        session = session_headers(method, found)
         self._streaming = False
         self._sse_allowed = self.serving.rules.allows_event_stream(found.get(b"accept"))
         self._keeping.handling(anyio.current_time())
         try:
-            reply = await self.serving.server.handle(
-                body, headers=headers, notify=self._notify, principal=principal
-            )
+            server = self.serving.server
+            if session is None:
+                reply = await server.handle(
+                    body, headers=headers, notify=self._notify, principal=principal
+                )
+            else:  # a 2025 session's request (`_port.SessionHandler`)
+                reply = await cast(SessionHandler, server).handle(
+                    body, headers=headers, notify=self._notify, principal=principal, session=session
+                )
         except Exception:
             reply = handler_failed(body, logger)
         finally:

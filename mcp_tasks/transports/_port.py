@@ -35,6 +35,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
+import msgspec
+
 from .._support.backend import CancelScope
 from ..core import (
     HttpHeaders,
@@ -46,12 +48,43 @@ from ..core.wire import (
 )
 from ._telemetry import Telemetry
 
-__all__ = ["Connection", "HostedHandler", "MessageHandler", "Notify", "SendNotification"]
+__all__ = [
+    "Connection",
+    "HostedHandler",
+    "MessageHandler",
+    "Notify",
+    "SendNotification",
+    "SessionHandler",
+    "SessionHeaders",
+    "SessionReply",
+    "serves_sessions",
+]
 
 SendNotification = Callable[[bytes], Awaitable[None]]
 """Send one notification (its encoded JSON-RPC message) to the client of a request."""
 Notify = SendNotification
 """The name of `SendNotification` before issue 28: kept one release."""
+
+
+class SessionHeaders(msgspec.Struct, frozen=True, kw_only=True):
+    """What an HTTP request says of a 2025 client's session, beside its MCP headers: given
+    to `handle` (as `session=`) only when there is something to say, so a handler that
+    serves no sessions never sees it."""
+
+    method: str = "POST"
+    """`GET` opens the session's own SSE stream, `DELETE` ends the session."""
+    session_id: str | None = None
+    """The `Mcp-Session-Id` header."""
+    protocol_version: str | None = None
+    """The `MCP-Protocol-Version` header."""
+    last_event_id: str | None = None
+    """The `Last-Event-ID` header (a `GET` resuming a stream)."""
+
+
+class SessionReply(Reply, frozen=True, kw_only=True):
+    """A reply that opened a session (`initialize`): sent with `Mcp-Session-Id`."""
+
+    session_id: str
 
 
 class Connection:
@@ -68,6 +101,8 @@ class Connection:
         """That session once its `initialize` is answered (the handler keeps it here)."""
         self.awaited: dict[RequestId, object] = {}
         """The server's requests to that client awaiting its answers, by id (the handler's)."""
+        self.notices: SendNotification | None = None
+        """Where the session hears what changes outside its requests (the handler's)."""
 
     def cancel(self, request_id: RequestId) -> None:
         """Cancel the request `request_id` of this connection, if it is in flight."""
@@ -103,6 +138,35 @@ class MessageHandler(Protocol):
     def telemetry(self) -> Telemetry:
         """Where the transport reports what it refuses by itself (`refused(reason)`)."""
         ...
+
+
+class SessionHandler(MessageHandler, Protocol):
+    """A `MessageHandler` that also serves 2025 clients' HTTP sessions (`Server` is one):
+    `serves_sessions` says whether it does now, and `handle` takes `session=` (a request
+    naming a session, a `GET`, a `DELETE`)."""
+
+    @property
+    def serves_sessions(self) -> bool:
+        """2025 clients get sessions now (`GET` and `DELETE` are allowed)."""
+        ...
+
+    async def handle(
+        self,
+        data: bytes,
+        *,
+        headers: HttpHeaders | None = None,
+        notify: SendNotification | None = None,
+        connection: Connection | None = None,
+        principal: str | None = None,
+        session: SessionHeaders | None = None,
+    ) -> Reply | None:
+        """`MessageHandler.handle`, and what the request says of a session."""
+        ...
+
+
+def serves_sessions(handler: MessageHandler) -> Callable[[], bool]:
+    """Whether `handler` serves 2025 sessions now (False for a handler that never does)."""
+    return lambda: bool(getattr(handler, "serves_sessions", False))
 
 
 class HostedHandler(MessageHandler, Protocol):

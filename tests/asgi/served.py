@@ -24,7 +24,17 @@ import trio
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from mcp_tasks import START_TASK, CallToolResult, Server, TaskOptions, ToolContext, ToolOutcome
+from mcp_tasks import (
+    START_TASK,
+    CallToolResult,
+    ElicitParams,
+    ElicitRequest,
+    InputRequired,
+    Server,
+    TaskOptions,
+    ToolContext,
+    ToolOutcome,
+)
 from mcp_tasks.asgi import asgi_app
 from mcp_tasks.store import open_store
 from mcp_tasks.transports import HttpConfig, Unauthorized, serve_http
@@ -109,6 +119,18 @@ async def interview(ctx: ToolContext) -> ToolOutcome:
         return START_TASK
     schema = {"type": "object", "properties": {"name": {"type": "string"}}}
     answer = await ctx.elicit("Your name?", schema)
+    return CallToolResult.text(f"Hello, {(answer.content or {}).get('name')}!")
+
+
+@server.tool()
+async def ask_name(ctx: ToolContext) -> ToolOutcome:
+    """In place, an input round: the name the user gives (a 2025 client is asked it as a
+    request of the server's own)."""
+    answer = ctx.elicit_response("name")
+    if answer is None:
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+        params = ElicitParams(message="Your name?", mode="form", requested_schema=schema)
+        return InputRequired(requests={"name": ElicitRequest(params=params)})
     return CallToolResult.text(f"Hello, {(answer.content or {}).get('name')}!")
 
 

@@ -85,12 +85,19 @@ REFUSED: dict[str, tuple[str, str, list[Any], bytes]] = {
     "Mcp-Method differs": ("POST", "/mcp", [JSON, *mcp_headers("tools/call")], LIST),
     "version differs": ("POST", "/mcp", [JSON, *mcp_headers("tools/list", None, "2099")], LIST),
     "not JSON": ("POST", "/mcp", GOOD, b"{nope"),
-    "an earlier era": (
+    "an earlier era without its session": (
         "POST",
         "/mcp",
         [JSON, ("accept", "application/json"), ("mcp-protocol-version", "2025-06-18")],
-        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}',
     ),
+    "an unknown session": (
+        "POST",
+        "/mcp",
+        [JSON, ("accept", "application/json"), ("mcp-session-id", "gone")],
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}',
+    ),
+    "a session's stream without its id": ("GET", "/mcp", [("accept", "text/event-stream")], b""),
 }  # fmt: skip
 COMPARED_HEADERS = ("content-type", "allow", "www-authenticate", "retry-after")
 

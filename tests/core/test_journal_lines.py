@@ -8,7 +8,9 @@ draws), polls carrying HTTP headers and a principal, a poll the store could not 
 one held at a flush, a call that raised, and a tool with sensitive arguments (the
 redacting path). The same calls must write the same bytes: old readers, `mcp-tasks
 replay` and the line checksums all see the same journal. Written again in issue 29, where
-only the configuration lines changed: the server options gained `legacy_sessions`.
+only the configuration lines changed (the server options gained `legacy_sessions`), and
+again where the `server/discover` replies changed: a server that serves 2025 sessions
+names their revisions in `supportedVersions`.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from mcp_tasks.core import (
@@ -129,10 +130,21 @@ def _versioned(version: str, method: str = "tools/list") -> bytes:
     ).encode()
 
 
+ALL_VERSIONS = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
+"""What a server that serves 2025 sessions (the default) names as supported."""
+
+
+def modern_only(h: Harness) -> None:
+    h.core.use_options(msgspec.structs.replace(h.core.options, legacy_sessions=False))
+
+
 def test_unsupported_version_names_supported_and_requested(h: Harness) -> None:
     exchange = h.send(_versioned("v999.0.0"))
     error = error_of(json.loads(exchange.reply or b""))
     assert error["code"] == -32022 and exchange.http_status == 400
+    assert error["data"] == {"supported": ALL_VERSIONS, "requested": "v999.0.0"}
+    modern_only(h)
+    error = error_of(json.loads(h.send(_versioned("v999.0.0")).reply or b""))
     assert error["data"] == {"supported": ["2026-07-28"], "requested": "v999.0.0"}
 
 
@@ -143,6 +155,10 @@ def test_an_initialize_of_an_earlier_revision_is_told_which_versions_are_spoken(
     `initialize`: they get -32022 naming the supported versions, not "_meta is required"."""
     params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x"}}
     message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+    reply = json.loads(h.send(json.dumps(message).encode()).reply or b"")
+    assert error_of(reply)["data"] == {"supported": ALL_VERSIONS, "requested": "2025-06-18"}
+    assert "and 2025-11-25, 2025-06-18, 2025-03-26 in a session" in error_of(reply)["message"]
+    modern_only(h)  # the runtime answers it with a session otherwise
     for headers in (None, HttpHeaders(protocol_version=None, method=None)):  # stdio, HTTP
         exchange = h.send(json.dumps(message).encode(), headers)
         reply = json.loads(exchange.reply or b"")
@@ -159,6 +175,7 @@ def test_a_request_of_an_earlier_revision_is_told_which_versions_are_spoken(
     h: Harness,
 ) -> None:
     """After `initialize`, an earlier-era client sends its version in the header only."""
+    modern_only(h)  # the runtime answers it from its session otherwise
     message = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}
     old = HttpHeaders(protocol_version="2025-06-18", method="tools/list")
     exchange = h.send(json.dumps(message).encode(), old)
@@ -323,8 +340,16 @@ def test_discover_advertises_the_extension_under_extensions_only(h: Harness) -> 
     result = h.request("server/discover", caps=NO_CAPS)["result"]
     assert result["capabilities"]["extensions"] == {TASKS_EXTENSION: {}}
     assert "tasks" not in result["capabilities"]
-    assert result["supportedVersions"] == ["2026-07-28"]
+    assert result["supportedVersions"] == ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "test-server"
+
+
+def test_discover_names_the_2025_revisions_only_while_their_sessions_are_served(
+    h: Harness,
+) -> None:
+    h.core.use_options(msgspec.structs.replace(h.core.options, legacy_sessions=False))
+    result = h.request("server/discover", caps=NO_CAPS)["result"]
+    assert result["supportedVersions"] == ["2026-07-28"]
 
 
 def test_tools_list_lists_every_tool_without_task_support_on_the_wire(h: Harness) -> None:

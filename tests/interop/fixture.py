@@ -1,6 +1,7 @@
 """The server of ours that the peers' clients are pointed at: conformance/server.py's, that
 is examples/jobs.py's task tools and the conformance base fixtures (tools, input rounds, an
-`x-mcp-header` tool, prompts, resources, completion, progress, list-changed triggers).
+`x-mcp-header` tool, prompts, resources, completion, progress, list-changed triggers), and
+`touch_resource`, which says a resource changed (its subscribers are told).
 
     mcp-tasks serve tests/interop/fixture.py --http 127.0.0.1:0   # or --stdio
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from mcp_tasks import Server
+from mcp_tasks import Server, ToolContext
 
 CONFORMANCE_SERVER = Path(__file__).resolve().parents[2] / "conformance" / "server.py"
 
@@ -25,3 +26,10 @@ def _build() -> Server:
 
 
 server = _build()
+
+
+@server.tool()
+async def touch_resource(ctx: ToolContext, uri: str) -> str:
+    """Tell the resource's subscribers that it changed."""
+    server.notify_resource_updated(uri)
+    return f"touched {uri}"

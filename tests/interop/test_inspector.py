@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .processes import NPM_PEERS, ours, peer_script, run_node
+from .processes import NPM_PEERS, ours, peer_script, run_node, serving_ours
 
 
 def inspect(tmp_path: Path, *method: str) -> tuple[Any, list[dict[str, Any]]]:
@@ -51,3 +51,19 @@ def test_it_calls_a_tool_with_an_argument(tmp_path: Path) -> None:
     assert not printed.get("isError")
     (call,) = [message for message in sent if message.get("method") == "tools/call"]
     assert call["params"]["name"] == "greet" and call["params"]["arguments"] == {"name": "Ada"}
+
+
+def test_it_calls_a_tool_over_http_in_a_2025_session() -> None:
+    """The Inspector given our URL (its transport auto-detected from `/mcp`: Streamable
+    HTTP), with its defaults: a 2025-11-25 session on our HTTP endpoint."""
+    launcher = NPM_PEERS / "node_modules" / ".bin" / "mcp-inspector"
+    with serving_ours() as url:
+        listed = run_node([str(launcher), "--cli", url, "--method", "tools/list"])
+        called = run_node(
+            [str(launcher), "--cli", url, "--method", "tools/call", "--tool-name", "greet",
+             "--tool-arg", "name=Ada"]
+        )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    assert "greet" in {tool["name"] for tool in json.loads(listed.stdout)["tools"]}
+    assert called.returncode == 0, called.stderr[-3000:]
+    assert json.loads(called.stdout)["content"] == [{"type": "text", "text": "Hello, Ada!"}]

@@ -1,5 +1,5 @@
 """The TypeScript SDK's client (`@modelcontextprotocol/client` 2.4.0) against our server over
-stdio, with its default settings.
+stdio and over Streamable HTTP, with its default settings.
 
 peers/ts_client.mjs (run by the node of tests/interop/npm/install) spawns `mcp-tasks serve
 tests/interop/fixture.py --stdio` with the SDK's `StdioClientTransport` and connects with no
@@ -10,16 +10,24 @@ also one of the Python SDK's (test_sdk_client.py), the expected value is the sam
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from .processes import Steps, ours, peer_script, run_node
+from .processes import Steps, ours, peer_script, run_node, serving_ours
 
 
-@pytest.fixture(scope="module")
-def ts_client() -> Steps:
-    done = run_node([peer_script("ts_client.mjs"), *ours("--stdio", "--log-level", "warning")])
+@pytest.fixture(scope="module", params=["stdio", "http"])
+def ts_client(request: pytest.FixtureRequest) -> Iterator[Steps]:
+    """Its report over stdio (it spawns us), or over Streamable HTTP (a 2025-11-25 session
+    on our HTTP endpoint: `Mcp-Session-Id`, its own GET stream, questions on POST streams)."""
+    if request.param == "stdio":
+        done = run_node([peer_script("ts_client.mjs"), *ours("--stdio", "--log-level", "warning")])
+    else:
+        with serving_ours() as url:
+            done = run_node([peer_script("ts_client.mjs"), "--url", url])
     assert done.returncode == 0, f"ts_client.mjs exited {done.returncode}\n{done.stderr[-3000:]}"
-    return Steps(done.stdout, done.stderr)
+    yield Steps(done.stdout, done.stderr)
 
 
 def test_its_default_initialize_opens_a_2025_session(ts_client: Steps) -> None:

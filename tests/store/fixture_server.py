@@ -10,8 +10,10 @@
 | resumable_counter | resumable: appends a line to `path` per run; blocks on the first run |
 | | and completes on any later one ("ran N times") |
 | asks_first | asks a name in an MRTR round before the task exists, then greets in a task |
+| greets_in_place | no task: asks a name in an input round, then greets (for 2025 sessions) |
 
-Every tool is a task (`task_support="required"`). TTL 10 minutes unless `TASK_TTL_MS` says.
+Every tool but the last is a task (`task_support="required"`). TTL 10 minutes unless
+`TASK_TTL_MS` says.
 """
 
 from __future__ import annotations
@@ -128,3 +130,12 @@ async def asks_first(ctx: ToolContext) -> ToolOutcome:
     if not ctx.in_task:
         return START_TASK
     return CallToolResult.text(f"hello {(answer.content or {}).get('name', 'nobody')}")
+
+
+@server.tool()
+async def greets_in_place(ctx: ToolContext) -> ToolOutcome:
+    answer = ctx.elicit_response("name")
+    if answer is None:
+        params = ElicitParams(message="Your name?", mode="form", requested_schema=NAME_SCHEMA)
+        return InputRequired(requests={"name": ElicitRequest(params=params)})
+    return CallToolResult.text(f"Hello, {(answer.content or {}).get('name')}!")

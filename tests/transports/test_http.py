@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 import h11
+import msgspec
 import pytest
 import trio
 from runtime.helpers import request
@@ -382,24 +383,56 @@ async def test_json_rpc_errors_carry_their_http_status(
     assert response.json()["error"]["code"] == code
 
 
-async def test_an_initialize_from_an_earlier_revision_is_400_naming_the_versions(
+async def test_an_initialize_from_an_earlier_revision_opens_a_session(
     client: HttpClient,
 ) -> None:
-    """What the TypeScript SDK client and the Inspector send first, headers and all."""
-    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ts"}}
+    """What the TypeScript SDK client and the Inspector send first, headers and all: a 2025
+    session (tests/transports/test_http_legacy.py has the rest)."""
+    params = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "ts", "version": "1"},
+    }
     body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
     headers = [("accept", "application/json, text/event-stream")]
     response = await client.post(body.encode(), headers)
-    assert response.status == 400
-    check_reply(None, response.body)
-    error = response.json()["error"]
-    assert error["code"] == -32022
-    assert error["data"] == {"supported": ["2026-07-28"], "requested": "2025-06-18"}
-    # and what such a client sends next, its version in the header only
+    assert response.status == 200
+    assert response.json()["result"]["protocolVersion"] == "2025-06-18"
+    assert response.headers["mcp-session-id"]
+    # and what such a client sends next without the session's id
     later = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
     old = [("mcp-protocol-version", "2025-06-18"), *headers]
     response = await client.post(later.encode(), old)
-    assert response.status == 400 and response.json()["error"]["code"] == -32022
+    assert_refused(response, 400, "Mcp-Session-Id")
+
+
+async def test_a_modern_only_server_answers_initialize_400_naming_its_versions() -> None:
+    server = JOBS.server
+    kept = server.core.options
+    server.core.use_options(msgspec.structs.replace(kept, legacy_sessions=False))
+    try:
+        async with serving(server) as bound:
+            client = await HttpClient.connect(bound)
+            params = {"protocolVersion": "2025-06-18", "capabilities": {}}
+            body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+            headers = [("accept", "application/json, text/event-stream")]
+            response = await client.post(body.encode(), headers)
+            assert response.status == 400
+            check_reply(None, response.body)
+            error = response.json()["error"]
+            assert error["code"] == -32022
+            assert error["data"] == {"supported": ["2026-07-28"], "requested": "2025-06-18"}
+            later = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+            old = [("mcp-protocol-version", "2025-06-18"), *headers]
+            response = await client.post(later.encode(), old)
+            assert response.status == 400 and response.json()["error"]["code"] == -32022
+            for method in ("GET", "DELETE"):
+                await client.send(method, [("accept", "text/event-stream")])
+                refused = await client.response()
+                assert refused.status == 405 and refused.headers["allow"] == "POST"
+            await client.aclose()
+    finally:
+        server.core.use_options(kept)
 
 
 async def test_other_paths_are_404(client: HttpClient) -> None:
@@ -416,9 +449,12 @@ async def test_other_methods_on_the_endpoint_are_405_with_allow(
 ) -> None:
     await client.send(method, [("accept", "text/event-stream")])
     response = await client.response()
-    assert response.status == 405 and response.headers["allow"] == "POST"
-    if method != "HEAD":  # a HEAD answer has no body
-        assert_refused(response, 405, method, "POST")
+    if method in ("GET", "DELETE"):  # a 2025 session's, without its id
+        assert_refused(response, 400, "Mcp-Session-Id")
+    else:
+        assert response.status == 405 and response.headers["allow"] == "GET, POST, DELETE"
+        if method != "HEAD":  # a HEAD answer has no body
+            assert_refused(response, 405, method, "GET, POST and DELETE")
     assert (await rpc(client, "tools/list")).status == 200  # the connection stays usable
 
 

@@ -147,8 +147,13 @@ async def test_initialize_opens_a_session_with_what_the_server_offers() -> None:
         assert result["protocolVersion"] == "2025-11-25"
         assert result["serverInfo"] == {"name": "legacy-jobs", "version": "1.0"}
         assert result["instructions"] == "Be nice."
-        assert result["capabilities"]["tools"] == {} and "logging" in result["capabilities"]
-        assert "tasks" not in result["capabilities"]  # the 2025 tasks utility: not yet
+        assert result["capabilities"]["tools"] == {"listChanged": True}
+        assert "logging" in result["capabilities"]
+        assert result["capabilities"]["tasks"] == {  # the 2025 tasks utility
+            "list": {},
+            "cancel": {},
+            "requests": {"tools": {"call": {}}},
+        }
         assert not MODERN_ONLY_KEYS & set(result)
 
 
@@ -276,7 +281,7 @@ async def test_what_a_session_cannot_do_yet_is_said_plainly() -> None:
         task_only = await request(peer, "tools/call", {"name": "only_as_task", "arguments": {}}, 2)
         assert task_only["error"]["code"] == -32601
         unknown = await request(peer, "tasks/get", {"taskId": "x"}, 3)
-        assert unknown["error"]["code"] == -32601 and "tasks/get" in unknown["error"]["message"]
+        assert unknown["error"]["code"] == -32602 and "Unknown task" in unknown["error"]["message"]
         again = await request(peer, "initialize", {"protocolVersion": "2025-11-25"}, 4)
         assert again["error"]["code"] == -32600
 
@@ -315,3 +320,32 @@ async def test_a_client_that_leaves_while_asked_ends_the_wait(autojump_clock: Mo
         assert "the client went away" in reply["result"]["content"][0]["text"]
         await peer.finished.wait()
         assert peer.finished_after < 1  # not the ten minutes a question may wait
+
+
+async def test_a_request_that_asks_without_end_is_refused_after_sixteen_rounds() -> None:
+    server = build_server()
+
+    @server.tool()
+    async def insatiable(ctx: ToolContext) -> ToolOutcome:
+        """Asks again, whatever the answer."""
+        round_ = int(ctx.handler_state or 0) + 1
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+        params = ElicitParams(message=f"Round {round_}?", mode="form", requested_schema=schema)
+        return InputRequired(requests={"name": ElicitRequest(params=params)}, state=str(round_))
+
+    async with stdio_session(server) as peer:
+        await initialize(peer, elicitation={"form": {}})
+        call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "insatiable"}}
+        await peer.write(line(call))
+        rounds = 0
+        while True:
+            got = await peer.receive()
+            if got.get("id") == 5 and "method" not in got:
+                break
+            assert got["method"] == "elicitation/create"
+            rounds += 1
+            answer = {"action": "accept", "content": {"name": "Ann"}}
+            await send(peer, {"jsonrpc": "2.0", "id": got["id"], "result": answer})
+        assert rounds == 16
+        assert got["result"]["isError"] is True
+        assert "more than 16 rounds" in got["result"]["content"][0]["text"]

@@ -6,8 +6,8 @@
 The server is the interop fixture (tests/interop/fixture.py: examples/jobs.py and the
 conformance base fixtures). Each step prints one JSON line (see _lines.py): tools, greet,
 input rounds, an `x-mcp-header` tool, prompts, resources, completion, progress, listen; then
-an old-era `initialize` (`mode="legacy"`), and over stdio every step again in that session
-(`legacy_` + the step's name).
+an old-era `initialize` (`mode="legacy"`), and every step again in that session (`legacy_` +
+the step's name).
 """
 
 from __future__ import annotations
@@ -194,13 +194,34 @@ async def main(argv: list[str]) -> None:
             emit(legacy_http=recorder.take())
 
     await step("legacy_initialize", legacy)
-    if argv[0] == "stdio":  # the same steps in a 2025-11-25 session (HTTP: not yet served)
-        try:
-            options = {"mode": "legacy", "elicitation_callback": answer}
-            async with open_client(argv, recorder, **options) as old:
-                await run_steps(old, recorder, prefix="legacy_")
-        except Exception as error:
-            emit(step="legacy_session", ok=False, error=describe(error))
+    updated: list[str] = []
+    told = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        found = getattr(message, "root", message)
+        if type(found).__name__ == "ResourceUpdatedNotification":
+            updated.append(str(found.params.uri))
+            told.set()
+
+    async def subscription(old: Client) -> dict[str, Any]:
+        await old.subscribe_resource("test://static-text")
+        await old.call_tool("touch_resource", {"uri": "test://static-text"})
+        await told.wait()
+        await old.unsubscribe_resource("test://static-text")
+        return {"updated": updated}
+
+    try:  # the same steps in a 2025-11-25 session, and a resource subscription
+        options = {"mode": "legacy", "elicitation_callback": answer, "message_handler": on_message}
+        async with open_client(argv, recorder, **options) as old:
+            await run_steps(old, recorder, prefix="legacy_")
+
+            async def subscribed() -> dict[str, Any]:
+                with anyio.fail_after(STEP_SECONDS):
+                    return await subscription(old)
+
+            await step("legacy_subscription", subscribed)
+    except Exception as error:
+        emit(step="legacy_session", ok=False, error=describe(error))
 
 
 if __name__ == "__main__":

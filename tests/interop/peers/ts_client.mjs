@@ -4,6 +4,7 @@
 // becomes a legacy session.
 //
 //     node ts_client.mjs CMD ARG...    # spawns CMD with the SDK's StdioClientTransport
+//     node ts_client.mjs --url URL     # Streamable HTTP (the 2025-11-25 transport: a session)
 //
 // Each step prints one JSON line, as tests/interop/peers/_lines.py says: {"step", "ok",
 // "value"} or {"step", "ok": false, "error": {"type", "message", "code", "data"}}. A failing
@@ -15,7 +16,7 @@ import { createRequire } from 'node:module';
 // The SDK lives in tests/interop/npm/node_modules (tests/interop/npm/install), not next to this
 // script: resolve it from there.
 const require = createRequire(new URL('../npm/package.json', import.meta.url));
-const { Client, ProtocolError } = require('@modelcontextprotocol/client');
+const { Client, ProtocolError, StreamableHTTPClientTransport } = require('@modelcontextprotocol/client');
 const { StdioClientTransport } = require('@modelcontextprotocol/client/stdio');
 
 const ANSWERS = { name: 'Ada', color: 'blue', context: 'interop', ok: true };
@@ -133,7 +134,10 @@ async function runSteps(client) {
 
 async function main([command, ...args]) {
     const client = openClient();
-    const transport = new StdioClientTransport({ command, args, stderr: 'inherit' });
+    const transport =
+        command === '--url'
+            ? new StreamableHTTPClientTransport(new URL(args[0]))
+            : new StdioClientTransport({ command, args, stderr: 'inherit' });
     let connected = false;
     await step('initialize', async () => {
         await client.connect(transport, { timeout: STEP_MS });

@@ -1,0 +1,583 @@
+"""Clients of the 2025 revisions over Streamable HTTP: sessions named by `Mcp-Session-Id`,
+kept in the task store so that every process on it serves every session.
+
+Theory of operation
+-------------------
+A claim-less `initialize` opens a session: the legacy front answers it, a random id is
+minted, and the session (what `initialize` negotiated) becomes a record of the store's
+sessions half (`store.sessions`), bound to the principal that opened it, live for
+`HttpSessionLimits.idle_seconds` after its last use, at most `max_per_principal` a
+principal. The answer carries the id (`SessionReply`: the transports send it as
+`Mcp-Session-Id`). Every later request names the session: its record is read (400 with no
+id, 404 when it is gone or another principal's, 400 for an `MCP-Protocol-Version` that is no
+2025 revision) and the request is answered as over stdio (`LegacySessions`: by the session
+itself, or rewritten for the core and its reply turned back), the session saved back when
+it changed (`logging/setLevel`, `notifications/initialized`).
+
+A request of the server's own (an input round's question: `elicitation/create`...) goes
+out on the SSE stream of the POST it serves; the client answers with a POST of its own,
+which a balancer may send to another process. A process that does not await that answer
+passes it on as a `session` signal of the store, and the one that awaits it takes it
+(`delivered`); `notifications/cancelled` travels the same way. The questions' ids are
+unique to the process (`LegacySessions`), so no other process takes an answer for one.
+
+`GET` opens the session's own SSE stream (one per session and process: a newer one takes
+over, as a client that reconnects opens it again before this side noticed it left),
+for what the server sends outside any request; its events carry ids (`g1`, `g2`...) and
+are kept with the session (`append_event`), so a client that reconnects with
+`Last-Event-ID`, to any process, gets what it missed. `DELETE` ends the session: its
+record and events go, and here its requests and stream end.
+
+Each process keeps a `Connection` for a session while it has requests in flight or a
+stream open here (the questions awaited, the requests cancellable), and drops it after.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
+from typing import Any, Final, Protocol
+
+import msgspec
+from msgspec import UNSET
+
+from .._support import backend as _backend
+from ..core import HttpHeaders, ProtocolError, Reply, VersionConflict
+from ..core._encode import error_body
+from ..core._envelope import message_of
+from ..core._errors import INTERNAL_ERROR, INVALID_REQUEST
+from ..core._wire import META_PROTOCOL_VERSION
+from ..core.legacy import LEGACY_VERSIONS, LegacyAnswer, LegacySession
+from ..core.wire import SUPPORTED_VERSIONS, IncomingMessage
+from ..store import Signal, StoreFull, StoreUnavailable, TaskStore
+from ..store._sessions import SessionLimits, SessionRecord, SessionRecords, sessions_of
+from ..transports._exchange import sse_frame
+from ..transports._port import Connection, SendNotification, SessionHeaders, SessionReply
+from ._sessions import LegacySessions
+
+__all__ = ["HttpSessionLimits", "HttpSessions", "unavailable_reply"]
+
+logger = logging.getLogger("mcp_tasks.server")
+
+GET_STREAM: Final = "g"
+"""The name of a session's own stream in its event ids (`g1`, `g2`...) and in the store."""
+_SAVE_TRIES: Final = 4
+_CLAIM: Final = META_PROTOCOL_VERSION.encode()
+MAX_SESSION_ID: Final = 128
+"""A longer `Mcp-Session-Id` names no session of ours (ours are 32 characters), and is
+never looked up in the store."""
+
+Answer = Callable[
+    [bytes | IncomingMessage, HttpHeaders | None, Connection | None], Awaitable[Reply | None]
+]
+"""The core's way: a message, the headers the core checks, the connection it came on."""
+
+
+class Observed(Protocol):
+    """The server's way to the core (`Server._observed`): a message, its headers, how to
+    notify its client, its connection, its principal, and whether a session rewrote it."""
+
+    def __call__(
+        self,
+        data: bytes | IncomingMessage,
+        headers: HttpHeaders | None,
+        notify: SendNotification | None,
+        connection: Connection | None,
+        principal: str | None,
+        *,
+        routed: bool,
+    ) -> Awaitable[Reply | None]: ...
+
+
+class HttpSessionLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """How long a 2025 client's HTTP session lives unused, and how many there may be."""
+
+    idle_seconds: float = 1800.0
+    """A session not used for this long is gone (its client gets 404, and starts again)."""
+    max_sessions: int = 10_000
+    """Sessions the store holds at once; one more `initialize` is refused (503)."""
+    max_per_principal: int | None = 64
+    """Sessions one principal holds at once (None: no such limit); past it, 429."""
+    max_streams: int = 1024
+    """Sessions' own `GET` streams open at once in this process (each holds a connection);
+    one more is refused with 503 (a principal holds at most one a session)."""
+
+    def __post_init__(self) -> None:
+        if not self.idle_seconds > 0:
+            raise ValueError("idle_seconds must be positive")
+        if min(self.max_sessions, self.max_per_principal or 1, self.max_streams) < 1:
+            raise ValueError("max_sessions, max_per_principal and max_streams must be at least 1")
+
+
+class _Here:
+    """A session's requests and stream in this process."""
+
+    __slots__ = ("connection", "stream", "stream_ended", "users")
+
+    def __init__(self) -> None:
+        self.connection = Connection(carries_sessions=True)
+        self.users = 0
+        self.stream: SendNotification | None = None
+        self.stream_ended: _backend.Event | None = None
+
+
+class HttpSessions:
+    """The sessions of 2025 clients over HTTP, for one `Server` (theory of operation)."""
+
+    def __init__(
+        self,
+        legacy: LegacySessions,
+        store: Callable[[], TaskStore],
+        now: Callable[[], float],
+        spawn: Callable[[Callable[[], Coroutine[Any, Any, Any]]], None],
+    ) -> None:
+        self._legacy = legacy
+        self._store = store
+        self._now = now
+        self._spawn = spawn
+        self.serving: Callable[[], bool] = lambda: True
+        """Whether 2025 sessions are served now (`ServerOptions.legacy_sessions`)."""
+        self.limits = HttpSessionLimits()
+        self._here: dict[str, _Here] = {}
+        self._streams_open = 0
+        self._records_of: tuple[TaskStore, SessionRecords] | None = None
+
+    @property
+    def _records(self) -> SessionRecords:
+        store = self._store()
+        if self._records_of is None or self._records_of[0] is not store:
+            self._records_of = (store, sessions_of(store))
+        return self._records_of[1]
+
+    # --- answering -----------------------------------------------------------------------
+
+    async def route(
+        self,
+        data: bytes | IncomingMessage,
+        headers: HttpHeaders | None,
+        session: SessionHeaders | None,
+        notify: SendNotification | None,
+        principal: str | None,
+        *,
+        answer: Observed,
+    ) -> Reply | None:
+        """An HTTP request without the 2026-07-28 claim, or naming a session: a 2025
+        session's (`answer`), or, with the claim or while 2025 sessions are not served,
+        the core's as it is. `answer` is the server's way to the core."""
+        claimed = isinstance(data, bytes) and _CLAIM in data
+        if (session is not None and session.method == "POST" and claimed) or not self.serving():
+            return await answer(data, headers, notify, None, principal, routed=False)  # modern
+
+        async def to_core(
+            message: bytes | IncomingMessage, headers: HttpHeaders | None, on: Connection | None
+        ) -> Reply | None:
+            return await answer(message, headers, notify, on, principal, routed=True)
+
+        try:
+            return await self.answer(
+                data,
+                headers=headers,
+                session=session,
+                notify=notify,
+                principal=principal,
+                answer=to_core,
+            )
+        except StoreUnavailable as error:  # the sessions are in the store: try again soon
+            logger.warning("the task store is unavailable: %s", error)
+            return unavailable_reply()
+
+    async def answer(
+        self,
+        data: bytes | IncomingMessage,
+        *,
+        headers: HttpHeaders | None,
+        session: SessionHeaders | None,
+        notify: SendNotification | None,
+        principal: str | None,
+        answer: Answer,
+    ) -> Reply | None:
+        """Answer `data`, an HTTP request without the 2026-07-28 claim or naming a
+        session; `answer` is the core's way (for a message to answer as it is, or a
+        session's rewritten one)."""
+        if session is not None and session.method != "POST":
+            if session.method == "GET":
+                return await self._stream(session, principal, notify)
+            return await self._end(session, principal)
+        try:
+            message = message_of(data)
+        except ProtocolError:
+            return await answer(data, headers, None)
+        version = None if session is None else session.protocol_version
+        if version is None and headers is not None:
+            version = headers.protocol_version
+        if version is not None and version.strip() in SUPPORTED_VERSIONS:
+            return await answer(message, headers, None)  # a 2026-07-28 client's slip
+        if message.method == "initialize" and message.id is not UNSET:
+            return await self._open(message, principal)
+        session_id = None if session is None else session.session_id
+        if session_id is None:
+            opened = self._legacy.front.route(message, None, claimless=True)
+            if isinstance(opened, LegacyAnswer):
+                return opened.reply  # `ping` needs no session
+            if message.method is UNSET and message.id is UNSET:
+                return await answer(message, headers, None)  # the core says what
+            return _refusal(
+                400,
+                "Bad Request: the Mcp-Session-Id header is required; send initialize first "
+                "(a 2026-07-28 client sends params._meta in every request instead)",
+            )
+        found = await self._session(session_id, principal, version)
+        if isinstance(found, Reply):
+            return found
+        record, state = found
+        if message.method is UNSET:  # a response: the answer to a question of ours
+            await self._deliver(session_id, message)
+            return None
+        if message.method == "notifications/cancelled":
+            await self._deliver(session_id, message)
+            return None
+        return await self._serve(record, state, message, notify, answer)
+
+    async def _serve(
+        self,
+        record: SessionRecord,
+        state: LegacySession,
+        message: IncomingMessage,
+        notify: SendNotification | None,
+        answer: Answer,
+    ) -> Reply | None:
+        here = self._enter(record.session_id)
+        connection = here.connection
+        connection.session = state
+        try:
+            reply = await self._legacy.answer(
+                message,
+                connection,
+                lambda modern: answer(message_of(modern), None, connection),
+                notify,
+            )
+        finally:
+            changed = connection.session
+            self._leave(record.session_id, here)
+        if changed is not None and changed != state:
+            await self._save(record, state, changed)
+            if changed.subscriptions != state.subscriptions:
+                await self._tell_others(record.session_id, message)
+        return reply
+
+    async def _open(self, message: IncomingMessage, principal: str | None) -> Reply | None:
+        opened = self._legacy.front.route(message, None, claimless=True)
+        if not isinstance(opened, LegacyAnswer):  # an `initialize` is the session's
+            raise AssertionError(f"the legacy front did not answer initialize: {opened!r}")
+        reply = opened.reply
+        if opened.session is None:
+            return reply
+        if reply is None or reply.error_code is not None:
+            return reply
+        session_id = secrets.token_urlsafe(24)  # visible ASCII, as the 2025 revisions ask
+        record = SessionRecord(
+            session_id=session_id, principal=principal, state=_encode(opened.session)
+        )
+        limits = self.limits
+        try:
+            await self._records.open_session(
+                record,
+                limits=SessionLimits(
+                    max_sessions=limits.max_sessions, max_per_principal=limits.max_per_principal
+                ),
+                idle_seconds=limits.idle_seconds,
+                now=self._now(),
+            )
+        except StoreFull as full:
+            if full.per_principal:
+                return _refusal(429, f"Too many sessions: this principal holds {full.limit}")
+            return _refusal(503, "Too many sessions: the server holds its limit", INTERNAL_ERROR)
+        return SessionReply(body=reply.body, request_id=reply.request_id, session_id=session_id)
+
+    async def _session(
+        self, session_id: str, principal: str | None, version: str | None
+    ) -> tuple[SessionRecord, LegacySession] | Reply:
+        """The live session `session_id` of `principal`, or the refusal to send."""
+        if version is not None and version.strip() not in LEGACY_VERSIONS:
+            return _refusal(
+                400,
+                f"Bad Request: unsupported MCP-Protocol-Version {version.strip()[:64]!r}; "
+                f"this session speaks one of {', '.join(LEGACY_VERSIONS)}",
+            )
+        record = None
+        if len(session_id) <= MAX_SESSION_ID and session_id.isascii():  # else none is ours
+            record = await self._records.get_session(
+                session_id, idle_seconds=self.limits.idle_seconds, now=self._now()
+            )
+        if record is None or record.principal != principal:
+            return _refusal(
+                404,
+                "Session not found: it ended or expired; send initialize again, without "
+                "Mcp-Session-Id",
+            )
+        return record, _decode(record.state)
+
+    async def _save(
+        self, record: SessionRecord, before: LegacySession, after: LegacySession
+    ) -> None:
+        """Save what this request changed of the session (another process may have
+        changed it too since it was read: its change is kept)."""
+        records, limits = self._records, self.limits
+        for _ in range(_SAVE_TRIES):
+            merged = changed_by(_decode(record.state), before, after)
+            new = msgspec.structs.replace(record, state=_encode(merged), version=record.version + 1)
+            try:
+                await records.save_session(
+                    new, record.version, idle_seconds=limits.idle_seconds, now=self._now()
+                )
+                return
+            except VersionConflict:
+                again = await records.get_session(
+                    record.session_id, idle_seconds=limits.idle_seconds, now=self._now()
+                )
+                if again is None:
+                    return  # ended meanwhile
+                record = again
+        logger.warning("a session's change was not saved: it kept changing meanwhile")
+
+    # --- answers and cancellations, wherever they are awaited -------------------------------
+
+    async def _deliver(self, session_id: str, message: IncomingMessage) -> None:
+        """Hand `message` (a response, or `notifications/cancelled`) to the request here
+        that awaits it, or to every process on the store (a `session` signal)."""
+        if not self.delivered(session_id, message):
+            await self._tell_others(session_id, message)
+
+    async def _tell_others(self, session_id: str, message: IncomingMessage) -> None:
+        """Pass `message` on to the other processes on the store (a `session` signal)."""
+        coordination = self._store().coordination
+        signals = coordination.signals
+        if signals is None:
+            return  # nobody else: an answer too late, or a request already answered
+        raw = msgspec.json.encode(message)
+        await signals.publish(Signal("session", session_id, coordination.origin, data=raw))
+
+    def delivered(self, session_id: str, message: IncomingMessage) -> bool:
+        """Hand `message` to what awaits it here; False if nothing does."""
+        here = self._here.get(session_id)
+        if here is None:
+            return False
+        connection = here.connection
+        if message.method is UNSET:
+            return self._legacy.take_answer(message, connection)
+        if message.method in ("resources/subscribe", "resources/unsubscribe"):
+            # served by another process: the copy the notices read here follows it
+            uri = _param(message, "uri")
+            held = connection.session
+            if isinstance(uri, str) and held is not None:
+                kept = held.subscriptions
+                kept = kept | {uri} if message.method == "resources/subscribe" else kept - {uri}
+                connection.session = msgspec.structs.replace(held, subscriptions=kept)
+            return True
+        request_id = _param(message, "requestId")
+        if request_id is None or request_id not in connection.in_flight:
+            return False
+        connection.cancel(request_id)
+        return True
+
+    def on_signal(self, signal: Signal) -> None:
+        """A `session` or `event` signal from another process (the background's loop)."""
+        if signal.data is None:
+            return
+        if signal.kind == "event":  # for the session's stream, if it is open here
+            number, _, event = signal.data.partition(b" ")
+            here = self._here.get(signal.task_id)
+            if here is not None and here.stream is not None and number.isdigit():
+                self._spawn(partial(self._write_event, signal.task_id, int(number), event))
+            return
+        try:
+            message = message_of(signal.data)
+        except ProtocolError:
+            return
+        self.delivered(signal.task_id, message)
+
+    # --- the session's own stream, and its end --------------------------------------------
+
+    async def _stream(
+        self, session: SessionHeaders, principal: str | None, notify: SendNotification | None
+    ) -> Reply | None:
+        if session.session_id is None:
+            return _refusal(400, "Bad Request: the Mcp-Session-Id header is required")
+        found = await self._session(session.session_id, principal, session.protocol_version)
+        if isinstance(found, Reply):
+            return found
+        if notify is None:
+            return _refusal(406, "Not acceptable: the session's stream is text/event-stream")
+        session_id = session.session_id
+        here = self._here.get(session_id)
+        taking_over = here is not None and here.stream_ended is not None
+        if not taking_over and self._streams_open >= self.limits.max_streams:
+            return _refusal(
+                503, "Too many session streams are open here: try again later", INTERNAL_ERROR
+            )
+        here = self._enter(session_id)
+        here.connection.session = found[1]  # what the notices read (its subscriptions)
+        if here.stream_ended is not None:
+            here.stream_ended.set()  # a client reconnecting: the newer stream takes over
+        else:
+            self._streams_open += 1
+        ended = here.stream_ended = _backend.event()
+        here.stream = notify
+        try:
+            await notify(b": the session's stream\n\n")  # opens it at once (a comment)
+            await _replay(self._records, session_id, session.last_event_id, notify)
+            await ended.wait()
+        finally:
+            if here.stream_ended is ended:
+                here.stream = here.stream_ended = None
+                self._streams_open -= 1
+            self._leave(session_id, here)
+        return None
+
+    @property
+    def streams_open(self) -> int:
+        """How many sessions' own streams are open in this process."""
+        return self._streams_open
+
+    def streams(self, *, subscribed_to: str | None = None) -> list[str]:
+        """The sessions whose own stream is open here (subscribed to `subscribed_to`)."""
+        return [
+            session_id
+            for session_id, here in self._here.items()
+            if here.stream is not None
+            and (
+                subscribed_to is None
+                or (
+                    here.connection.session is not None
+                    and subscribed_to in here.connection.session.subscriptions
+                )
+            )
+        ]
+
+    async def send(self, session_id: str, message: bytes) -> None:
+        """Send `message` on the session's own stream (kept for a client that
+        reconnects); nothing is lost while no stream is open, up to the events kept. The
+        stream may be open in another process: the event goes there as a signal."""
+        try:
+            number = await self._records.append_event(session_id, GET_STREAM, message)
+            if not number:
+                return  # the session is gone
+            if not await self._write_event(session_id, number, message):
+                coordination = self._store().coordination
+                if coordination.signals is not None:
+                    data = b"%d " % number + message
+                    signal = Signal("event", session_id, coordination.origin, data=data)
+                    await coordination.signals.publish(signal)
+        except Exception as error:  # the store or the client failed: this notice is lost
+            logger.warning("a 2025 session's notice was not sent: %r", error)
+
+    async def _write_event(self, session_id: str, number: int, message: bytes) -> bool:
+        """Write event `number` on the session's stream if it is open here."""
+        here = self._here.get(session_id)
+        if here is None or here.stream is None:
+            return False
+        await here.stream(sse_frame(message, f"{GET_STREAM}{number}"))
+        return True
+
+    async def _end(self, session: SessionHeaders, principal: str | None) -> Reply:
+        if session.session_id is None:
+            return _refusal(400, "Bad Request: the Mcp-Session-Id header is required")
+        found = await self._session(session.session_id, principal, session.protocol_version)
+        if isinstance(found, Reply):
+            return found
+        await self._records.close_session(session.session_id)
+        self.ended(session.session_id)
+        return Reply(body=b"", http_status=200)
+
+    def ended(self, session_id: str | None = None) -> None:
+        """End what runs here for a session (all of them when None): its stream, the
+        questions its requests await, and the requests (`DELETE`, the server closing)."""
+        for key, here in list(self._here.items()):
+            if session_id is not None and key != session_id:
+                continue
+            if here.stream_ended is not None:
+                here.stream_ended.set()
+            self._legacy.abandon(here.connection)
+            if session_id is not None:
+                for scope in list(here.connection.in_flight.values()):
+                    scope.cancel()
+
+    def _enter(self, session_id: str) -> _Here:
+        here = self._here.get(session_id)
+        if here is None:
+            here = self._here[session_id] = _Here()
+            here.connection.notices = partial(self.send, session_id)  # the session's stream
+        here.users += 1
+        return here
+
+    def _leave(self, session_id: str, here: _Here) -> None:
+        here.users -= 1
+        if here.users == 0 and self._here.get(session_id) is here:
+            del self._here[session_id]
+
+
+def changed_by(stored: LegacySession, before: LegacySession, after: LegacySession) -> LegacySession:
+    """`stored` (the session as saved now) with what one request changed of it, from
+    `before` to `after`: its log level, `initialized`, its subscriptions, the tasks it
+    created. What another process changed meanwhile is kept."""
+    merged = msgspec.structs.replace(
+        stored,
+        log_level=after.log_level if after.log_level != before.log_level else stored.log_level,
+        initialized=stored.initialized or after.initialized,
+        subscriptions=(stored.subscriptions - (before.subscriptions - after.subscriptions))
+        | (after.subscriptions - before.subscriptions),
+    )
+    for task_id in [task for task in after.task_ids if task not in before.task_ids]:
+        merged = merged.remembered(task_id)
+    return merged
+
+
+async def _replay(
+    records: SessionRecords, session_id: str, last_event_id: str | None, notify: SendNotification
+) -> None:
+    """The events of the session's stream after `last_event_id` (what a reconnecting
+    client missed, as far as they are kept)."""
+    if last_event_id is None or not last_event_id.startswith(GET_STREAM):
+        return
+    try:
+        after = int(last_event_id[len(GET_STREAM) :])
+    except ValueError:
+        return
+    for number, data in await records.events_after(session_id, GET_STREAM, after) or ():
+        await notify(sse_frame(data, f"{GET_STREAM}{number}"))
+
+
+def _encode(session: LegacySession) -> bytes:
+    return msgspec.json.encode(session)
+
+
+def _decode(state: bytes) -> LegacySession:
+    return msgspec.json.decode(state, type=LegacySession)
+
+
+def _param(message: IncomingMessage, name: str) -> Any:
+    if message.params is UNSET:
+        return None
+    try:
+        params = msgspec.json.decode(message.params)
+    except msgspec.DecodeError:
+        return None
+    return params.get(name) if isinstance(params, dict) else None
+
+
+def unavailable_reply() -> Reply:
+    """What a session's request gets while the store cannot be reached: 503, try again."""
+    body = error_body(
+        None,
+        INTERNAL_ERROR,
+        "The server cannot reach its session store right now: try again shortly",
+        {"retryAfterMs": 1000},
+    )
+    return Reply(body=body, http_status=503, error_code=INTERNAL_ERROR, retry_after_seconds=1)
+
+
+def _refusal(status: int, message: str, code: int = INVALID_REQUEST) -> Reply:
+    """An id-less JSON-RPC error with HTTP `status`: what HTTP says of the session."""
+    return Reply(body=error_body(None, code, message), http_status=status, error_code=code)
