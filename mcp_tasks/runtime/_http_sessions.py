@@ -35,80 +35,46 @@ stream open here (the questions awaited, the requests cancellable), and drops it
 from __future__ import annotations
 
 import logging
-import secrets
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from functools import partial
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET
 
 from .._support import backend as _backend
-from ..core import HttpHeaders, ProtocolError, Reply, VersionConflict
-from ..core._encode import error_body
+from ..core import HttpHeaders, ProtocolError, Reply
 from ..core._envelope import message_of
-from ..core._errors import INTERNAL_ERROR, INVALID_REQUEST
+from ..core._errors import INTERNAL_ERROR
 from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import LEGACY_VERSIONS, LegacyAnswer, LegacySession
 from ..core.wire import SUPPORTED_VERSIONS, IncomingMessage
-from ..store import Signal, StoreFull, StoreUnavailable, TaskStore
-from ..store._sessions import SessionLimits, SessionRecord, SessionRecords, sessions_of
+from ..store import Signal, StoreUnavailable, TaskStore
+from ..store._sessions import SessionRecord, SessionRecords, sessions_of
 from ..transports._exchange import sse_frame
-from ..transports._port import Connection, SendNotification, SessionHeaders, SessionReply
-from ._sessions import LegacySessions
+from ..transports._port import Connection, SendNotification, SessionHeaders
+from ._http_session_parts import (
+    GET_STREAM,
+    MAX_SESSION_ID,
+    Answer,
+    HttpSessionLimits,
+    Observed,
+    decode,
+    open_session,
+    param,
+    refusal,
+    replay,
+    save_change,
+    unavailable_reply,
+)
+from ._sessions import BATCH_VERSION, LegacySessions, batch_reply, is_batch
 
 __all__ = ["HttpSessionLimits", "HttpSessions", "unavailable_reply"]
 
 logger = logging.getLogger("mcp_tasks.server")
 
-GET_STREAM: Final = "g"
-"""The name of a session's own stream in its event ids (`g1`, `g2`...) and in the store."""
 _SAVE_TRIES: Final = 4
 _CLAIM: Final = META_PROTOCOL_VERSION.encode()
-MAX_SESSION_ID: Final = 128
-"""A longer `Mcp-Session-Id` names no session of ours (ours are 32 characters), and is
-never looked up in the store."""
-
-Answer = Callable[
-    [bytes | IncomingMessage, HttpHeaders | None, Connection | None], Awaitable[Reply | None]
-]
-"""The core's way: a message, the headers the core checks, the connection it came on."""
-
-
-class Observed(Protocol):
-    """The server's way to the core (`Server._observed`): a message, its headers, how to
-    notify its client, its connection, its principal, and whether a session rewrote it."""
-
-    def __call__(
-        self,
-        data: bytes | IncomingMessage,
-        headers: HttpHeaders | None,
-        notify: SendNotification | None,
-        connection: Connection | None,
-        principal: str | None,
-        *,
-        routed: bool,
-    ) -> Awaitable[Reply | None]: ...
-
-
-class HttpSessionLimits(msgspec.Struct, frozen=True, kw_only=True):
-    """How long a 2025 client's HTTP session lives unused, and how many there may be."""
-
-    idle_seconds: float = 1800.0
-    """A session not used for this long is gone (its client gets 404, and starts again)."""
-    max_sessions: int = 10_000
-    """Sessions the store holds at once; one more `initialize` is refused (503)."""
-    max_per_principal: int | None = 64
-    """Sessions one principal holds at once (None: no such limit); past it, 429."""
-    max_streams: int = 1024
-    """Sessions' own `GET` streams open at once in this process (each holds a connection);
-    one more is refused with 503 (a principal holds at most one a session)."""
-
-    def __post_init__(self) -> None:
-        if not self.idle_seconds > 0:
-            raise ValueError("idle_seconds must be positive")
-        if min(self.max_sessions, self.max_per_principal or 1, self.max_streams) < 1:
-            raise ValueError("max_sessions, max_per_principal and max_streams must be at least 1")
 
 
 class _Here:
@@ -166,7 +132,7 @@ class HttpSessions:
         """An HTTP request without the 2026-07-28 claim, or naming a session: a 2025
         session's (`answer`), or, with the claim or while 2025 sessions are not served,
         the core's as it is. `answer` is the server's way to the core."""
-        claimed = isinstance(data, bytes) and _CLAIM in data
+        claimed = isinstance(data, bytes) and _CLAIM in data and data[:1] != b"["
         if (session is not None and session.method == "POST" and claimed) or not self.serving():
             return await answer(data, headers, notify, None, principal, routed=False)  # modern
 
@@ -205,6 +171,15 @@ class HttpSessions:
             if session.method == "GET":
                 return await self._stream(session, principal, notify)
             return await self._end(session, principal)
+        if is_batch(data) and session is not None and session.session_id is not None:
+            return await self._batch(
+                data,
+                headers=headers,
+                session=session,
+                notify=notify,
+                principal=principal,
+                answer=answer,
+            )
         try:
             message = message_of(data)
         except ProtocolError:
@@ -217,7 +192,8 @@ class HttpSessions:
         if message.method == "initialize" and message.id is not UNSET:
             opened = self._legacy.front.route(message, None, claimless=True)
             if isinstance(opened, LegacyAnswer):
-                return await self._open(opened, principal)
+                limits, now = self.limits, self._now()
+                return await open_session(self._records, opened, principal, limits, now=now)
             return await answer(message, headers, None)  # not JSON-RPC: the core says so
         session_id = None if session is None else session.session_id
         if session_id is None:
@@ -226,7 +202,7 @@ class HttpSessions:
                 return opened.reply  # `ping` needs no session
             if message.method is UNSET and message.id is UNSET:
                 return await answer(message, headers, None)  # the core says what
-            return _refusal(
+            return refusal(
                 400,
                 "Bad Request: the Mcp-Session-Id header is required; send initialize first "
                 "(a 2026-07-28 client sends params._meta in every request instead)",
@@ -242,6 +218,38 @@ class HttpSessions:
             await self._deliver(session_id, message)
             return None
         return await self._serve(record, state, message, notify, answer)
+
+    async def _batch(
+        self,
+        data: bytes | IncomingMessage,
+        *,
+        headers: HttpHeaders | None,
+        session: SessionHeaders,
+        notify: SendNotification | None,
+        principal: str | None,
+        answer: Answer,
+    ) -> Reply | None:
+        """A batch (a JSON array), which only a 2025-03-26 session may send: each message
+        answered as if it came alone, the replies in one array."""
+        assert session.session_id is not None
+        found = await self._session(session.session_id, principal, session.protocol_version)
+        if isinstance(found, Reply):
+            return found
+        if found[1].version != BATCH_VERSION:
+            why = f"Invalid request: a batch (a JSON array) is {BATCH_VERSION}'s only"
+            return refusal(400, why)
+
+        async def one(element: bytes) -> Reply | None:
+            return await self.answer(
+                element,
+                headers=headers,
+                session=session,
+                notify=notify,
+                principal=principal,
+                answer=answer,
+            )
+
+        return await batch_reply(data, one)
 
     async def _serve(
         self,
@@ -265,45 +273,18 @@ class HttpSessions:
             changed = connection.session
             self._leave(record.session_id, here)
         if changed is not None and changed != state:
-            await self._save(record, state, changed)
+            idle = self.limits.idle_seconds
+            await save_change(self._records, record, state, changed, idle=idle, now=self._now)
             if changed.subscriptions != state.subscriptions:
                 await self._tell_others(record.session_id, message)
         return reply
-
-    async def _open(self, opened: LegacyAnswer, principal: str | None) -> Reply | None:
-        """The front's answer to an `initialize`: the session it opened stored, its id
-        sent with the reply."""
-        reply = opened.reply
-        if opened.session is None:
-            return reply
-        if reply is None or reply.error_code is not None:
-            return reply
-        session_id = secrets.token_urlsafe(24)  # visible ASCII, as the 2025 revisions ask
-        record = SessionRecord(
-            session_id=session_id, principal=principal, state=_encode(opened.session)
-        )
-        limits = self.limits
-        try:
-            await self._records.open_session(
-                record,
-                limits=SessionLimits(
-                    max_sessions=limits.max_sessions, max_per_principal=limits.max_per_principal
-                ),
-                idle_seconds=limits.idle_seconds,
-                now=self._now(),
-            )
-        except StoreFull as full:
-            if full.per_principal:
-                return _refusal(429, f"Too many sessions: this principal holds {full.limit}")
-            return _refusal(503, "Too many sessions: the server holds its limit", INTERNAL_ERROR)
-        return SessionReply(body=reply.body, request_id=reply.request_id, session_id=session_id)
 
     async def _session(
         self, session_id: str, principal: str | None, version: str | None
     ) -> tuple[SessionRecord, LegacySession] | Reply:
         """The live session `session_id` of `principal`, or the refusal to send."""
         if version is not None and version.strip() not in LEGACY_VERSIONS:
-            return _refusal(
+            return refusal(
                 400,
                 f"Bad Request: unsupported MCP-Protocol-Version {version.strip()[:64]!r}; "
                 f"this session speaks one of {', '.join(LEGACY_VERSIONS)}",
@@ -314,35 +295,12 @@ class HttpSessions:
                 session_id, idle_seconds=self.limits.idle_seconds, now=self._now()
             )
         if record is None or record.principal != principal:
-            return _refusal(
+            return refusal(
                 404,
                 "Session not found: it ended or expired; send initialize again, without "
                 "Mcp-Session-Id",
             )
-        return record, _decode(record.state)
-
-    async def _save(
-        self, record: SessionRecord, before: LegacySession, after: LegacySession
-    ) -> None:
-        """Save what this request changed of the session (another process may have
-        changed it too since it was read: its change is kept)."""
-        records, limits = self._records, self.limits
-        for _ in range(_SAVE_TRIES):
-            merged = changed_by(_decode(record.state), before, after)
-            new = msgspec.structs.replace(record, state=_encode(merged), version=record.version + 1)
-            try:
-                await records.save_session(
-                    new, record.version, idle_seconds=limits.idle_seconds, now=self._now()
-                )
-                return
-            except VersionConflict:
-                again = await records.get_session(
-                    record.session_id, idle_seconds=limits.idle_seconds, now=self._now()
-                )
-                if again is None:
-                    return  # ended meanwhile
-                record = again
-        logger.warning("a session's change was not saved: it kept changing meanwhile")
+        return record, decode(record.state)
 
     # --- answers and cancellations, wherever they are awaited -------------------------------
 
@@ -371,14 +329,14 @@ class HttpSessions:
             return self._legacy.take_answer(message, connection)
         if message.method in ("resources/subscribe", "resources/unsubscribe"):
             # served by another process: the copy the notices read here follows it
-            uri = _param(message, "uri")
+            uri = param(message, "uri")
             held = connection.session
             if isinstance(uri, str) and held is not None:
                 kept = held.subscriptions
                 kept = kept | {uri} if message.method == "resources/subscribe" else kept - {uri}
                 connection.session = msgspec.structs.replace(held, subscriptions=kept)
             return True
-        request_id = _param(message, "requestId")
+        request_id = param(message, "requestId")
         if request_id is None or request_id not in connection.in_flight:
             return False
         connection.cancel(request_id)
@@ -406,17 +364,17 @@ class HttpSessions:
         self, session: SessionHeaders, principal: str | None, notify: SendNotification | None
     ) -> Reply | None:
         if session.session_id is None:
-            return _refusal(400, "Bad Request: the Mcp-Session-Id header is required")
+            return refusal(400, "Bad Request: the Mcp-Session-Id header is required")
         found = await self._session(session.session_id, principal, session.protocol_version)
         if isinstance(found, Reply):
             return found
         if notify is None:
-            return _refusal(406, "Not acceptable: the session's stream is text/event-stream")
+            return refusal(406, "Not acceptable: the session's stream is text/event-stream")
         session_id = session.session_id
         here = self._here.get(session_id)
         taking_over = here is not None and here.stream_ended is not None
         if not taking_over and self._streams_open >= self.limits.max_streams:
-            return _refusal(
+            return refusal(
                 503, "Too many session streams are open here: try again later", INTERNAL_ERROR
             )
         here = self._enter(session_id)
@@ -429,7 +387,7 @@ class HttpSessions:
         here.stream = notify
         try:
             await notify(b": the session's stream\n\n")  # opens it at once (a comment)
-            await _replay(self._records, session_id, session.last_event_id, notify)
+            await replay(self._records, session_id, session.last_event_id, notify)
             await ended.wait()
         finally:
             if here.stream_ended is ended:
@@ -485,7 +443,7 @@ class HttpSessions:
 
     async def _end(self, session: SessionHeaders, principal: str | None) -> Reply:
         if session.session_id is None:
-            return _refusal(400, "Bad Request: the Mcp-Session-Id header is required")
+            return refusal(400, "Bad Request: the Mcp-Session-Id header is required")
         found = await self._session(session.session_id, principal, session.protocol_version)
         if isinstance(found, Reply):
             return found
@@ -518,68 +476,3 @@ class HttpSessions:
         here.users -= 1
         if here.users == 0 and self._here.get(session_id) is here:
             del self._here[session_id]
-
-
-def changed_by(stored: LegacySession, before: LegacySession, after: LegacySession) -> LegacySession:
-    """`stored` (the session as saved now) with what one request changed of it, from
-    `before` to `after`: its log level, `initialized`, its subscriptions, the tasks it
-    created. What another process changed meanwhile is kept."""
-    merged = msgspec.structs.replace(
-        stored,
-        log_level=after.log_level if after.log_level != before.log_level else stored.log_level,
-        initialized=stored.initialized or after.initialized,
-        subscriptions=(stored.subscriptions - (before.subscriptions - after.subscriptions))
-        | (after.subscriptions - before.subscriptions),
-    )
-    for task_id in [task for task in after.task_ids if task not in before.task_ids]:
-        merged = merged.remembered(task_id)
-    return merged
-
-
-async def _replay(
-    records: SessionRecords, session_id: str, last_event_id: str | None, notify: SendNotification
-) -> None:
-    """The events of the session's stream after `last_event_id` (what a reconnecting
-    client missed, as far as they are kept)."""
-    if last_event_id is None or not last_event_id.startswith(GET_STREAM):
-        return
-    try:
-        after = int(last_event_id[len(GET_STREAM) :])
-    except ValueError:
-        return
-    for number, data in await records.events_after(session_id, GET_STREAM, after) or ():
-        await notify(sse_frame(data, f"{GET_STREAM}{number}"))
-
-
-def _encode(session: LegacySession) -> bytes:
-    return msgspec.json.encode(session)
-
-
-def _decode(state: bytes) -> LegacySession:
-    return msgspec.json.decode(state, type=LegacySession)
-
-
-def _param(message: IncomingMessage, name: str) -> Any:
-    if message.params is UNSET:
-        return None
-    try:
-        params = msgspec.json.decode(message.params)
-    except msgspec.DecodeError:
-        return None
-    return params.get(name) if isinstance(params, dict) else None
-
-
-def unavailable_reply() -> Reply:
-    """What a session's request gets while the store cannot be reached: 503, try again."""
-    body = error_body(
-        None,
-        INTERNAL_ERROR,
-        "The server cannot reach its session store right now: try again shortly",
-        {"retryAfterMs": 1000},
-    )
-    return Reply(body=body, http_status=503, error_code=INTERNAL_ERROR, retry_after_seconds=1)
-
-
-def _refusal(status: int, message: str, code: int = INVALID_REQUEST) -> Reply:
-    """An id-less JSON-RPC error with HTTP `status`: what HTTP says of the session."""
-    return Reply(body=error_body(None, code, message), http_status=status, error_code=code)

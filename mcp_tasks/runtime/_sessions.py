@@ -33,7 +33,7 @@ from msgspec import UNSET, Raw
 from .._support import backend as _backend
 from ..core import ProtocolError, RemoteProtocolError, Reply, ServerCore
 from ..core._envelope import is_request_id, message_of
-from ..core._errors import METHOD_NOT_FOUND
+from ..core._errors import INVALID_REQUEST, METHOD_NOT_FOUND
 from ..core._legacy_tasks import TaskQuery, error_reply, listed_with_task_support
 from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import (
@@ -125,10 +125,11 @@ class LegacySessions:
     def routes(self, data: bytes | IncomingMessage, connection: Connection) -> bool:
         """`data` goes through `answer`: it came on a connection that carries sessions, to
         a server that serves 2025 clients, and does not carry the 2026-07-28 claim (a look
-        for the claim's key in its bytes: all a modern request pays)."""
+        for the claim's key in its bytes: all a modern request pays; a batch, which may
+        hold such a request, is the session's to refuse)."""
         return (
             connection.carries_sessions
-            and not (isinstance(data, bytes) and _CLAIM in data)
+            and not (isinstance(data, bytes) and _CLAIM in data and data[:1] != b"[")
             and self._core.options.legacy_sessions
         )
 
@@ -141,6 +142,9 @@ class LegacySessions:
     ) -> Reply | None:
         """Answer `data`, which came on `connection` (`routes` said so); `answer` is the
         core's way, `notify` writes to the client (how a question is asked)."""
+        session = connection.session
+        if session is not None and session.version == BATCH_VERSION and is_batch(data):
+            return await batch_reply(data, lambda one: self.answer(one, connection, answer, notify))
         if isinstance(data, bytes):  # without the claim's key (`routes`)
             try:
                 message = message_of(data)
@@ -263,6 +267,43 @@ class LegacySessions:
                 return f"it answered with an error ({_error_text(reply.error)})"
             found[key] = Raw(msgspec.json.encode(reply.result))
         return found
+
+
+BATCH_VERSION: Final = "2025-03-26"
+"""The one revision whose clients may send a batch (a JSON array of messages)."""
+MAX_BATCH: Final = 64
+"""Messages one batch may hold."""
+
+
+def is_batch(data: bytes | IncomingMessage) -> bool:
+    return isinstance(data, bytes) and data.lstrip()[:1] == b"["
+
+
+async def batch_reply(
+    data: bytes | IncomingMessage, answer: Callable[[bytes], Awaitable[Reply | None]]
+) -> Reply | None:
+    """A 2025-03-26 batch answered message by message, in order (`answer` each): the
+    array of the replies, or None when none has one (notifications and responses)."""
+    try:
+        messages = msgspec.json.decode(data, type=list[Raw])  # type: ignore[arg-type]
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return error_reply(None, INVALID_REQUEST, "Invalid request: the batch is not JSON")
+    if not messages or len(messages) > MAX_BATCH:
+        why = "empty" if not messages else f"more than {MAX_BATCH} messages"
+        return error_reply(None, INVALID_REQUEST, f"Invalid request: the batch is {why}")
+    replies = []
+    for message in messages:
+        one = bytes(message)
+        if _CLAIM in one:  # a 2026-07-28 request is never batched
+            why = "Invalid request: a 2026-07-28 request (params._meta) cannot be in a batch"
+            replies.append(error_reply(None, INVALID_REQUEST, why).body)
+            continue
+        reply = await answer(one)
+        if reply is not None:
+            replies.append(reply.body)
+    if not replies:
+        return None
+    return Reply(body=b"[" + b",".join(replies) + b"]")
 
 
 def _named(asked: list[Question]) -> str:

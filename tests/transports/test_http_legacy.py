@@ -377,3 +377,28 @@ async def test_a_session_store_outage_is_a_retryable_503() -> None:
             assert refused.status_code == 503
             assert refused.headers["retry-after"] == "1"
             assert refused.json()["error"]["data"] == {"retryAfterMs": 1000}
+
+
+@pytest.mark.parametrize("serve", LOOPS)
+async def test_a_2025_03_26_session_may_post_a_batch(serve: Serving) -> None:
+    async with session_on(serve) as client:
+        client.version = "2025-03-26"
+        await client.initialize()
+        batch = [
+            {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "greet", "arguments": {"name": "Bo"}}},
+        ]  # fmt: skip
+        answered = await client.http.post(client.url, json=batch, headers=client.headers())
+        assert answered.status_code == 200
+        assert [reply["id"] for reply in answered.json()] == [1, 2]
+        assert answered.json()[1]["result"]["content"][0]["text"] == "Hello, Bo!"
+        notices = [{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}] * 2
+        accepted = await client.http.post(client.url, json=notices, headers=client.headers())
+        assert accepted.status_code == 202
+        newer = LegacyHttpClient(client.http, client.url)
+        await newer.initialize()  # 2025-11-25: no batches
+        refused = await client.http.post(client.url, json=batch, headers=newer.headers())
+        assert refused.status_code == 400
+        assert "2025-03-26" in refused.json()["error"]["message"]

@@ -71,6 +71,13 @@ class Peer:
         assert message is not None, "stdout ended"
         return message
 
+    async def receive_raw(self) -> Any:
+        """The next line on stdout, as JSON: a message, or a batch's array of replies."""
+        with trio.fail_after(60):
+            found = await self._next_line()
+        assert found is not None, "stdout ended"
+        return found
+
     async def nothing_within(self, seconds: float) -> bool:
         with trio.move_on_after(seconds):
             await self._next_line()
@@ -96,7 +103,8 @@ class Peer:
         raw, _, rest = bytes(self.buffer).partition(b"\n")
         self.buffer[:] = rest
         message: dict[str, Any] = json.loads(raw)  # every line is one JSON message
-        assert message["jsonrpc"] == "2.0"
+        for one in message if isinstance(message, list) else [message]:  # a batch's replies
+            assert one["jsonrpc"] == "2.0"
         return message
 
 

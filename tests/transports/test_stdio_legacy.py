@@ -349,3 +349,34 @@ async def test_a_request_that_asks_without_end_is_refused_after_sixteen_rounds()
         assert rounds == 16
         assert got["result"]["isError"] is True
         assert "more than 16 rounds" in got["result"]["content"][0]["text"]
+
+
+async def test_a_2025_03_26_session_may_send_a_batch() -> None:
+    """2025-03-26 (and it alone) lets a client send a JSON array of messages: each is
+    answered as if it came alone, the replies in one array (none for notifications)."""
+    async with stdio_session(build_server()) as peer:
+        await initialize(peer, version="2025-03-26")
+        batch = [
+            {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "greet", "arguments": {"name": "Bo"}}},
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": MODERN_META}},
+        ]  # fmt: skip
+        await peer.write(json.dumps(batch).encode() + b"\n")
+        replies = await peer.receive_raw()
+        assert [reply.get("id") for reply in replies] == [1, 2, None]
+        assert replies[0]["result"] == {}
+        assert replies[1]["result"]["content"] == [{"type": "text", "text": "Hello, Bo!"}]
+        assert replies[2]["error"]["code"] == -32600  # a 2026-07-28 request is never batched
+        assert "batch" in replies[2]["error"]["message"]
+
+
+async def test_only_a_2025_03_26_session_may_batch() -> None:
+    async with stdio_session(build_server()) as peer:
+        await initialize(peer)  # 2025-11-25
+        await peer.write(
+            json.dumps([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]).encode() + b"\n"
+        )
+        refused = await peer.receive()
+        assert refused["error"]["code"] == -32600
