@@ -300,16 +300,23 @@ class LegacyFront:
     def _rewritten(self, message: w.IncomingMessage, session: LegacySession) -> w.IncomingMessage:
         """`message` with the session's `_meta` in its params, its own `_meta` kept. Params
         without a `_meta` (most) get the session's encoded once, written in front."""
-        raw = b"{}" if message.params is UNSET else bytes(message.params).strip()
-        if b'"_meta"' in raw or raw[:1] != b"{":
+        raw = b"{}" if message.params is UNSET else bytes(message.params)
+        if raw[:1] != b"{" or b'"_meta"' in raw:  # (whitespace first: the slow way too)
             return _with_meta_decoded(message, session)
         cached = self._encoded_meta
         if cached is None or cached[0] is not session:
-            cached = self._encoded_meta = (session, msgspec.json.encode(_session_meta(session, {})))
-        inner = raw[1:-1].strip()
-        params = b'{"_meta":' + cached[1] + (b"," + inner if inner else b"") + b"}"
+            meta = msgspec.json.encode(_session_meta(session, {}))
+            cached = self._encoded_meta = (session, b'{"_meta":' + meta)
+        rest = raw[1:]  # the members, then "}"
+        first = rest[:16].lstrip()[:1]
+        if not first:  # a long run of whitespace: rare, the slow way
+            return _with_meta_decoded(message, session)
+        glue = b"" if first == b"}" else b","
         return w.IncomingMessage(
-            jsonrpc=message.jsonrpc, id=message.id, method=message.method, params=Raw(params)
+            jsonrpc=message.jsonrpc,
+            id=message.id,
+            method=message.method,
+            params=Raw(b"".join((cached[1], glue, rest))),
         )
 
     def _asks_task(self, message: w.IncomingMessage) -> bool:
