@@ -8,8 +8,10 @@ when absent), so the same scenarios check every store.
 It serves the Tasks extension fixtures (the `tasks-*` scenarios), which are the tools of
 examples/jobs.py (greet, slow_compute, failing_job, protocol_error_job, confirm_delete,
 multi_input, test_tool_with_task), and the base 2026-07-28 fixtures of base_fixtures.py
-(tools, resources, prompts, completion, MRTR, list-changed triggers). Both are loaded by
-path so each has one definition. Only the library's public API is used.
+(tools, resources, prompts, completion, MRTR, list-changed triggers), and the 2025-11-25
+fixtures of legacy_fixtures.py whose names differ (sampling, elicitation and logging tools
+that a 2025 session turns into server-to-client requests, a subscribable resource). All are
+loaded by path so each has one definition. Only the library's public API is used.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ HOST = "127.0.0.1"  # loopback only
 HERE = Path(__file__).resolve().parent
 JOBS = HERE.parent / "examples" / "jobs.py"
 BASE_FIXTURES = HERE / "base_fixtures.py"
+LEGACY_FIXTURES = HERE / "legacy_fixtures.py"
 
 logger = logging.getLogger("conformance.server")
 
@@ -47,11 +50,12 @@ def _load(path: Path) -> ModuleType:
 
 
 def build_server() -> Server:
-    """The examples/jobs.py server (the tasks fixture tools) with the base fixtures added."""
+    """The examples/jobs.py server (the tasks fixture tools) with the base and 2025 fixtures."""
     server = _load(JOBS).server
     if not isinstance(server, Server):
         raise SystemExit(f"{JOBS}: `server` is not a mcp_tasks.Server")
     _load(BASE_FIXTURES).register(server)
+    _load(LEGACY_FIXTURES).register(server)
     return server
 
 

@@ -1,10 +1,12 @@
 """Summarise a conformance/run: one table row per scenario run, and the verdict.
 
-    python conformance/summary.py RESULTS BASELINE REQUIREMENTS_EXIT [SCENARIO=EXIT ...]
+    python conformance/summary.py RESULTS BASELINE VERSION [RUN=EXIT ...]
 
-RESULTS holds `alone/` (scenarios run one by one), `alone-<store>/` (the tasks scenarios
-again on a durable store) and `requirements/` (the `--requirements` run), each with the
-suite's `server-<scenario>-<timestamp>/checks.json`.
+RESULTS holds `alone/` (scenarios run one by one, at protocol VERSION), `alone-<store>/`
+(the tasks scenarios again on a durable store or another server) and
+`requirements-<version>@<store>/` (a `--requirements <version>` run on a store), each with
+the suite's `server-<scenario>-<timestamp>/checks.json`, and `list-<version>.txt` (the
+suite's `list --requirements <version>`: which scenarios are not scored, and why).
 A FAILURE or WARNING counts as unexpected unless conformance/baseline.yml lists the
 scenario or `scenario:check`; scored or not, it fails the run. Prints Markdown tables (also
 written to RESULTS/summary.md) and exits 1 on anything unexpected.
@@ -22,6 +24,9 @@ _GROUP = re.compile(r"^  (?P<why>[a-z-]+) \(\d+\):$")
 _MEMBER = re.compile(r"^    - (?P<scenario>\S+) \[server\]$")
 BAD = ("FAILURE", "WARNING")
 
+
+_REQUIREMENTS_DIR = re.compile(r"^requirements-(?P<version>[\d-]+)@(?P<store>\w+)$")
+_STORE_ORDER = ("memory", "sqlite", "redis")
 
 _TARGET_TITLES = {"sdk": "against an official-SDK server with TasksExtension"}
 """Result folders that name a server, not a store of conformance/server.py."""
@@ -98,13 +103,26 @@ def _table(
     return lines, unexpected
 
 
+def _requirements_runs(root: Path) -> list[tuple[str, str, Path]]:
+    """(version, store, folder) of each `--requirements` run: newest version first, then
+    the stores in the order they ran."""
+    found = []
+    for folder in root.glob("requirements-*@*"):
+        match = _REQUIREMENTS_DIR.match(folder.name)
+        if match is not None:
+            found.append((match["version"], match["store"], folder))
+    found.sort(key=lambda run: _STORE_ORDER.index(run[1]) if run[1] in _STORE_ORDER else 9)
+    found.sort(key=lambda run: run[0], reverse=True)  # stable: keeps the store order
+    return found
+
+
 def main(argv: list[str]) -> int:
-    results, baseline_path, requirements_exit, *exits = argv
+    results, baseline_path, version, *exits = argv
     baseline = _baseline(Path(baseline_path))
     root = Path(results)
     out: list[str] = []
     unexpected = 0
-    notes = _not_scored(root / "requirements-list.txt")
+    notes = _not_scored(root / f"list-{version}.txt")
     alone = _runs(root / "alone")
     if alone:
         lines, bad = _table(alone, baseline, notes)
@@ -116,14 +134,13 @@ def main(argv: list[str]) -> int:
         title = _TARGET_TITLES.get(target, f"tasks in the {target} store")
         out += [f"### The tasks scenarios alone, {title}", "", *lines, ""]
         unexpected += bad
+    for run_version, store, folder in _requirements_runs(root):
+        set_notes = _not_scored(root / f"list-{run_version}.txt")
+        lines, bad = _table(_runs(folder), baseline, set_notes)
+        out += [f"### --requirements {run_version}, tasks in the {store} store", "", *lines, ""]
+        unexpected += bad
     suite_exits = [item.rsplit("=", 1) for item in exits]
     failed_exits = [f"{name} (exit {code})" for name, code in suite_exits if code != "0"]
-    if requirements_exit != "-":
-        lines, bad = _table(_runs(root / "requirements"), baseline, notes)
-        out += ["### --requirements 2026-07-28", "", *lines, ""]
-        unexpected += bad
-        if requirements_exit != "0":
-            failed_exits.append(f"--requirements (exit {requirements_exit})")
     if failed_exits:
         out.append("suite exit codes not 0: " + ", ".join(failed_exits))
     text = "\n".join(out)

@@ -36,6 +36,9 @@ def summary() -> ModuleType:
     return module
 
 
+MODERN = "requirements-2026-07-28@memory"
+
+
 def _run(root: Path, folder: str, scenario: str, at: str, *statuses: str) -> None:
     checks: list[dict[str, Any]] = [
         {"id": f"check-{n}", "status": status} for n, status in enumerate(statuses)
@@ -54,11 +57,11 @@ def _baseline(root: Path, *entries: str) -> str:
 def test_all_passing_runs_pass_and_the_table_says_which_are_scored(
     summary: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "requirements-list.txt").write_text(LISTING)
+    (tmp_path / "list-2026-07-28.txt").write_text(LISTING)
     _run(tmp_path, "alone", "tasks-lifecycle", "01-000", "SUCCESS", "SUCCESS")
-    _run(tmp_path, "requirements", "server-stateless", "02-000", "SUCCESS", "SKIPPED")
-    _run(tmp_path, "requirements", "http-header-validation", "03-000", "SUCCESS", "INFO")
-    code = summary.main([str(tmp_path), _baseline(tmp_path), "0", "tasks-lifecycle=0"])
+    _run(tmp_path, MODERN, "server-stateless", "02-000", "SUCCESS", "SKIPPED")
+    _run(tmp_path, MODERN, "http-header-validation", "03-000", "SUCCESS", "INFO")
+    code = summary.main([str(tmp_path), _baseline(tmp_path), "2026-07-28", "tasks-lifecycle=0"])
     out = capsys.readouterr().out
     assert code == 0
     assert "| tasks-lifecycle | no (extension) | 2 | 0 | 0 | 0 | 2 | ok |" in out
@@ -71,9 +74,9 @@ def test_all_passing_runs_pass_and_the_table_says_which_are_scored(
 def test_a_failure_or_warning_in_an_unscored_scenario_fails_the_run(
     summary: ModuleType, tmp_path: Path, status: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "requirements-list.txt").write_text(LISTING)
-    _run(tmp_path, "requirements", "http-header-validation", "01-000", "SUCCESS", status)
-    assert summary.main([str(tmp_path), _baseline(tmp_path), "0"]) == 1
+    (tmp_path / "list-2026-07-28.txt").write_text(LISTING)
+    _run(tmp_path, MODERN, "http-header-validation", "01-000", "SUCCESS", status)
+    assert summary.main([str(tmp_path), _baseline(tmp_path), "2026-07-28"]) == 1
     assert f"UNEXPECTED: check-1 ({status})" in capsys.readouterr().out
 
 
@@ -81,15 +84,15 @@ def test_a_failure_or_warning_in_an_unscored_scenario_fails_the_run(
 def test_the_baseline_excuses_a_listed_scenario_or_check(
     summary: ModuleType, tmp_path: Path, entry: str
 ) -> None:
-    _run(tmp_path, "requirements", "caching", "01-000", "FAILURE", "SUCCESS")
-    assert summary.main([str(tmp_path), _baseline(tmp_path, entry), "0"]) == 0
+    _run(tmp_path, MODERN, "caching", "01-000", "FAILURE", "SUCCESS")
+    assert summary.main([str(tmp_path), _baseline(tmp_path, entry), "2026-07-28"]) == 0
 
 
 def test_a_baseline_entry_for_another_check_does_not_excuse(
     summary: ModuleType, tmp_path: Path
 ) -> None:
-    _run(tmp_path, "requirements", "caching", "01-000", "SUCCESS", "FAILURE")
-    assert summary.main([str(tmp_path), _baseline(tmp_path, "caching:check-0"), "0"]) == 1
+    _run(tmp_path, MODERN, "caching", "01-000", "SUCCESS", "FAILURE")
+    assert summary.main([str(tmp_path), _baseline(tmp_path, "caching:check-0"), "2026-07-28"]) == 1
 
 
 def test_a_non_zero_suite_exit_fails_even_without_failing_checks(
@@ -97,5 +100,34 @@ def test_a_non_zero_suite_exit_fails_even_without_failing_checks(
 ) -> None:
     # The suite exits 1 for a stale baseline entry, which leaves no failing check behind.
     _run(tmp_path, "alone", "tasks-lifecycle", "01-000", "SUCCESS")
-    assert summary.main([str(tmp_path), _baseline(tmp_path), "-", "tasks-lifecycle=1"]) == 1
+    assert (
+        summary.main([str(tmp_path), _baseline(tmp_path), "2026-07-28", "tasks-lifecycle=1"]) == 1
+    )
     assert "tasks-lifecycle (exit 1)" in capsys.readouterr().out
+
+
+def test_each_requirements_run_has_its_table_and_its_own_unscored_list(
+    summary: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "list-2026-07-28.txt").write_text(LISTING)
+    legacy_listing = LISTING.replace("2026-07-28", "2025-11-25").replace(
+        "http-header-validation", "server-sse-polling"
+    )
+    (tmp_path / "list-2025-11-25.txt").write_text(legacy_listing)
+    for folder in ("requirements-2025-11-25@redis", "requirements-2025-11-25@memory", MODERN):
+        _run(tmp_path, folder, "server-sse-polling", "01-000", "SUCCESS")
+        _run(tmp_path, folder, "http-header-validation", "02-000", "SUCCESS")
+    code = summary.main([str(tmp_path), _baseline(tmp_path), "2026-07-28"])
+    out = capsys.readouterr().out
+    assert code == 0
+    titles = [line for line in out.splitlines() if line.startswith("### ")]
+    assert titles == [
+        "### --requirements 2026-07-28, tasks in the memory store",
+        "### --requirements 2025-11-25, tasks in the memory store",
+        "### --requirements 2025-11-25, tasks in the redis store",
+    ]
+    modern, legacy = out.split(titles[1])
+    assert "| http-header-validation | no (pending) |" in modern
+    assert "| server-sse-polling | yes |" in modern
+    assert "| server-sse-polling | no (pending) |" in legacy
+    assert "| http-header-validation | yes |" in legacy
