@@ -75,7 +75,7 @@ def test_it_lists_and_gets_prompts(sdk_client: Steps) -> None:
 
 def test_it_lists_and_reads_resources(sdk_client: Steps) -> None:
     assert sdk_client.value("resources") == {
-        "resources": ["test://static-binary", "test://static-text"],
+        "resources": ["test://static-binary", "test://static-text", "test://watched-resource"],
         "templates": ["test://template/{id}/data"],
     }
     (text,) = sdk_client.value("read_text")

@@ -55,7 +55,7 @@ SAME_AS_THE_PYTHON_SDK = {
     "prompt_input_round": ["Use this context: interop"],
     "prompt": ["Prompt with arguments: arg1='a', arg2='b'"],
     "resources": {
-        "resources": ["test://static-binary", "test://static-text"],
+        "resources": ["test://static-binary", "test://static-text", "test://watched-resource"],
         "templates": ["test://template/{id}/data"],
     },
     "read_text": [
