@@ -140,8 +140,19 @@ def modern_params(
 
 def result_reply(request_id: w.RequestId | None, result: Any) -> Reply:
     """A JSON-RPC result response."""
-    body = msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "result": result})
+    body = _encode_response(_Response(id=request_id, result=result))
     return Reply(body=body, request_id=request_id)
+
+
+class _Response(Struct, frozen=True):
+    """A result response (a Struct encodes faster than a dict)."""
+
+    id: Any
+    result: Any
+    jsonrpc: str = "2.0"
+
+
+_encode_response = msgspec.json.Encoder().encode
 
 
 def error_reply(
@@ -262,8 +273,11 @@ def read_task(reply: Reply) -> ReadTask | Reply:
     assert modern is not None, "a tasks/get result is a task"
     result = modern.result if len(modern.result) else None
     status = modern.status
-    is_error = result is not None and msgspec.json.decode(result, type=_IsError).isError
-    if status == "completed" and is_error:
+    if (
+        status == "completed"
+        and result is not None
+        and msgspec.json.decode(result, type=_IsError).isError
+    ):
         status = "failed"  # a tool error: failed in 2025-11-25, completed in 2026-07-28
     return ReadTask(
         task=modern.legacy(status),

@@ -226,18 +226,21 @@ class LegacyFront:
         if session is None and method not in ("initialize", "ping"):
             return None
         try:
+            if method in FORWARDED:  # most: rewritten for the core
+                assert session is not None
+                raw = b"{}" if message.params is UNSET else bytes(message.params)
+                asks_task = method == "tools/call" and b'"task"' in raw and session.has_tasks
+                if asks_task and self._asks_task(message):
+                    rewritten = self.task_message(session, message)
+                    return Translated(message=rewritten, method=method, creates_task=True)
+                return Translated(message=self._rewritten(message, raw, session), method=method)
             if method in SESSION_METHODS:
                 return self._session_request(message, method, session)
             assert session is not None
             if method in lt.LEGACY_TASK_METHODS and session.has_tasks:
                 params = Raw(b"{}") if message.params is UNSET else message.params
                 return lt.task_query(message.id, method, params)
-            if method not in FORWARDED:
-                raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")
-            if method == "tools/call" and session.has_tasks and self._asks_task(message):
-                rewritten = self.task_message(session, message)
-                return Translated(message=rewritten, method=method, creates_task=True)
-            return Translated(message=self._rewritten(message, session), method=method)
+            raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")
         except RemoteProtocolError as error:
             return LegacyAnswer(reply=_error(message.id, error), session=session)
 
@@ -297,10 +300,12 @@ class LegacyFront:
             )
         return msgspec.structs.replace(session, subscriptions=held | {uri})
 
-    def _rewritten(self, message: w.IncomingMessage, session: LegacySession) -> w.IncomingMessage:
-        """`message` with the session's `_meta` in its params, its own `_meta` kept. Params
-        without a `_meta` (most) get the session's encoded once, written in front."""
-        raw = b"{}" if message.params is UNSET else bytes(message.params)
+    def _rewritten(
+        self, message: w.IncomingMessage, raw: bytes, session: LegacySession
+    ) -> w.IncomingMessage:
+        """`message` (its params `raw`) with the session's `_meta` in its params, its own
+        `_meta` kept. Params without a `_meta` (most) get the session's encoded once,
+        written in front."""
         if raw[:1] != b"{" or b'"_meta"' in raw:  # (whitespace first: the slow way too)
             return _with_meta_decoded(message, session)
         cached = self._encoded_meta
@@ -322,8 +327,6 @@ class LegacyFront:
     def _asks_task(self, message: w.IncomingMessage) -> bool:
         """The call carries `params.task` for a tool that runs as a task (-32601 for one
         that does not, as 2025-11-25 says; an unknown tool is the core's to name)."""
-        if message.params is UNSET or b'"task"' not in bytes(message.params):
-            return False
         try:
             params = msgspec.json.decode(message.params, type=_CallParams)
         except (msgspec.ValidationError, msgspec.DecodeError):
@@ -360,23 +363,31 @@ class LegacyFront:
                 )
             params = own
         meta = params.get("_meta")
-        cached = self._encoded_task_meta
-        if cached is None or cached[0] is not session or isinstance(meta, dict):
-            full = _session_meta(session, meta if isinstance(meta, dict) else {})
-            full[w.META_CLIENT_CAPABILITIES] = msgspec.structs.replace(
-                session.client_capabilities, extensions=lt.task_settings()
-            )
-            encoded = msgspec.json.encode(full)
-            if not isinstance(meta, dict):
-                self._encoded_task_meta = (session, encoded)
+        encoded = self._task_meta(session, meta if isinstance(meta, dict) else None)
+        if len(params) == 1 and "taskId" in params:  # the runtime's task queries: most
+            inner = b'"taskId":' + msgspec.json.encode(params["taskId"])
         else:
-            encoded = cached[1]
-        rest = {key: value for key, value in params.items() if key != "_meta"}
-        inner = msgspec.json.encode(rest)[1:-1]
+            rest = {key: value for key, value in params.items() if key != "_meta"}
+            inner = msgspec.json.encode(rest)[1:-1]
         body = b'{"_meta":' + encoded + (b"," + inner if inner else b"") + b"}"
         return w.IncomingMessage(
             jsonrpc="2.0", id=message.id, method=message.method, params=Raw(body)
         )
+
+    def _task_meta(self, session: LegacySession, own: dict[str, Any] | None) -> bytes:
+        """The encoded `_meta` of a 2025-11-25 task request of `session` (the request's
+        `own` keys kept); without keys of its own, encoded once a session."""
+        cached = self._encoded_task_meta
+        if own is None and cached is not None and cached[0] is session:
+            return cached[1]
+        full = _session_meta(session, own or {})
+        full[w.META_CLIENT_CAPABILITIES] = msgspec.structs.replace(
+            session.client_capabilities, extensions=lt.task_settings()
+        )
+        encoded = msgspec.json.encode(full)
+        if own is None:
+            self._encoded_task_meta = (session, encoded)
+        return encoded
 
     def _initialized(self, session: LegacySession) -> dict[str, Any]:
         offered = self._capabilities()
@@ -490,7 +501,10 @@ class Question(Struct, frozen=True, kw_only=True):
 
 def input_round(reply: Reply | None) -> InputRound | None:
     """The round `reply` asks, or None: it answers (the reply is the request's)."""
-    if reply is None or reply.error_code is not None or b'"input_required"' not in reply.body:
+    if reply is None or reply.error_code is not None:
+        return None
+    body = reply.body
+    if body.endswith(_COMPLETE_LAST) or b'"input_required"' not in body:
         return None
     try:
         found = msgspec.json.decode(reply.body, type=_Asked).result

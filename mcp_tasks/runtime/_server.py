@@ -429,14 +429,20 @@ class Server(Registering):
         routed: bool = False,
     ) -> Reply | None:
         if not routed and connection is not None and self._sessions.routes(data, connection):
-            answer_modern = partial(
-                self._answer,
-                headers=headers,
-                notify=notify,
-                connection=connection,
-                principal=principal,
-                routed=True,
-            )  # a 2025 session's request comes back here rewritten, or another as it is
+            way = connection.core_way  # made once a connection: headers and principal None
+            if way is None or way[0] is not notify or headers is not None or principal is not None:
+                answer_modern = partial(
+                    self._answer,
+                    headers=headers,
+                    notify=notify,
+                    connection=connection,
+                    principal=principal,
+                    routed=True,
+                )  # a 2025 session's request comes back here rewritten, or another as it is
+                if headers is None and principal is None:
+                    connection.core_way = (notify, answer_modern)
+            else:
+                answer_modern = way[1]
             reply = await self._sessions.answer(data, connection, answer_modern, notify)
             self._notices.saw(connection, notify)
             return reply

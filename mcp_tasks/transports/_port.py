@@ -103,6 +103,9 @@ class Connection:
         """The server's requests to that client awaiting its answers, by id (the handler's)."""
         self.notices: SendNotification | None = None
         """Where the session hears what changes outside its requests (the handler's)."""
+        self.core_way: tuple[object, Callable[..., Awaitable[Reply | None]]] | None = None
+        """The handler's: how the session's rewritten requests reach the core, made once
+        a connection (with the `notify` it was made for)."""
 
     def cancel(self, request_id: RequestId) -> None:
         """Cancel the request `request_id` of this connection, if it is in flight."""
