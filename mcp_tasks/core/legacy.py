@@ -230,7 +230,7 @@ class LegacyFront:
                 assert session is not None
                 raw = b"{}" if message.params is UNSET else bytes(message.params)
                 asks_task = method == "tools/call" and b'"task"' in raw and session.has_tasks
-                if asks_task and self._asks_task(message):
+                if asks_task and self._asks_task(raw):
                     rewritten = self.task_message(session, message)
                     return Translated(message=rewritten, method=method, creates_task=True)
                 return Translated(message=self._rewritten(message, raw, session), method=method)
@@ -324,11 +324,11 @@ class LegacyFront:
             params=Raw(b"".join((cached[1], glue, rest))),
         )
 
-    def _asks_task(self, message: w.IncomingMessage) -> bool:
+    def _asks_task(self, raw: bytes) -> bool:
         """The call carries `params.task` for a tool that runs as a task (-32601 for one
         that does not, as 2025-11-25 says; an unknown tool is the core's to name)."""
         try:
-            params = msgspec.json.decode(message.params, type=_CallParams)
+            params = msgspec.json.decode(raw, type=_CallParams)
         except (msgspec.ValidationError, msgspec.DecodeError):
             return False  # the core says what is wrong with them
         if params.task is UNSET or params.task is None or not isinstance(params.name, str):

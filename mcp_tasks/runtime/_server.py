@@ -31,7 +31,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
@@ -430,6 +430,7 @@ class Server(Registering):
     ) -> Reply | None:
         if not routed and connection is not None and self._sessions.routes(data, connection):
             way = connection.core_way  # made once a connection: headers and principal None
+            answer_modern: Callable[..., Awaitable[Reply | None]]
             if way is None or way[0] is not notify or headers is not None or principal is not None:
                 answer_modern = partial(
                     self._answer,
