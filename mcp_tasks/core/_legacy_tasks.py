@@ -273,11 +273,7 @@ def read_task(reply: Reply) -> ReadTask | Reply:
     assert modern is not None, "a tasks/get result is a task"
     result = modern.result if len(modern.result) else None
     status = modern.status
-    if (
-        status == "completed"
-        and result is not None
-        and msgspec.json.decode(result, type=_IsError).isError
-    ):
+    if status == "completed" and result is not None and _is_error(result):
         status = "failed"  # a tool error: failed in 2025-11-25, completed in 2026-07-28
     return ReadTask(
         task=modern.legacy(status),
@@ -286,6 +282,11 @@ def read_task(reply: Reply) -> ReadTask | Reply:
         result=result,
         error=modern.error,
     )
+
+
+def _is_error(result: Raw) -> bool:
+    """A `CallToolResult`'s `isError` (a look for the key first: most have none)."""
+    return b'"isError"' in bytes(result) and msgspec.json.decode(result, type=_IsError).isError
 
 
 def task_reply(request_id: w.RequestId, read: ReadTask | Reply) -> Reply:

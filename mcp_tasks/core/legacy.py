@@ -364,15 +364,21 @@ class LegacyFront:
             params = own
         meta = params.get("_meta")
         encoded = self._task_meta(session, meta if isinstance(meta, dict) else None)
-        if len(params) == 1 and "taskId" in params:  # the runtime's task queries: most
-            inner = b'"taskId":' + msgspec.json.encode(params["taskId"])
-        else:
-            rest = {key: value for key, value in params.items() if key != "_meta"}
-            inner = msgspec.json.encode(rest)[1:-1]
+        rest = {key: value for key, value in params.items() if key != "_meta"}
+        inner = msgspec.json.encode(rest)[1:-1]
         body = b'{"_meta":' + encoded + (b"," + inner if inner else b"") + b"}"
         return w.IncomingMessage(
             jsonrpc="2.0", id=message.id, method=message.method, params=Raw(body)
         )
+
+    def task_id_message(
+        self, session: LegacySession, request_id: w.RequestId, method: str, task_id: str
+    ) -> w.IncomingMessage:
+        """The modern `method` (`tasks/get`, `tasks/cancel`) of a 2025-11-25 session's
+        task `task_id`: `task_message` for params of the task's id alone, the quick way."""
+        encoded = self._task_meta(session, None)
+        body = b'{"_meta":' + encoded + b',"taskId":' + msgspec.json.encode(task_id) + b"}"
+        return w.IncomingMessage(jsonrpc="2.0", id=request_id, method=method, params=Raw(body))
 
     def _task_meta(self, session: LegacySession, own: dict[str, Any] | None) -> bytes:
         """The encoded `_meta` of a 2025-11-25 task request of `session` (the request's

@@ -29,6 +29,7 @@ __all__ = [
     "GET_STREAM",
     "MAX_SESSION_ID",
     "Answer",
+    "DecodedStates",
     "HttpSessionLimits",
     "Observed",
     "changed_by",
@@ -121,6 +122,29 @@ async def replay(
         return
     for number, data in await records.events_after(session_id, GET_STREAM, after) or ():
         await notify(sse_frame(data, f"{GET_STREAM}{number}"))
+
+
+class DecodedStates:
+    """Sessions' states as last read in this process, decoded: a state read again
+    unchanged (most requests change nothing) is not decoded again."""
+
+    KEPT: Final = 4096
+
+    def __init__(self) -> None:
+        self._states: dict[str, tuple[bytes, LegacySession]] = {}
+
+    def state(self, session_id: str, state: bytes) -> LegacySession:
+        known = self._states.get(session_id)
+        if known is not None and (known[0] is state or known[0] == state):
+            return known[1]
+        if len(self._states) >= self.KEPT:
+            self._states.clear()
+        decoded = self._states[session_id] = (state, decode(state))
+        return decoded[1]
+
+    def forget(self, session_id: str | None) -> None:
+        """Forget a session's state (every one's when None)."""
+        self._states.clear() if session_id is None else self._states.pop(session_id, None)
 
 
 def encode(session: LegacySession) -> bytes:

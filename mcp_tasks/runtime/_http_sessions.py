@@ -57,9 +57,9 @@ from ._http_session_parts import (
     GET_STREAM,
     MAX_SESSION_ID,
     Answer,
+    DecodedStates,
     HttpSessionLimits,
     Observed,
-    decode,
     open_session,
     param,
     refusal,
@@ -74,6 +74,7 @@ __all__ = ["HttpSessionLimits", "HttpSessions", "unavailable_reply"]
 logger = logging.getLogger("mcp_tasks.server")
 
 _SAVE_TRIES: Final = 4
+_IDLE_KEPT: Final = 256
 _CLAIM: Final = META_PROTOCOL_VERSION.encode()
 
 
@@ -109,6 +110,9 @@ class HttpSessions:
         self._here: dict[str, _Here] = {}
         self._streams_open = 0
         self._records_of: tuple[TaskStore, SessionRecords] | None = None
+        self._decoded = DecodedStates()
+        self._idle: dict[str, _Here] = {}
+        """`_Here`s of sessions with nothing here now, kept for their next request."""
 
     @property
     def _records(self) -> SessionRecords:
@@ -266,7 +270,7 @@ class HttpSessions:
             reply = await self._legacy.answer(
                 message,
                 connection,
-                lambda modern: answer(message_of(modern), None, connection),
+                lambda modern: answer(modern, None, connection),  # the core reads it
                 notify,
             )
         finally:
@@ -300,7 +304,7 @@ class HttpSessions:
                 "Session not found: it ended or expired; send initialize again, without "
                 "Mcp-Session-Id",
             )
-        return record, decode(record.state)
+        return record, self._decoded.state(session_id, record.state)
 
     # --- answers and cancellations, wherever they are awaited -------------------------------
 
@@ -454,6 +458,8 @@ class HttpSessions:
     def ended(self, session_id: str | None = None) -> None:
         """End what runs here for a session (all of them when None): its stream, the
         questions its requests await, and the requests (`DELETE`, the server closing)."""
+        self._decoded.forget(session_id)
+        self._idle.clear() if session_id is None else self._idle.pop(session_id, None)
         for key, here in list(self._here.items()):
             if session_id is not None and key != session_id:
                 continue
@@ -467,8 +473,11 @@ class HttpSessions:
     def _enter(self, session_id: str) -> _Here:
         here = self._here.get(session_id)
         if here is None:
-            here = self._here[session_id] = _Here()
-            here.connection.notices = partial(self.send, session_id)  # the session's stream
+            here = self._idle.pop(session_id, None)
+            if here is None:
+                here = _Here()
+                here.connection.notices = partial(self.send, session_id)  # its stream
+            self._here[session_id] = here
         here.users += 1
         return here
 
@@ -476,3 +485,7 @@ class HttpSessions:
         here.users -= 1
         if here.users == 0 and self._here.get(session_id) is here:
             del self._here[session_id]
+            if not (here.connection.in_flight or here.connection.awaited or here.stream):
+                if len(self._idle) >= _IDLE_KEPT:
+                    del self._idle[next(iter(self._idle))]  # the oldest
+                self._idle[session_id] = here  # as good as new, for the next request

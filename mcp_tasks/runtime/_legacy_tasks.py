@@ -235,6 +235,8 @@ class LegacyTasks:
     ) -> IncomingMessage:
         session = connection.session
         assert session is not None
+        if answers is None and method != "tasks/update":
+            return self._front.task_id_message(session, next(self._ids), method, task_id)
         message = IncomingMessage(jsonrpc="2.0", id=next(self._ids), method=method)
         params = lt.modern_params(method, task_id, answers)
         return self._front.task_message(session, message, params)
