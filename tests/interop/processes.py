@@ -59,14 +59,20 @@ INSTALL_HINT = (
 def peers_python() -> str:
     """The peers' python; the test is skipped (failed in CI) when their venv is not built
     from today's pins."""
-    python = PEERS_VENV / "bin" / "python"
-    stamp = PEERS_VENV / ".installed"
-    wanted = hashlib.sha256(b"".join(path.read_bytes() for path in PEERS_PINS)).hexdigest()
+    return pinned_python(PEERS_VENV, PEERS_PINS, INSTALL_HINT)
+
+
+def pinned_python(venv: Path, pins: list[Path], hint: str) -> str:
+    """The python of `venv`; the test is skipped (failed in CI) with `hint` unless the venv
+    was built from the `pins` as they are now (its `.installed` stamp holds their hash)."""
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
+    wanted = hashlib.sha256(b"".join(path.read_bytes() for path in pins)).hexdigest()
     built = stamp.read_text().split()[:1] if stamp.is_file() else []
     if not python.exists() or built != [wanted]:
         if os.environ.get("CI"):
-            pytest.fail(INSTALL_HINT)
-        pytest.skip(INSTALL_HINT)
+            pytest.fail(hint)
+        pytest.skip(hint)
     return str(python)
 
 

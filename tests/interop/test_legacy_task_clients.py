@@ -20,9 +20,7 @@ build it; in CI (`CI` set) it is a failure: `.ci/run` builds both before the tes
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -32,7 +30,7 @@ from typing import Any, Literal
 
 import pytest
 
-from .processes import MCP_TASKS, RUN_SECONDS, npm_node, run_to_end, started
+from .processes import MCP_TASKS, RUN_SECONDS, npm_node, pinned_python, run_to_end, started
 
 LEGACY_TASKS = Path(__file__).resolve().parent / "legacy_tasks"
 LEGACY_VENV = LEGACY_TASKS / ".venv"
@@ -52,15 +50,7 @@ Start = Callable[[Transport], AbstractContextManager[list[str]]]
 def legacy_python() -> str:
     """The 2025 task clients' python; the test is skipped (failed in CI) when their venv is
     not built from today's pins."""
-    python = LEGACY_VENV / "bin" / "python"
-    stamp = LEGACY_VENV / ".installed"
-    wanted = hashlib.sha256(b"".join(path.read_bytes() for path in LEGACY_PINS)).hexdigest()
-    built = stamp.read_text().split()[:1] if stamp.is_file() else []
-    if not python.exists() or built != [wanted]:
-        if os.environ.get("CI"):
-            pytest.fail(INSTALL_HINT)
-        pytest.skip(INSTALL_HINT)
-    return str(python)
+    return pinned_python(LEGACY_VENV, LEGACY_PINS, INSTALL_HINT)
 
 
 @contextmanager
