@@ -43,6 +43,7 @@ import msgspec
 from msgspec import UNSET
 
 from .._support import backend as _backend
+from .._support.logs import RateLimitedLog
 from ..core import HttpHeaders, ProtocolError, Reply
 from ..core._envelope import message_of
 from ..core._errors import INTERNAL_ERROR
@@ -72,6 +73,9 @@ from ._sessions import BATCH_VERSION, LegacySessions, batch_reply, is_batch
 __all__ = ["HttpSessionLimits", "HttpSessions", "unavailable_reply"]
 
 logger = logging.getLogger("mcp_tasks.server")
+_complaints = RateLimitedLog(logger)
+"""Notices lost (a store or a client failing): a few lines a window, then a count."""
+_LOST: Final = "a 2025 session's notice was not sent: %r"
 
 _SAVE_TRIES: Final = 4
 _IDLE_KEPT: Final = 256
@@ -435,7 +439,7 @@ class HttpSessions:
                     signal = Signal("event", session_id, coordination.origin, data=data)
                     await coordination.signals.publish(signal)
         except Exception as error:  # the store or the client failed: this notice is lost
-            logger.warning("a 2025 session's notice was not sent: %r", error)
+            _complaints.log(logging.WARNING, "session-notice", _LOST, error)
 
     async def _write_event(self, session_id: str, number: int, message: bytes) -> bool:
         """Write event `number` on the session's stream if it is open here."""
