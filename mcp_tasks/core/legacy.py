@@ -25,6 +25,7 @@ creates_task`), and `tasks/get|result|list|cancel` become a `TaskQuery` for the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -82,6 +83,8 @@ _MODERN: Final = w.PROTOCOL_VERSION
 _STRIPPED: Final = ("resultType", "ttlMs", "cacheScope")
 _COMPLETE_LAST: Final = b',"resultType":"complete"},"jsonrpc":"2.0"}'
 _RESULT_END: Final = b'},"jsonrpc":"2.0"}'
+_MODERN_KEYS: Final = re.compile(rb'"(?:ttlMs|cacheScope|_meta)"')
+"""What a result may hold that a 2025 session's must not (`_meta`: the server's info)."""
 
 
 class LegacySession(Struct, frozen=True, kw_only=True):
@@ -455,7 +458,7 @@ def legacy_reply(reply: Reply | None, method: str) -> Reply | None:
         # there) and nothing else to strip; a quote outside a string is JSON's own, so the
         # search for the other keys cannot be fooled by a value.
         cut = reply.body[: -len(_COMPLETE_LAST)]
-        if b'"ttlMs"' not in cut and b'"cacheScope"' not in cut and b'"_meta"' not in cut:
+        if _MODERN_KEYS.search(cut) is None:
             return Reply(body=cut + _RESULT_END, request_id=reply.request_id)
     body = msgspec.json.decode(reply.body)
     if not isinstance(body, dict):
