@@ -24,7 +24,7 @@ from test_stdio_legacy import MODERN_META, build_server
 from test_stdio_legacy_tasks import build_server as tasks_server
 
 from mcp_tasks import Server
-from mcp_tasks.store import RedisTaskStore
+from mcp_tasks.store import MemoryTaskStore, RedisTaskStore
 
 Serving = Callable[..., AbstractAsyncContextManager[int]]
 LOOPS = [pytest.param(serving, id="trio"), pytest.param(serving_on_asyncio, id="asyncio")]
@@ -185,6 +185,37 @@ async def test_logs_and_progress_reach_the_post_stream(serve: Serving) -> None:
         assert methods == ["notifications/message", "notifications/progress"]
         assert called["notifications"][0]["params"]["level"] == "warning"
         assert called["notifications"][1]["params"]["progressToken"] == "p1"
+
+
+async def test_a_change_another_server_made_to_the_session_is_read_here() -> None:
+    """Two servers on one store serve one session, one request each in turn: the log level
+    set through one is the level the other logs at (a server that read the session before
+    does not keep its old copy), and a change back is seen too."""
+    store = MemoryTaskStore()
+    one, other = build_server(), build_server()
+    one.use_store(store)
+    other.use_store(store)
+    async with (
+        serving(one) as first_port,
+        serving(other) as second_port,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        first = LegacyHttpClient(http, f"http://127.0.0.1:{first_port}/mcp")
+        await first.initialize()
+        second = LegacyHttpClient(http, f"http://127.0.0.1:{second_port}/mcp")
+        second.session_id = first.session_id
+
+        async def levels_logged(client: LegacyHttpClient) -> list[str]:
+            called = await client.request("tools/call", {"name": "chatty"})
+            notes = called["notifications"]
+            return [note["params"]["level"] for note in notes if "level" in note["params"]]
+
+        await first.request("logging/setLevel", {"level": "warning"})
+        assert await levels_logged(second) == ["warning"]
+        await first.request("logging/setLevel", {"level": "debug"})
+        assert await levels_logged(second) == ["debug", "warning"]
+        await second.request("logging/setLevel", {"level": "warning"})
+        assert await levels_logged(first) == ["warning"]
 
 
 @pytest.mark.parametrize("serve", LOOPS)
