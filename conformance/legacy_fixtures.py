@@ -4,9 +4,10 @@
 `register(server)` adds what the suite's 2025 server scenarios call (names, arguments and
 requests as its scenarios describe them): `test_tool_with_logging`, `test_sampling`,
 `test_elicitation`, `test_elicitation_sep1034_defaults`, `test_elicitation_sep1330_enums`,
-`test_reconnection` and the resource `test://watched-resource`. Elicitation and sampling are written as input
-rounds (`InputRequired`); a 2025 session turns each into a server-to-client request and
-calls the tool again with the answer. Nothing here reaches inside the library.
+`test_reconnection` and the resource `test://watched-resource`. Elicitation and sampling
+are written as input rounds (`InputRequired`); a 2025 session turns each into a
+server-to-client request and calls the tool again with the answer. Nothing here reaches
+inside the library.
 """
 
 from __future__ import annotations

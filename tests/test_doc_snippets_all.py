@@ -477,7 +477,7 @@ async def test_the_eras_page_tool_ends_its_stream_and_the_report_comes_on_resumi
                 session=session,
                 notify=lambda frame: to(on_post, frame),
             )
-            assert ended is None and len(on_post) == 1  # the priming event, then the end
+            assert ended is None and len(on_post) == 2 and on_post[1] == b""  # primed, ended
             [last_id] = re.findall(rb"^id: (\S+)$", on_post[0], re.MULTILINE)
             resuming = msgspec.structs.replace(
                 session, method="GET", last_event_id=last_id.decode()

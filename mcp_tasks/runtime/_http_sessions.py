@@ -39,6 +39,7 @@ from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any, Final
 
+import anyio
 import msgspec
 from msgspec import UNSET
 
@@ -46,7 +47,6 @@ from .._support import backend as _backend
 from ..core import HttpHeaders, ProtocolError, Reply
 from ..core._envelope import message_of
 from ..core._errors import INTERNAL_ERROR
-from ..core._legacy_tasks import error_reply
 from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import LEGACY_VERSIONS, LegacyAnswer, LegacySession
 from ..core.wire import SUPPORTED_VERSIONS, IncomingMessage
@@ -69,7 +69,6 @@ from ._post_streams import (
     RESUMABLE_VERSION,
     STREAMED,
     is_post_stream,
-    run_apart,
 )
 from ._session_streams import SessionsHere
 from ._sessions import BATCH_VERSION, LegacySessions, batch_reply, is_batch
@@ -79,6 +78,7 @@ __all__ = ["HttpSessionLimits", "HttpSessions", "unavailable_reply"]
 logger = logging.getLogger("mcp_tasks.server")
 
 _SAVE_TRIES: Final = 4
+_FINISHING: Final = 5.0  # seconds a response may take to be kept and sent, at most
 _CLAIM: Final = META_PROTOCOL_VERSION.encode()
 
 
@@ -247,9 +247,21 @@ class HttpSessions(SessionsHere):
             stream = self.post_streams.open(record.session_id, notify, self.limits.reconnect_ms)
         if stream is None:  # answered on the POST (its stream, if any, not resumable)
             return await self._run(record, state, message, notify, answer)
-        run = partial(self._run, record, state, message, stream, answer)
-        failed = partial(_failed, message)
-        return await run_apart(stream, run, self._spawn, self.post_streams, failed)
+        shield = self._shielded(record.session_id)  # the client leaving cancels nothing
+        reply = None
+        try:
+            with shield:
+                reply = await self._run(record, state, message, stream, answer)
+        finally:
+            if stream.started:
+                finishing = anyio.current_time() + _FINISHING
+                with _backend.cancel_scope(shield=True, deadline=finishing):
+                    await stream.finish(reply)  # kept for the client, sent if it is there
+            else:
+                await stream.finish(reply)  # (awaits nothing)
+            self._unshielded(record.session_id, shield)
+            self.post_streams.ended(stream)
+        return None if stream.released else stream.final
 
     async def _run(
         self,
@@ -414,12 +426,3 @@ class HttpSessions(SessionsHere):
         await self._records.close_session(session.session_id)
         self.ended(session.session_id)
         return Reply(body=b"", http_status=200)
-
-
-def _failed(message: IncomingMessage, error: BaseException) -> Reply:
-    """The reply to a session's request that raised while it ran apart from its POST."""
-    if isinstance(error, StoreUnavailable):
-        logger.warning("the task store is unavailable: %s", error)
-        return msgspec.structs.replace(unavailable_reply(), request_id=message.id)
-    logger.error("a 2025 session's request failed", exc_info=error)
-    return error_reply(message.id, INTERNAL_ERROR, "Internal error: the request failed")

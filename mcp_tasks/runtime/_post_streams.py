@@ -27,8 +27,8 @@ at the first response it finds (the one of the request the client's id belongs t
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Final
+from collections.abc import Awaitable, Callable
+from typing import Final
 
 import anyio
 import msgspec
@@ -36,7 +36,7 @@ import msgspec
 from .._support import backend as _backend
 from ..core import Reply
 from ..store._sessions import SessionRecords
-from ..transports._exchange import sse_frame
+from ..transports._exchange import END_OF_ANSWER, sse_frame
 from ..transports._port import SendNotification
 
 __all__ = [
@@ -46,7 +46,6 @@ __all__ = [
     "PostStream",
     "PostStreams",
     "is_post_stream",
-    "run_apart",
 ]
 
 STREAMED: Final = frozenset(
@@ -56,8 +55,6 @@ STREAMED: Final = frozenset(
 MAX_LIVE: Final = 64
 """Resumable POST streams one session may have running at once in a process; past it a
 request runs as before (its stream not resumable)."""
-FINISH_SECONDS: Final = 5.0
-"""How long a request's response may take to be kept and sent once it is answered."""
 RESUMABLE_VERSION: Final = "2025-11-25"
 """The revision whose clients resume a POST's stream (priming events are its own)."""
 
@@ -102,14 +99,20 @@ class PostStream:
         """Where the events go now: the POST, a `GET` that resumed it, or nobody."""
         self._publish = publish
         self.started = False
-        self.lock = anyio.Lock()
-        self.released = _backend.event()
-        """The POST is to end: the client left, or the tool closed the stream."""
-        self.done = _backend.event()
-        self.settled = _backend.event()
-        """Released or done: what the POST waits for."""
+        self._lock: anyio.Lock | None = None  # made once the stream starts: most never do
+        self.released = False
+        """The POST's answer is over: the tool closed the stream, or a `GET` took it."""
+        self.done: _backend.Event | None = None
+        """Made by a `GET` that waits for the response (`attach`), set by `finish`."""
+        self.answered = False
         self.final: Reply | None = None
         """The response, once the request is answered (its event, when the stream started)."""
+
+    @property
+    def lock(self) -> anyio.Lock:
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        return self._lock
 
     async def __call__(self, message: bytes) -> None:
         async with self.lock:
@@ -122,34 +125,37 @@ class PostStream:
         """End the POST's answer now (its client resumes with `GET`); the request runs on."""
         async with self.lock:
             await self._start()
-            self.writer = None
-        self._release()
+            writer, self.writer = self.writer, None
+            if writer is not None and not self.released:
+                await self._written(writer, END_OF_ANSWER)
+            self.released = True
         return True
 
     async def finish(self, reply: Reply | None) -> None:
         """The request is answered: its response is the stream's last event (the POST
         sends it if it is still there; else whoever resumed the stream, or nobody)."""
+        if not self.started:  # never streamed: a plain answer
+            self._answered(reply)
+            return
         async with self.lock:
-            if self.started and reply is not None:
+            if reply is not None:
                 number = await self._records.append_event(self.session_id, self.name, reply.body)
                 framed = sse_frame(reply.body, f"{self.name}-{number}")
-                if self.writer is not None and self.released.is_set():
+                if self.writer is not None and self.released:
                     await self._write(reply.body, number)  # a `GET` took the stream over
                 elif self.writer is None:
                     await self._publish(self.session_id, self.name, number, reply.body)
                 reply = msgspec.structs.replace(reply, body=framed)
-            self.final = reply
-        self.done.set()
-        self.settled.set()
+            self._answered(reply)
+
+    def _answered(self, reply: Reply | None) -> None:
+        self.final, self.answered = reply, True
+        if self.done is not None:
+            self.done.set()
 
     def detach(self) -> None:
-        """The POST is gone (its client left, or it was answered)."""
+        """The POST's client is gone: what follows is kept for it."""
         self.writer = None
-        self._release()
-
-    def _release(self) -> None:
-        self.released.set()
-        self.settled.set()
 
     async def attach(self, writer: SendNotification, after: int) -> bool:
         """A `GET` resumes the stream after event `after`: what was kept is written to
@@ -161,10 +167,11 @@ class PostStream:
                     await writer(sse_frame(data, f"{self.name}-{number}"))
                     if _is_response(data):
                         return False
-            if self.done.is_set():
+            if self.answered:
                 return False
-            self.writer = writer
-            self._release()
+            self.writer, self.released = writer, True
+            if self.done is None:
+                self.done = _backend.event()
             return True
 
     async def _start(self) -> None:
@@ -191,42 +198,6 @@ class PostStream:
         except Exception:  # the client is gone: what follows is kept for it
             if self.writer is writer:
                 self.detach()
-
-
-async def run_apart(
-    stream: PostStream,
-    run: Callable[[], Awaitable[Reply | None]],
-    spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
-    streams: PostStreams,
-    failed: Callable[[BaseException], Reply | None],
-) -> Reply | None:
-    """Run a request (`run`) in a task of its own, its messages on `stream`: the POST's
-    answer, its response, or None when the stream was released before it (the POST ends;
-    the request runs on). `failed` is the reply to a request that raised."""
-
-    async def apart() -> None:
-        reply = None
-        try:
-            reply = await run()
-        except Exception as error:
-            reply = failed(error)
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(FINISH_SECONDS):
-                try:
-                    await stream.finish(reply)
-                except Exception:  # the store failed: the response is lost with it
-                    stream.detach()
-            streams.ended(stream)
-
-    spawn(apart)
-    try:
-        await stream.settled.wait()
-    finally:
-        if not stream.done.is_set():
-            stream.detach()  # the client left (the POST is cancelled), or released it
-    if stream.done.is_set() and not stream.released.is_set():
-        return stream.final
-    return None
 
 
 class PostStreams:
@@ -284,6 +255,7 @@ class PostStreams:
         live = self._live.get((session_id, name))
         if live is not None:
             if await live.attach(writer, after):
+                assert live.done is not None
                 await live.done.wait()
             return
         events = await self._records().events_after(session_id, name, after)

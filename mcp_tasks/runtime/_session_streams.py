@@ -34,11 +34,13 @@ _IDLE_KEPT: Final = 256
 class _Here:
     """A session's requests and stream in this process."""
 
-    __slots__ = ("connection", "stream", "stream_ended", "users")
+    __slots__ = ("connection", "shields", "stream", "stream_ended", "users")
 
     def __init__(self) -> None:
         self.connection = Connection(carries_sessions=True)
         self.users = 0
+        self.shields: set[_backend.CancelScope] = set()
+        """Requests of resumable streams running here, shielded from their POST's end."""
         self.stream: SendNotification | None = None
         self.stream_ended: _backend.Event | None = None
 
@@ -145,6 +147,19 @@ class SessionsHere:
         await here.stream(sse_frame(message, f"{GET_STREAM}{number}"))
         return True
 
+    def _shielded(self, session_id: str) -> _backend.CancelScope:
+        """A shield for a request of `session_id` whose client may leave without
+        cancelling it; `ended` cancels it (`DELETE`, the server closing)."""
+        shield = _backend.cancel_scope(shield=True)
+        self._enter(session_id).shields.add(shield)
+        return shield
+
+    def _unshielded(self, session_id: str, shield: _backend.CancelScope) -> None:
+        here = self._here.get(session_id)
+        if here is not None:
+            here.shields.discard(shield)
+            self._leave(session_id, here)
+
     def ended(self, session_id: str | None = None) -> None:
         """End what runs here for a session (all of them when None): its stream, the
         questions its requests await, and the requests (`DELETE`, the server closing)."""
@@ -156,6 +171,8 @@ class SessionsHere:
             if here.stream_ended is not None:
                 here.stream_ended.set()
             self._legacy.abandon(here.connection)
+            for shield in list(here.shields):
+                shield.cancel()
             if session_id is not None:
                 for scope in list(here.connection.in_flight.values()):
                     scope.cancel()
@@ -175,7 +192,8 @@ class SessionsHere:
         here.users -= 1
         if here.users == 0 and self._here.get(session_id) is here:
             del self._here[session_id]
-            if not (here.connection.in_flight or here.connection.awaited or here.stream):
+            connection = here.connection
+            if not (connection.in_flight or connection.awaited or here.stream or here.shields):
                 if len(self._idle) >= _IDLE_KEPT:
                     del self._idle[next(iter(self._idle))]  # the oldest
                 self._idle[session_id] = here  # as good as new, for the next request
