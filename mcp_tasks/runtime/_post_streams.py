@@ -4,14 +4,16 @@ runs apart from the POST that brought it, and what it sends is kept with the ses
 Theory of operation
 -------------------
 A request of a 2025-11-25 session that may stream (`STREAMED`: a tool call, a prompt, a
-resource read, `tasks/result`...) runs in a task of its own (`HttpSessions._serve`), its
-messages sent through a `PostStream`. The first message opens the stream with a priming
-event (an id, `retry: reconnect_ms`, no data), as the 2025-11-25 transport asks; every
-message after it, the response last, is an event with an id, kept with the session in the
-store (`append_event`) before it is written. The POST that brought the request waits for
-the response, or for the stream's release: the client left (the POST is cancelled), or the
-tool asked for it (`ToolContext.close_stream`); the request runs on either way, and only
-`notifications/cancelled`, `DELETE`, the server stopping or the questions' own limit end it.
+resource read, `tasks/result`...) sends its messages through a `PostStream`, and runs
+shielded from the end of the POST that brought it (`HttpSessions._serve`): a client that
+leaves cancels nothing (the revision says it SHOULD NOT), and only `notifications/cancelled`,
+`DELETE`, the server stopping or the questions' own limit end it. The first message opens
+the stream with a priming event (an id, `retry: reconnect_ms`, no data); every message
+after it, the response last, is an event with an id, kept with the session in the store
+(`append_event`) before it is written. A request that never sends anything before its
+response is answered with plain JSON and keeps nothing. A tool may end the POST's answer
+early (`ToolContext.close_stream`): the driver is told with `END_OF_ANSWER`, and sends
+nothing of the request after it.
 
 A client that lost the stream sends `GET` with `Last-Event-ID: <stream>-<n>`: the events
 kept after `n` are written to it (`resume`), and, while the request runs in this process,
@@ -51,7 +53,7 @@ __all__ = [
 STREAMED: Final = frozenset(
     {"tools/call", "prompts/get", "resources/read", "completion/complete", "tasks/result"}
 )
-"""The methods whose answer may stream (questions, progress, logs): run apart from their POST."""
+"""The methods whose answer may stream (questions, progress, logs): resumable."""
 MAX_LIVE: Final = 64
 """Resumable POST streams one session may have running at once in a process; past it a
 request runs as before (its stream not resumable)."""
