@@ -3,11 +3,10 @@
 
 `register(server)` adds what the suite's 2025 server scenarios call (names, arguments and
 requests as its scenarios describe them): `test_tool_with_logging`, `test_sampling`,
-`test_elicitation`, `test_elicitation_sep1034_defaults`, `test_elicitation_sep1330_enums`,
-`test_reconnection` and the resource `test://watched-resource`. Elicitation and sampling
-are written as input rounds (`InputRequired`); a 2025 session turns each into a
-server-to-client request and calls the tool again with the answer. Nothing here reaches
-inside the library.
+`test_elicitation`, `test_elicitation_sep1034_defaults`, `test_elicitation_sep1330_enums`
+and the resource `test://watched-resource`. Elicitation and sampling are written as input
+rounds (`InputRequired`); a 2025 session turns each into a server-to-client request and
+calls the tool again with the answer. Nothing here reaches inside the library.
 """
 
 from __future__ import annotations
@@ -129,14 +128,6 @@ def register(server: Server) -> None:
         await anyio.sleep(0.05)
         await ctx.log("info", "Tool execution completed", logger="test_tool_with_logging")
         return CallToolResult.text("Tool with logging executed successfully")
-
-    @server.tool()
-    async def test_reconnection(ctx: ToolContext) -> ToolOutcome:
-        """SEP-1699's: ends its POST's SSE stream mid-call (the client resumes it with
-        `GET` and `Last-Event-ID`), then answers there."""
-        await ctx.close_stream()
-        await anyio.sleep(0.1)  # the answer comes after the stream ended
-        return CallToolResult.text("Reconnection test completed")
 
     @server.tool()
     async def test_sampling(ctx: ToolContext, args: SamplingArgs) -> ToolOutcome:

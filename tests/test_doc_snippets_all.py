@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 import trio
 from doc_snippets import DOCS, Page
@@ -37,7 +36,6 @@ from mcp_tasks.core import (
 from mcp_tasks.journal import TaskJournal
 from mcp_tasks.store import RedisTaskStore
 from mcp_tasks.transports import Connection, serve_http
-from mcp_tasks.transports._port import SessionHeaders, SessionReply
 
 ROOT = DOCS.parent
 
@@ -62,7 +60,7 @@ RUN_HERE = {
     "security.md": ["def authenticate"],
     "stores.md": ["SQLiteTaskStore", "class DictStore"],
     "transports.md": ["nursery.start(serve_http", "ServerOptions", "serve_stdio"],
-    "eras.md": ["legacy_sessions=False", "HttpSessionLimits(", "close_stream"],
+    "eras.md": ["legacy_sessions=False", "HttpSessionLimits("],
 }
 
 ENTRY = re.compile(r"^(trio\.run\(main\)|asyncio\.run\(main\(\)\))\n\Z", re.MULTILINE)
@@ -453,39 +451,6 @@ async def test_the_eras_page_caps_a_principals_sessions() -> None:
             for _ in range(9)
         ]
     assert statuses == [200] * 8 + [429]
-
-
-async def test_the_eras_page_tool_ends_its_stream_and_the_report_comes_on_resuming() -> None:
-    server = snippet("eras.md", "close_stream")["server"]
-    opening = {"protocolVersion": "2025-11-25", "capabilities": {}}
-    message = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": opening})
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "long_report"}}
-    on_post: list[bytes] = []
-    on_get: list[bytes] = []
-
-    async def to(sent: list[bytes], frame: bytes) -> None:
-        sent.append(frame)
-
-    async with server.running():
-        opened = await server.handle(message.encode(), headers=HttpHeaders())
-        assert isinstance(opened, SessionReply)
-        session = SessionHeaders(session_id=opened.session_id, protocol_version="2025-11-25")
-        with trio.fail_after(10):
-            ended = await server.handle(
-                json.dumps(call).encode(),
-                headers=HttpHeaders(),
-                session=session,
-                notify=lambda frame: to(on_post, frame),
-            )
-            assert ended is None and len(on_post) == 2 and on_post[1] == b""  # primed, ended
-            [last_id] = re.findall(rb"^id: (\S+)$", on_post[0], re.MULTILINE)
-            resuming = msgspec.structs.replace(
-                session, method="GET", last_event_id=last_id.decode()
-            )
-            await server.handle(
-                b"", headers=HttpHeaders(), session=resuming, notify=lambda f: to(on_get, f)
-            )
-    assert any(b'"the report"' in frame and b'"id":2' in frame for frame in on_get)
 
 
 async def test_the_transports_page_serves_stdio_to_a_client_that_spawns_it(

@@ -83,7 +83,8 @@ _MODERN: Final = w.PROTOCOL_VERSION
 _STRIPPED: Final = ("resultType", "ttlMs", "cacheScope")
 _COMPLETE_LAST: Final = b',"resultType":"complete"},"jsonrpc":"2.0"}'
 _RESULT_END: Final = b'},"jsonrpc":"2.0"}'
-_MODERN_KEYS: Final = re.compile(rb'"(?:ttlMs|cacheScope|_meta)"')  # not in a 2025 result
+_MODERN_KEYS: Final = re.compile(rb'"(?:ttlMs|cacheScope|_meta)"')
+"""What a result may hold that a 2025 session's must not (`_meta`: the server's info)."""
 
 
 class LegacySession(Struct, frozen=True, kw_only=True):
@@ -376,14 +377,15 @@ class LegacyFront:
     def task_id_message(
         self, session: LegacySession, request_id: w.RequestId, method: str, task_id: str
     ) -> w.IncomingMessage:
-        """`task_message` of `method` for params of `task_id` alone, the quick way."""
+        """The modern `method` (`tasks/get`, `tasks/cancel`) of a 2025-11-25 session's
+        task `task_id`: `task_message` for params of the task's id alone, the quick way."""
         encoded = self._task_meta(session, None)
         body = b'{"_meta":' + encoded + b',"taskId":' + msgspec.json.encode(task_id) + b"}"
         return w.IncomingMessage(jsonrpc="2.0", id=request_id, method=method, params=Raw(body))
 
     def _task_meta(self, session: LegacySession, own: dict[str, Any] | None) -> bytes:
-        """The `_meta` of a task request of `session` with its `own` keys, encoded (once a
-        session, without keys of its own)."""
+        """The encoded `_meta` of a 2025-11-25 task request of `session` (the request's
+        `own` keys kept); without keys of its own, encoded once a session."""
         cached = self._encoded_task_meta
         if own is None and cached is not None and cached[0] is session:
             return cached[1]

@@ -126,13 +126,11 @@ class ToolContext(RequestContext):
         ask: Callable[[w.InputRequest], Awaitable[msgspec.Raw]] | None,
         notify_progress: Callable[[float, float | None, str | None], Awaitable[None]],
         notify_log: Callable[[w.LoggingLevel, Any, str | None], Awaitable[None]] = _no_log,
-        close_stream: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         super().__init__(call, notify_progress=notify_progress, notify_log=notify_log)
         self._tool_call = call
         self._set_status = set_status
         self._ask = ask
-        self._close_stream = close_stream
         self._cancelled: threading.Event | None = None
         """Made when first asked for (`_cancel_event`): most calls never are, and an event
         is a lock and a condition, a microsecond of a stdio tool call."""
@@ -167,13 +165,6 @@ class ToolContext(RequestContext):
             return self._cancelled
 
     # --- acting from inside -----------------------------------------------------------------
-
-    async def close_stream(self) -> bool:
-        """End the HTTP response stream this call's messages go on, while the call runs
-        on: a 2025-11-25 client resumes it (`GET` with `Last-Event-ID`) and gets the rest,
-        the result included, so nothing holds a connection through long work. Elsewhere
-        (stdio, a 2026-07-28 request, older revisions) nothing happens: False."""
-        return False if self._close_stream is None else await self._close_stream()
 
     async def set_status_message(self, message: str | None) -> None:
         """Inside a task: show `message` as its `statusMessage`. Outside one: nothing."""

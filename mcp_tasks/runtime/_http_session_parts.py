@@ -52,11 +52,9 @@ MAX_SESSION_ID: Final = 128
 never looked up in the store."""
 
 Answer = Callable[
-    [bytes | IncomingMessage, HttpHeaders | None, Connection | None, SendNotification | None],
-    Awaitable[Reply | None],
+    [bytes | IncomingMessage, HttpHeaders | None, Connection | None], Awaitable[Reply | None]
 ]
-"""The core's way: a message, the headers the core checks, the connection it came on, how
-to write to its client."""
+"""The core's way: a message, the headers the core checks, the connection it came on."""
 
 
 class Observed(Protocol):
@@ -85,19 +83,14 @@ class HttpSessionLimits(msgspec.Struct, frozen=True, kw_only=True):
     max_per_principal: int | None = 64
     """Sessions one principal holds at once (None: no such limit); past it, 429."""
     max_streams: int = 1024
-    """Sessions' `GET` streams open at once in this process (each holds a connection);
+    """Sessions' own `GET` streams open at once in this process (each holds a connection);
     one more is refused with 503 (a principal holds at most one a session)."""
-    reconnect_ms: int = 1000
-    """How long a 2025-11-25 client waits before it resumes a POST's stream that ended
-    early (the `retry` of the stream's priming event)."""
 
     def __post_init__(self) -> None:
         if not self.idle_seconds > 0:
             raise ValueError("idle_seconds must be positive")
         if min(self.max_sessions, self.max_per_principal or 1, self.max_streams) < 1:
             raise ValueError("max_sessions, max_per_principal and max_streams must be at least 1")
-        if self.reconnect_ms < 1:
-            raise ValueError("reconnect_ms must be at least 1")
 
 
 def changed_by(stored: LegacySession, before: LegacySession, after: LegacySession) -> LegacySession:

@@ -39,11 +39,11 @@ from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any, Final
 
-import anyio
 import msgspec
 from msgspec import UNSET
 
 from .._support import backend as _backend
+from .._support.logs import RateLimitedLog
 from ..core import HttpHeaders, ProtocolError, Reply
 from ..core._envelope import message_of
 from ..core._errors import INTERNAL_ERROR
@@ -51,11 +51,14 @@ from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import LEGACY_VERSIONS, LegacyAnswer, LegacySession
 from ..core.wire import SUPPORTED_VERSIONS, IncomingMessage
 from ..store import Signal, StoreUnavailable, TaskStore
-from ..store._sessions import SessionRecord
+from ..store._sessions import SessionRecord, SessionRecords, sessions_of
+from ..transports._exchange import sse_frame
 from ..transports._port import Connection, SendNotification, SessionHeaders
 from ._http_session_parts import (
+    GET_STREAM,
     MAX_SESSION_ID,
     Answer,
+    DecodedStates,
     HttpSessionLimits,
     Observed,
     open_session,
@@ -65,24 +68,33 @@ from ._http_session_parts import (
     save_change,
     unavailable_reply,
 )
-from ._post_streams import (
-    RESUMABLE_VERSION,
-    STREAMED,
-    is_post_stream,
-)
-from ._session_streams import SessionsHere
 from ._sessions import BATCH_VERSION, LegacySessions, batch_reply, is_batch
 
 __all__ = ["HttpSessionLimits", "HttpSessions", "unavailable_reply"]
 
 logger = logging.getLogger("mcp_tasks.server")
+_complaints = RateLimitedLog(logger)
+"""Notices lost (a store or a client failing): a few lines a window, then a count."""
+_LOST: Final = "a 2025 session's notice was not sent: %r"
 
 _SAVE_TRIES: Final = 4
-_FINISHING: Final = 5.0  # seconds a response may take to be kept and sent, at most
+_IDLE_KEPT: Final = 256
 _CLAIM: Final = META_PROTOCOL_VERSION.encode()
 
 
-class HttpSessions(SessionsHere):
+class _Here:
+    """A session's requests and stream in this process."""
+
+    __slots__ = ("connection", "stream", "stream_ended", "users")
+
+    def __init__(self) -> None:
+        self.connection = Connection(carries_sessions=True)
+        self.users = 0
+        self.stream: SendNotification | None = None
+        self.stream_ended: _backend.Event | None = None
+
+
+class HttpSessions:
     """The sessions of 2025 clients over HTTP, for one `Server` (theory of operation)."""
 
     def __init__(
@@ -92,10 +104,26 @@ class HttpSessions(SessionsHere):
         now: Callable[[], float],
         spawn: Callable[[Callable[[], Coroutine[Any, Any, Any]]], None],
     ) -> None:
-        super().__init__(legacy, store, spawn)
+        self._legacy = legacy
+        self._store = store
         self._now = now
+        self._spawn = spawn
         self.serving: Callable[[], bool] = lambda: True
         """Whether 2025 sessions are served now (`ServerOptions.legacy_sessions`)."""
+        self.limits = HttpSessionLimits()
+        self._here: dict[str, _Here] = {}
+        self._streams_open = 0
+        self._records_of: tuple[TaskStore, SessionRecords] | None = None
+        self._decoded = DecodedStates()
+        self._idle: dict[str, _Here] = {}
+        """`_Here`s of sessions with nothing here now, kept for their next request."""
+
+    @property
+    def _records(self) -> SessionRecords:
+        store = self._store()
+        if self._records_of is None or self._records_of[0] is not store:
+            self._records_of = (store, sessions_of(store))
+        return self._records_of[1]
 
     # --- answering -----------------------------------------------------------------------
 
@@ -117,10 +145,7 @@ class HttpSessions(SessionsHere):
             return await answer(data, headers, notify, None, principal, routed=False)  # modern
 
         async def to_core(
-            message: bytes | IncomingMessage,
-            headers: HttpHeaders | None,
-            on: Connection | None,
-            notify: SendNotification | None,
+            message: bytes | IncomingMessage, headers: HttpHeaders | None, on: Connection | None
         ) -> Reply | None:
             return await answer(message, headers, notify, on, principal, routed=True)
 
@@ -166,25 +191,25 @@ class HttpSessions(SessionsHere):
         try:
             message = message_of(data)
         except ProtocolError:
-            return await answer(data, headers, None, notify)
+            return await answer(data, headers, None)
         version = None if session is None else session.protocol_version
         if version is None and headers is not None:
             version = headers.protocol_version
         if version is not None and version.strip() in SUPPORTED_VERSIONS:
-            return await answer(message, headers, None, notify)  # a 2026-07-28 client's slip
+            return await answer(message, headers, None)  # a 2026-07-28 client's slip
         if message.method == "initialize" and message.id is not UNSET:
             opened = self._legacy.front.route(message, None, claimless=True)
             if isinstance(opened, LegacyAnswer):
                 limits, now = self.limits, self._now()
                 return await open_session(self._records, opened, principal, limits, now=now)
-            return await answer(message, headers, None, notify)  # not JSON-RPC: the core says
+            return await answer(message, headers, None)  # not JSON-RPC: the core says so
         session_id = None if session is None else session.session_id
         if session_id is None:
             opened = self._legacy.front.route(message, None, claimless=True)
             if isinstance(opened, LegacyAnswer):
                 return opened.reply  # `ping` needs no session
             if message.method is UNSET and message.id is UNSET:
-                return await answer(message, headers, None, notify)  # the core says what
+                return await answer(message, headers, None)  # the core says what
             return refusal(
                 400,
                 "Bad Request: the Mcp-Session-Id header is required; send initialize first "
@@ -242,35 +267,6 @@ class HttpSessions(SessionsHere):
         notify: SendNotification | None,
         answer: Answer,
     ) -> Reply | None:
-        stream = None
-        if notify is not None and state.version == RESUMABLE_VERSION and message.method in STREAMED:
-            stream = self.post_streams.open(record.session_id, notify, self.limits.reconnect_ms)
-        if stream is None:  # answered on the POST (its stream, if any, not resumable)
-            return await self._run(record, state, message, notify, answer)
-        shield = self._shielded(record.session_id)  # the client leaving cancels nothing
-        reply = None
-        try:
-            with shield:
-                reply = await self._run(record, state, message, stream, answer)
-        finally:
-            if stream.started:
-                finishing = anyio.current_time() + _FINISHING
-                with _backend.cancel_scope(shield=True, deadline=finishing):
-                    await stream.finish(reply)  # kept for the client, sent if it is there
-            else:
-                await stream.finish(reply)  # (awaits nothing)
-            self._unshielded(record.session_id, shield)
-            self.post_streams.ended(stream)
-        return None if stream.released else stream.final
-
-    async def _run(
-        self,
-        record: SessionRecord,
-        state: LegacySession,
-        message: IncomingMessage,
-        notify: SendNotification | None,
-        answer: Answer,
-    ) -> Reply | None:
         here = self._enter(record.session_id)
         connection = here.connection
         connection.session = state
@@ -278,7 +274,7 @@ class HttpSessions(SessionsHere):
             reply = await self._legacy.answer(
                 message,
                 connection,
-                lambda modern: answer(modern, None, connection, notify),  # the core reads it
+                lambda modern: answer(modern, None, connection),  # the core reads it
                 notify,
             )
         finally:
@@ -358,17 +354,11 @@ class HttpSessions(SessionsHere):
         """A `session` or `event` signal from another process (the background's loop)."""
         if signal.data is None:
             return
-        if signal.kind == "event":  # for a stream of the session, if it is open here
-            head, _, event = signal.data.partition(b" ")
-            name, _, number = head.decode("ascii", "replace").rpartition(":")
-            session_id, streams = signal.task_id, self.post_streams
-            if not number.isdigit():
-                return
-            here = self._here.get(session_id)
-            if not name and here is not None and here.stream is not None:  # its own stream
-                self._spawn(partial(self._write_event, session_id, int(number), event))
-            elif name and streams.on_event(session_id, name):  # a POST's, resumed here
-                self._spawn(partial(streams.write_remote, session_id, name, int(number), event))
+        if signal.kind == "event":  # for the session's stream, if it is open here
+            number, _, event = signal.data.partition(b" ")
+            here = self._here.get(signal.task_id)
+            if here is not None and here.stream is not None and number.isdigit():
+                self._spawn(partial(self._write_event, signal.task_id, int(number), event))
             return
         try:
             message = message_of(signal.data)
@@ -389,9 +379,6 @@ class HttpSessions(SessionsHere):
         if notify is None:
             return refusal(406, "Not acceptable: the session's stream is text/event-stream")
         session_id = session.session_id
-        resumed = is_post_stream(session.last_event_id or "")
-        if resumed is not None:  # a POST's stream, resumed
-            return await self._resume(session_id, *resumed, notify)
         here = self._here.get(session_id)
         taking_over = here is not None and here.stream_ended is not None
         if not taking_over and self._streams_open >= self.limits.max_streams:
@@ -417,6 +404,51 @@ class HttpSessions(SessionsHere):
             self._leave(session_id, here)
         return None
 
+    @property
+    def streams_open(self) -> int:
+        """How many sessions' own streams are open in this process."""
+        return self._streams_open
+
+    def streams(self, *, subscribed_to: str | None = None) -> list[str]:
+        """The sessions whose own stream is open here (subscribed to `subscribed_to`)."""
+        return [
+            session_id
+            for session_id, here in self._here.items()
+            if here.stream is not None
+            and (
+                subscribed_to is None
+                or (
+                    here.connection.session is not None
+                    and subscribed_to in here.connection.session.subscriptions
+                )
+            )
+        ]
+
+    async def send(self, session_id: str, message: bytes) -> None:
+        """Send `message` on the session's own stream (kept for a client that
+        reconnects); nothing is lost while no stream is open, up to the events kept. The
+        stream may be open in another process: the event goes there as a signal."""
+        try:
+            number = await self._records.append_event(session_id, GET_STREAM, message)
+            if not number:
+                return  # the session is gone
+            if not await self._write_event(session_id, number, message):
+                coordination = self._store().coordination
+                if coordination.signals is not None:
+                    data = b"%d " % number + message
+                    signal = Signal("event", session_id, coordination.origin, data=data)
+                    await coordination.signals.publish(signal)
+        except Exception as error:  # the store or the client failed: this notice is lost
+            _complaints.log(logging.WARNING, "session-notice", _LOST, error)
+
+    async def _write_event(self, session_id: str, number: int, message: bytes) -> bool:
+        """Write event `number` on the session's stream if it is open here."""
+        here = self._here.get(session_id)
+        if here is None or here.stream is None:
+            return False
+        await here.stream(sse_frame(message, f"{GET_STREAM}{number}"))
+        return True
+
     async def _end(self, session: SessionHeaders, principal: str | None) -> Reply:
         if session.session_id is None:
             return refusal(400, "Bad Request: the Mcp-Session-Id header is required")
@@ -426,3 +458,38 @@ class HttpSessions(SessionsHere):
         await self._records.close_session(session.session_id)
         self.ended(session.session_id)
         return Reply(body=b"", http_status=200)
+
+    def ended(self, session_id: str | None = None) -> None:
+        """End what runs here for a session (all of them when None): its stream, the
+        questions its requests await, and the requests (`DELETE`, the server closing)."""
+        self._decoded.forget(session_id)
+        self._idle.clear() if session_id is None else self._idle.pop(session_id, None)
+        for key, here in list(self._here.items()):
+            if session_id is not None and key != session_id:
+                continue
+            if here.stream_ended is not None:
+                here.stream_ended.set()
+            self._legacy.abandon(here.connection)
+            if session_id is not None:
+                for scope in list(here.connection.in_flight.values()):
+                    scope.cancel()
+
+    def _enter(self, session_id: str) -> _Here:
+        here = self._here.get(session_id)
+        if here is None:
+            here = self._idle.pop(session_id, None)
+            if here is None:
+                here = _Here()
+                here.connection.notices = partial(self.send, session_id)  # its stream
+            self._here[session_id] = here
+        here.users += 1
+        return here
+
+    def _leave(self, session_id: str, here: _Here) -> None:
+        here.users -= 1
+        if here.users == 0 and self._here.get(session_id) is here:
+            del self._here[session_id]
+            if not (here.connection.in_flight or here.connection.awaited or here.stream):
+                if len(self._idle) >= _IDLE_KEPT:
+                    del self._idle[next(iter(self._idle))]  # the oldest
+                self._idle[session_id] = here  # as good as new, for the next request

@@ -64,7 +64,6 @@ from ._context import RequestContext, ToolContext
 from ._decide import Decide
 from ._handlers import invoke_completion, invoke_prompt, invoke_resource, invoke_tool
 from ._listen_streams import ListenStreams
-from ._post_streams import PostStream
 from ._shared import Shared
 from ._tasks import TaskRunner
 from ._threads import ToolThreadsFull
@@ -170,7 +169,6 @@ class Interpreter:
                 ask=None,
                 notify_progress=to_client.progress,
                 notify_log=to_client.log,
-                close_stream=notify.close if isinstance(notify, PostStream) else None,
             )
             threads = self._shared.tool_threads
             try:

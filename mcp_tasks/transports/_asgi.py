@@ -360,7 +360,7 @@ class _Answer:
         self.watcher: CancelScope | None = None  # given by the keeper after a tick
         self._scope: CancelScope = cancel_scope()
         self._streaming = False
-        self._ended = self._ended_early = False
+        self._ended = False
         self._lock: anyio.Lock | None = None
 
     def cancel(self) -> None:
@@ -381,8 +381,8 @@ class _Answer:
             self.keeping.ended()
             if self.watcher is not None:
                 self.watcher.cancel()
-            if self._scope.cancelled_caught or self._ended_early:
-                return  # the client left, the drain ran out of time, or it ended already
+            if self._scope.cancelled_caught:
+                return  # the client left, or the drain ran out of time
             await self._finish(reply)
         except _CLIENT_GONE:
             pass
@@ -435,12 +435,6 @@ class _Answer:
             self._lock = anyio.Lock()
         try:
             async with self._lock:
-                if message == exchange.END_OF_ANSWER:  # ended now, the request runs on
-                    if self._streaming:
-                        await self._send({"type": "http.response.body", "body": b""})
-                        self._ended = self._ended_early = True
-                        self.keeping.ended()
-                    return
                 if not self._streaming:
                     await self._start_stream()
                 await self._send_on_stream(exchange.sse_event(message))

@@ -56,7 +56,6 @@ from ._port import MessageHandler, SessionReply
 
 __all__ = [
     "CLOSE",
-    "END_OF_ANSWER",
     "JSON",
     "KEEP_ALIVE",
     "REASONS",
@@ -157,12 +156,6 @@ def framed(headers: Headers, body: bytes, *, draining: bool) -> Headers:
 def sse_head(*, draining: bool) -> Headers:
     """The headers of an answer that turns into an SSE stream (status 200)."""
     return [*SSE_HEADERS, CLOSE] if draining else list(SSE_HEADERS)
-
-
-END_OF_ANSWER: Final = b""
-"""What a request's `notify` is given to end its SSE answer now while the request runs on
-(a 2025-11-25 session's stream, which its client resumes with `GET`); a driver sends nothing
-of it afterwards, its reply included. No message is empty, so none is taken for it."""
 
 
 def sse_event(message: bytes) -> bytes:

@@ -60,7 +60,6 @@ from .._support import backend as _backend
 from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyIntake, ByteBudget, slow_body
 from ._exchange import (
     CLOSE,
-    END_OF_ANSWER,
     REASONS,
     Headers,
     Keeping,
@@ -223,7 +222,6 @@ class _Connection:
         self._linger = False
         self._method = b""  # of the request being answered
         self._streaming = False  # the answer in flight is an SSE stream
-        self._ended_early = False  # ...which `END_OF_ANSWER` ended before its reply
         self._sse_allowed = True
         self._send_lock = anyio.Lock()
         self._status = 0  # of the answer sent last
@@ -443,7 +441,7 @@ class _Connection:
     ) -> None:
         headers = mcp_headers(found, params)
         session = session_headers(method, found)
-        self._streaming = self._ended_early = False
+        self._streaming = False
         self._sse_allowed = self.serving.rules.allows_event_stream(found.get(b"accept"))
         self._keeping.handling(anyio.current_time())
         try:
@@ -465,9 +463,7 @@ class _Connection:
                 watch[0].cancel()  # the pump reads this socket next, once the watcher ended
         if watch is not None:
             await watch[1].wait()
-        if self._ended_early:
-            self._ended_early = False  # the answer ended already (`END_OF_ANSWER`)
-        elif self._streaming:
+        if self._streaming:
             async with self._send_lock:
                 last = [] if reply is None else [h11.Data(data=sse_event(reply.body))]
                 await self._send(*last, h11.EndOfMessage())
@@ -478,9 +474,6 @@ class _Connection:
         """Send a notification of the request in flight; the first one turns the answer
         into an SSE stream. A client that is gone cancels the request here."""
         if not self._sse_allowed or self._keeping.since == math.inf:  # ended
-            return
-        if message == END_OF_ANSWER:
-            await self._end_early()
             return
         try:
             async with self._send_lock:
@@ -497,18 +490,6 @@ class _Connection:
             self._peer_closed = True
             self._scope.cancel()
             await anyio.lowlevel.checkpoint()
-
-    async def _end_early(self) -> None:
-        """End the SSE answer now, the request running on (a 2025-11-25 client resumes it
-        with `GET`); what the request sends later is not this answer's."""
-        try:
-            async with self._send_lock:
-                if self._streaming:
-                    await self._send(h11.EndOfMessage())
-                    self._ended_early = True
-                    self._keeping.ended()
-        except _GONE:
-            self._peer_closed = True
 
     async def _keep_alive(self) -> None:
         """The keeper found the SSE answer in flight quiet: a comment shows it is alive."""

@@ -11,9 +11,8 @@
 | | and completes on any later one ("ran N times") |
 | asks_first | asks a name in an MRTR round before the task exists, then greets in a task |
 | greets_in_place | no task: asks a name in an input round, then greets (for 2025 sessions) |
-| answers_after_closing | no task: ends its POST's stream, answers half a second later |
 
-Every tool but the last two is a task (`task_support="required"`). TTL 10 minutes unless
+Every tool but the last is a task (`task_support="required"`). TTL 10 minutes unless
 `TASK_TTL_MS` says.
 """
 
@@ -140,10 +139,3 @@ async def greets_in_place(ctx: ToolContext) -> ToolOutcome:
         params = ElicitParams(message="Your name?", mode="form", requested_schema=NAME_SCHEMA)
         return InputRequired(requests={"name": ElicitRequest(params=params)})
     return CallToolResult.text(f"Hello, {(answer.content or {}).get('name')}!")
-
-
-@server.tool()
-async def answers_after_closing(ctx: ToolContext) -> ToolOutcome:
-    await ctx.close_stream()
-    await anyio.sleep(0.5)  # the client resumes meanwhile, or after: either way it gets this
-    return CallToolResult.text("answered after closing")
