@@ -44,6 +44,7 @@ from typing import Any, Final
 
 import anyio
 import msgspec
+import trio
 
 from .._support import backend as _backend
 from ..core import Reply
@@ -267,6 +268,9 @@ class PostStreams:
         """Unique to the process (as far as 4 hex digits go): its streams' names."""
         self._live: dict[str, dict[int, PostStream]] = {}
         """The streams of each session's requests running here, by slot."""
+        self._start_soon: Callable[[Callable[[], Coroutine[Any, Any, Any]]], object] | None = None
+        """The requests' task group (`_host`), once open."""
+        self._hosting = False
         self._resumed: dict[tuple[str, str], _Resumed] = {}
 
     # --- the request's side ---------------------------------------------------------------
@@ -306,8 +310,30 @@ class PostStreams:
                 stream.released.set()
                 self.close(stream)
 
-        self._spawn(request)
+        start_soon = self._start_soon
+        if start_soon is None:  # the first, or the server restarts: open the group
+            if not self._hosting:
+                self._hosting = True
+                self._spawn(self._host)
+            start_soon = self._spawn
+        start_soon(request)
         return await stream.wait()
+
+    async def _host(self) -> None:
+        """The requests' task group, a task of the server's: it ends (and its requests
+        with it) when the server stops. A trio nursery on trio: anyio's task group starts
+        a task there for about 15 µs more (a 2025 session's tool call pays it)."""
+        try:
+            if trio.lowlevel.in_trio_task():
+                async with trio.open_nursery() as nursery:
+                    self._start_soon = nursery.start_soon
+                    await trio.sleep_forever()
+            else:
+                async with anyio.create_task_group() as group:
+                    self._start_soon = group.start_soon
+                    await anyio.sleep_forever()
+        finally:
+            self._start_soon, self._hosting = None, False
 
     def close(self, stream: PostStream) -> None:
         """The request of `stream` ended: its slot is free again."""
