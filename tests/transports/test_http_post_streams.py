@@ -20,7 +20,15 @@ import trio
 from legacy_http import LegacyHttpClient, sse_events, stream_of
 from test_http import serving, serving_on_asyncio
 
-from mcp_tasks import CallToolResult, Server, ToolContext, ToolOutcome
+from mcp_tasks import (
+    CallToolResult,
+    ElicitParams,
+    ElicitRequest,
+    InputRequired,
+    Server,
+    ToolContext,
+    ToolOutcome,
+)
 from mcp_tasks.runtime import HttpSessionLimits
 from mcp_tasks.store import MemoryTaskStore, RedisTaskStore, SQLiteTaskStore, TaskStore
 
@@ -77,6 +85,16 @@ def build(store: TaskStore | None = None, probe: Probe | None = None) -> Server:
         finally:
             probe.cancelled.set()
         return "never"
+
+    @server.tool()
+    async def asks(ctx: ToolContext) -> ToolOutcome:
+        """An input round: the user's name (a 2025 client is asked it on the stream)."""
+        answer = ctx.elicit_response("name")
+        if answer is None:
+            schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+            params = ElicitParams(message="Your name?", mode="form", requested_schema=schema)
+            return InputRequired(requests={"name": ElicitRequest(params=params)})
+        return CallToolResult.text(f"Hello, {(answer.content or {}).get('name')}!")
 
     @server.tool()
     async def plain(ctx: ToolContext) -> str:
@@ -347,3 +365,46 @@ async def test_an_unknown_or_garbled_last_event_id_is_harmless(last_event_id: st
                     assert await events_until_end(resumed) == []  # nothing kept: it ends
         called = await client.request("tools/call", {"name": "plain"})
         assert called["result"]["content"][0]["text"] == "plain"
+
+
+async def test_a_question_is_asked_again_on_the_resumed_stream_and_answered() -> None:
+    async with serving(build()) as port, httpx.AsyncClient(timeout=10) as http:
+        client = LegacyHttpClient(http, f"http://127.0.0.1:{port}/mcp")
+        await client.initialize(elicitation={"form": {}})
+        async with http.stream(
+            "POST", client.url, json=call("asks"), headers=client.headers()
+        ) as a:
+            events = sse_events(a)
+            with trio.fail_after(10):
+                priming = await anext(events)
+                asked = await anext(events)
+        assert asked["id"] != priming["id"] and "elicitation/create" in asked["data"]
+        async with stream_of(client, **{"last-event-id": priming["id"]}) as resumed:
+            events = sse_events(resumed)
+            with trio.fail_after(10):
+                again = await anext(events)  # the question, replayed with its id
+                assert again["id"] == asked["id"]
+                question = json.loads(again["data"])
+                sent = await client.respond(
+                    question["id"], {"action": "accept", "content": {"name": "Ann"}}
+                )
+                assert sent.status_code == 202
+                rest = [event async for event in events]
+        (result,) = data_of(rest)
+        assert result["id"] == 7 and result["result"]["content"][0]["text"] == "Hello, Ann!"
+
+
+async def test_the_server_stopping_ends_a_request_whose_client_left() -> None:
+    probe = Probe()
+    server = build(probe=probe)
+    async with client_of(server) as client:
+        async with client.http.stream(
+            "POST", client.url, json=call("waits"), headers=client.headers()
+        ) as answer:
+            events = sse_events(answer)
+            with trio.fail_after(10):
+                await anext(events)
+                await anext(events)
+        await until_the_server_saw_the_post_end(server)
+        assert not probe.cancelled.is_set()
+    assert probe.cancelled.is_set()  # the server stopped: the request ended with it
