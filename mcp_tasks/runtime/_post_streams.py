@@ -5,9 +5,10 @@ Theory of operation
 A request of a 2025-11-25 session whose answer may become an SSE stream (`MAY_STREAM`:
 its handler may notify, or ask the client) runs in a task of its own (`run_apart`, in a
 task group that is a task of the server's: `_host`), and the POST that brought it waits
-for its `PostStream` to be released: by the reply, or by `close_stream`. So a client that disconnects does not cancel the request (the
-revision says it SHOULD NOT be taken as one); `notifications/cancelled`, `DELETE`, the
-server stopping and the question wait still end it, as they did.
+for its `PostStream` to be released: by the reply, or by `close_stream`. So a client that
+disconnects does not cancel the request (the revision says it SHOULD NOT be taken as
+one); `notifications/cancelled`, `DELETE`, the server stopping and the question wait still
+end it, as they did.
 
 The request's notify is its `PostStream`. Until it first notifies, nothing is kept: its
 answer is one JSON body, and costs a task and an event more than inline (the benchmark
