@@ -235,8 +235,11 @@ class PostStream:
             await self._writer(sse_frame(message, f"{self.name}-{number}"))
             if not final:
                 return
-            # the POST may be gone unnoticed yet: the response goes where a GET resumed too
-        if not await self._posts.deliver(self.session_id, self.name, number, message):
+            # Its POST may have gone unnoticed yet, its client resumed: the response goes
+            # where a GET resumed too (to another process by number only: it reads it).
+            if not await self._posts.deliver(self.session_id, self.name, number, message):
+                await self._posts.publish(self.session_id, self.name, number, b"")
+        elif not await self._posts.deliver(self.session_id, self.name, number, message):
             await self._posts.publish(self.session_id, self.name, number, message)
 
 
@@ -423,12 +426,14 @@ class PostStreams:
         if resumed is None:
             return False
         async with resumed.lock:
+            if not message:  # by number only (`PostStream._deliver`): read from the store
+                await self._fill(session_id, name, resumed, number + 1)
+                return True
             if number > resumed.last + 1 and not resumed.ended.is_set():
                 await self._fill(session_id, name, resumed, number)
             if number > resumed.last and not resumed.ended.is_set():
                 resumed.last = number
-                if message:
-                    await resumed.notify(sse_frame(message, f"{name}-{number}"))
+                await resumed.notify(sse_frame(message, f"{name}-{number}"))
                 if _is_response(message):
                     resumed.ended.set()
         return True
@@ -436,6 +441,8 @@ class PostStreams:
     async def _fill(self, session_id: str, name: str, resumed: _Resumed, before: int) -> None:
         """Send the kept events a resumed GET missed before event `before` (they went to
         a POST whose client had gone, before its process noticed)."""
+        if resumed.ended.is_set():
+            return
         for number, data in (
             await self._records().events_after(session_id, name, resumed.last) or ()
         ):

@@ -408,3 +408,38 @@ async def test_the_server_stopping_ends_a_request_whose_client_left() -> None:
         await until_the_server_saw_the_post_end(server)
         assert not probe.cancelled.is_set()
     assert probe.cancelled.is_set()  # the server stopped: the request ended with it
+
+
+async def test_a_resume_elsewhere_while_the_post_still_streams_gets_the_rest(
+    redis_url: str,
+) -> None:
+    """The first server still writes on the POST (its client went away unnoticed, say):
+    its response is announced by number to the second, whose GET reads what it missed
+    from the store."""
+    url = f"{redis_url}?prefix=t{secrets.token_hex(4)}"
+    probe = Probe()
+    first, second = build(RedisTaskStore(url), probe), build(RedisTaskStore(url))
+    async with (
+        serving(first) as port_a,
+        serving(second) as port_b,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        on_a = LegacyHttpClient(http, f"http://127.0.0.1:{port_a}/mcp")
+        await on_a.initialize()
+        on_b = LegacyHttpClient(http, f"http://127.0.0.1:{port_b}/mcp")
+        on_b.session_id = on_a.session_id
+        async with http.stream("POST", on_a.url, json=call("steps"), headers=on_a.headers()) as a:
+            on_post = sse_events(a)
+            with trio.fail_after(10):
+                await anext(on_post)
+                half = await anext(on_post)
+            async with stream_of(on_b, **{"last-event-id": half["id"]}) as resumed:
+                with trio.fail_after(10):
+                    while not second.http_sessions.streams_open:
+                        await trio.sleep(0.01)  # B's GET is registered
+                    probe.go.set()
+                    rest = [event async for event in sse_events(resumed)]
+                    still = [event async for event in on_post]
+        assert [m.get("method") for m in data_of(rest)] == ["notifications/progress", None]
+        assert data_of(rest)[1]["result"]["content"][0]["text"] == "stepped"
+        assert [event["id"] for event in rest] == [event["id"] for event in still]
