@@ -3,8 +3,9 @@
 
 `register(server)` adds what the suite's 2025 server scenarios call (names, arguments and
 requests as its scenarios describe them): `test_tool_with_logging`, `test_sampling`,
-`test_elicitation`, `test_elicitation_sep1034_defaults`, `test_elicitation_sep1330_enums`
-and the resource `test://watched-resource`. Elicitation and sampling are written as input
+`test_elicitation`, `test_elicitation_sep1034_defaults`, `test_elicitation_sep1330_enums`,
+`test_reconnection` (SEP-1699: it closes its POST's stream, `ToolContext.close_stream`) and
+the resource `test://watched-resource`. Elicitation and sampling are written as input
 rounds (`InputRequired`); a 2025 session turns each into a server-to-client request and
 calls the tool again with the answer. Nothing here reaches inside the library.
 """
@@ -161,6 +162,15 @@ def register(server: Server) -> None:
     async def test_elicitation_sep1330_enums(ctx: ToolContext) -> ToolOutcome:
         """Asks with the five enum forms (SEP-1330)."""
         return _elicitation_completed(ctx, "Please choose your options", SEP1330_SCHEMA)
+
+    @server.tool()
+    async def test_reconnection(ctx: ToolContext) -> ToolOutcome:
+        """Closes its POST's SSE stream mid-call (SEP-1699): the client reconnects with
+        GET and Last-Event-ID and gets the result there."""
+        await ctx.log("info", "Closing the stream; reconnect", logger="test_reconnection")
+        await ctx.close_stream()
+        await anyio.sleep(0.1)  # the client reconnects meanwhile, or after: both resume
+        return CallToolResult.text("Reconnection test completed")
 
     @server.resource("test://watched-resource", mime_type="text/plain")
     async def watched_resource(ctx: RequestContext) -> str:

@@ -16,9 +16,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import pytest
 import trio
 from doc_snippets import DOCS, Page
+from legacy_http import LegacyHttpClient, sse_events, stream_of
 from redis_server import free_port
 
 from mcp_tasks import Server, TextContent, ToolContext
@@ -60,7 +62,7 @@ RUN_HERE = {
     "security.md": ["def authenticate"],
     "stores.md": ["SQLiteTaskStore", "class DictStore"],
     "transports.md": ["nursery.start(serve_http", "ServerOptions", "serve_stdio"],
-    "eras.md": ["legacy_sessions=False", "HttpSessionLimits("],
+    "eras.md": ["legacy_sessions=False", "HttpSessionLimits(", "close_stream()"],
 }
 
 ENTRY = re.compile(r"^(trio\.run\(main\)|asyncio\.run\(main\(\)\))\n\Z", re.MULTILINE)
@@ -451,6 +453,26 @@ async def test_the_eras_page_caps_a_principals_sessions() -> None:
             for _ in range(9)
         ]
     assert statuses == [200] * 8 + [429]
+
+
+async def test_the_eras_page_tool_closes_its_stream_and_the_client_resumes() -> None:
+    server = snippet("eras.md", "close_stream()")["server"]
+    async with serving(server) as url, httpx.AsyncClient(timeout=10) as http:
+        client = LegacyHttpClient(http, url)
+        await client.initialize()
+        message = {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "long_report", "_meta": {"progressToken": 1}},
+        }
+        with trio.fail_after(10):
+            async with http.stream("POST", url, json=message, headers=client.headers()) as post:
+                on_post = [event async for event in sse_events(post)]  # ended mid-call
+            assert [bool(event["data"]) for event in on_post] == [False, True]  # + progress
+            async with stream_of(client, **{"last-event-id": on_post[-1]["id"]}) as resumed:
+                [result] = [json.loads(event["data"]) async for event in sse_events(resumed)]
+    assert result["result"]["content"] == [{"type": "text", "text": "the report"}]
 
 
 async def test_the_transports_page_serves_stdio_to_a_client_that_spawns_it(

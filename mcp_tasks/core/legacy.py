@@ -83,8 +83,7 @@ _MODERN: Final = w.PROTOCOL_VERSION
 _STRIPPED: Final = ("resultType", "ttlMs", "cacheScope")
 _COMPLETE_LAST: Final = b',"resultType":"complete"},"jsonrpc":"2.0"}'
 _RESULT_END: Final = b'},"jsonrpc":"2.0"}'
-_MODERN_KEYS: Final = re.compile(rb'"(?:ttlMs|cacheScope|_meta)"')
-"""What a result may hold that a 2025 session's must not (`_meta`: the server's info)."""
+_MODERN_KEYS: Final = re.compile(rb'"(?:ttlMs|cacheScope|_meta)"')  # not in a 2025 result
 
 
 class LegacySession(Struct, frozen=True, kw_only=True):
@@ -377,8 +376,7 @@ class LegacyFront:
     def task_id_message(
         self, session: LegacySession, request_id: w.RequestId, method: str, task_id: str
     ) -> w.IncomingMessage:
-        """The modern `method` (`tasks/get`, `tasks/cancel`) of a 2025-11-25 session's
-        task `task_id`: `task_message` for params of the task's id alone, the quick way."""
+        """`task_message` of `method` for params of `task_id` alone, the quick way."""
         encoded = self._task_meta(session, None)
         body = b'{"_meta":' + encoded + b',"taskId":' + msgspec.json.encode(task_id) + b"}"
         return w.IncomingMessage(jsonrpc="2.0", id=request_id, method=method, params=Raw(body))

@@ -28,6 +28,11 @@ async def _no_log(level: w.LoggingLevel, data: Any, logger: str | None) -> None:
     """Log messages for a request that did not ask for them go nowhere."""
 
 
+async def _no_stream() -> bool:
+    """A call whose answer is no resumable HTTP stream has none to close."""
+    return False
+
+
 class _Call(typing.Protocol):
     @property
     def meta(self) -> w.RequestMeta: ...
@@ -126,9 +131,11 @@ class ToolContext(RequestContext):
         ask: Callable[[w.InputRequest], Awaitable[msgspec.Raw]] | None,
         notify_progress: Callable[[float, float | None, str | None], Awaitable[None]],
         notify_log: Callable[[w.LoggingLevel, Any, str | None], Awaitable[None]] = _no_log,
+        close_stream: Callable[[], Awaitable[bool]] = _no_stream,
     ) -> None:
         super().__init__(call, notify_progress=notify_progress, notify_log=notify_log)
         self._tool_call = call
+        self._close_stream = close_stream
         self._set_status = set_status
         self._ask = ask
         self._cancelled: threading.Event | None = None
@@ -165,6 +172,16 @@ class ToolContext(RequestContext):
             return self._cancelled
 
     # --- acting from inside -----------------------------------------------------------------
+
+    async def close_stream(self) -> bool:
+        """End the HTTP response stream this call's messages go on while the call runs on:
+        a 2025-11-25 client reconnects with `GET` and `Last-Event-ID` and gets the rest
+        (what the call sends next, and its result), to any process on the store. A call
+        whose answer was not streaming yet starts its stream (the priming event) and ends
+        it. True when it did; elsewhere (stdio, a 2026-07-28 request, a 2025-06-18
+        session, a client that accepts no SSE answer, inside a task) it does nothing and
+        returns False."""
+        return await self._close_stream()
 
     async def set_status_message(self, message: str | None) -> None:
         """Inside a task: show `message` as its `statusMessage`. Outside one: nothing."""

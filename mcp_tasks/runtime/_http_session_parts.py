@@ -40,6 +40,7 @@ __all__ = [
     "refusal",
     "replay",
     "save_change",
+    "too_many_streams",
     "unavailable_reply",
 ]
 
@@ -52,9 +53,11 @@ MAX_SESSION_ID: Final = 128
 never looked up in the store."""
 
 Answer = Callable[
-    [bytes | IncomingMessage, HttpHeaders | None, Connection | None], Awaitable[Reply | None]
+    [bytes | IncomingMessage, HttpHeaders | None, Connection | None, SendNotification | None],
+    Awaitable[Reply | None],
 ]
-"""The core's way: a message, the headers the core checks, the connection it came on."""
+"""The core's way: a message, the headers the core checks, the connection it came on, how
+to notify its client."""
 
 
 class Observed(Protocol):
@@ -84,11 +87,17 @@ class HttpSessionLimits(msgspec.Struct, frozen=True, kw_only=True):
     """Sessions one principal holds at once (None: no such limit); past it, 429."""
     max_streams: int = 1024
     """Sessions' own `GET` streams open at once in this process (each holds a connection);
-    one more is refused with 503 (a principal holds at most one a session)."""
+    one more is refused with 503 (a principal holds at most one a session); a `GET`
+    resuming a POST's stream counts too."""
+    reconnect_ms: int = 1000
+    """How long a 2025-11-25 client waits before it reconnects to a POST's SSE stream that
+    ended before its response (the `retry:` field of the stream's priming event)."""
 
     def __post_init__(self) -> None:
         if not self.idle_seconds > 0:
             raise ValueError("idle_seconds must be positive")
+        if not self.reconnect_ms > 0:
+            raise ValueError("reconnect_ms must be positive")
         if min(self.max_sessions, self.max_per_principal or 1, self.max_streams) < 1:
             raise ValueError("max_sessions, max_per_principal and max_streams must be at least 1")
 
@@ -174,6 +183,12 @@ def unavailable_reply() -> Reply:
         {"retryAfterMs": 1000},
     )
     return Reply(body=body, http_status=503, error_code=INTERNAL_ERROR, retry_after_seconds=1)
+
+
+def too_many_streams() -> Reply:
+    """A `GET` past `HttpSessionLimits.max_streams`: 503, try again later."""
+    why = "Too many session streams are open here: try again later"
+    return refusal(503, why, INTERNAL_ERROR)
 
 
 def refusal(status: int, message: str, code: int = INVALID_REQUEST) -> Reply:

@@ -28,6 +28,11 @@ are kept with the session (`append_event`), so a client that reconnects with
 `Last-Event-ID`, to any process, gets what it missed. `DELETE` ends the session: its
 record and events go, and here its requests and stream end.
 
+A 2025-11-25 session's request that may stream runs apart from its POST, and its SSE stream
+carries ids and is kept in the store, so a client that lost it (or that the server closed
+it on: `ToolContext.close_stream`) resumes it with `GET` and `Last-Event-ID`: see
+`_post_streams`. Such a GET does not touch the session's own stream.
+
 Each process keeps a `Connection` for a session while it has requests in flight or a
 stream open here (the questions awaited, the requests cancellable), and drops it after.
 """
@@ -46,7 +51,6 @@ from .._support import backend as _backend
 from .._support.logs import RateLimitedLog
 from ..core import HttpHeaders, ProtocolError, Reply
 from ..core._envelope import message_of
-from ..core._errors import INTERNAL_ERROR
 from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import LEGACY_VERSIONS, LegacyAnswer, LegacySession
 from ..core.wire import SUPPORTED_VERSIONS, IncomingMessage
@@ -66,8 +70,10 @@ from ._http_session_parts import (
     refusal,
     replay,
     save_change,
+    too_many_streams,
     unavailable_reply,
 )
+from ._post_streams import PostStreams, post_event_id, runs_apart
 from ._sessions import BATCH_VERSION, LegacySessions, batch_reply, is_batch
 
 __all__ = ["HttpSessionLimits", "HttpSessions", "unavailable_reply"]
@@ -115,8 +121,10 @@ class HttpSessions:
         self._streams_open = 0
         self._records_of: tuple[TaskStore, SessionRecords] | None = None
         self._decoded = DecodedStates()
-        self._idle: dict[str, _Here] = {}
-        """`_Here`s of sessions with nothing here now, kept for their next request."""
+        self._idle: dict[str, _Here] = {}  # sessions with nothing here now: kept for a while
+        self._posts = PostStreams(
+            lambda: self._records, store, spawn, lambda: self.limits.reconnect_ms
+        )
 
     @property
     def _records(self) -> SessionRecords:
@@ -145,7 +153,10 @@ class HttpSessions:
             return await answer(data, headers, notify, None, principal, routed=False)  # modern
 
         async def to_core(
-            message: bytes | IncomingMessage, headers: HttpHeaders | None, on: Connection | None
+            message: bytes | IncomingMessage,
+            headers: HttpHeaders | None,
+            on: Connection | None,
+            notify: SendNotification | None,
         ) -> Reply | None:
             return await answer(message, headers, notify, on, principal, routed=True)
 
@@ -180,36 +191,44 @@ class HttpSessions:
                 return await self._stream(session, principal, notify)
             return await self._end(session, principal)
         if is_batch(data) and session is not None and session.session_id is not None:
-            return await self._batch(
-                data,
+            # a JSON array, which only a 2025-03-26 session may send: each message
+            # answered as if it came alone, the replies in one array
+            found = await self._session(session.session_id, principal, session.protocol_version)
+            if isinstance(found, Reply):
+                return found
+            if found[1].version != BATCH_VERSION:
+                return refusal(400, f"Invalid request: a batch is {BATCH_VERSION}'s only")
+            one = partial(
+                self.answer,
                 headers=headers,
                 session=session,
                 notify=notify,
                 principal=principal,
                 answer=answer,
             )
+            return await batch_reply(data, one)
         try:
             message = message_of(data)
         except ProtocolError:
-            return await answer(data, headers, None)
+            return await answer(data, headers, None, notify)
         version = None if session is None else session.protocol_version
         if version is None and headers is not None:
             version = headers.protocol_version
         if version is not None and version.strip() in SUPPORTED_VERSIONS:
-            return await answer(message, headers, None)  # a 2026-07-28 client's slip
+            return await answer(message, headers, None, notify)  # a 2026-07-28 client's slip
         if message.method == "initialize" and message.id is not UNSET:
             opened = self._legacy.front.route(message, None, claimless=True)
             if isinstance(opened, LegacyAnswer):
                 limits, now = self.limits, self._now()
                 return await open_session(self._records, opened, principal, limits, now=now)
-            return await answer(message, headers, None)  # not JSON-RPC: the core says so
+            return await answer(message, headers, None, notify)  # not JSON-RPC: the core says
         session_id = None if session is None else session.session_id
         if session_id is None:
             opened = self._legacy.front.route(message, None, claimless=True)
             if isinstance(opened, LegacyAnswer):
                 return opened.reply  # `ping` needs no session
             if message.method is UNSET and message.id is UNSET:
-                return await answer(message, headers, None)  # the core says what
+                return await answer(message, headers, None, notify)  # the core says what
             return refusal(
                 400,
                 "Bad Request: the Mcp-Session-Id header is required; send initialize first "
@@ -225,39 +244,10 @@ class HttpSessions:
         if message.method == "notifications/cancelled":
             await self._deliver(session_id, message)
             return None
-        return await self._serve(record, state, message, notify, answer)
-
-    async def _batch(
-        self,
-        data: bytes | IncomingMessage,
-        *,
-        headers: HttpHeaders | None,
-        session: SessionHeaders,
-        notify: SendNotification | None,
-        principal: str | None,
-        answer: Answer,
-    ) -> Reply | None:
-        """A batch (a JSON array), which only a 2025-03-26 session may send: each message
-        answered as if it came alone, the replies in one array."""
-        assert session.session_id is not None
-        found = await self._session(session.session_id, principal, session.protocol_version)
-        if isinstance(found, Reply):
-            return found
-        if found[1].version != BATCH_VERSION:
-            why = f"Invalid request: a batch (a JSON array) is {BATCH_VERSION}'s only"
-            return refusal(400, why)
-
-        async def one(element: bytes) -> Reply | None:
-            return await self.answer(
-                element,
-                headers=headers,
-                session=session,
-                notify=notify,
-                principal=principal,
-                answer=answer,
-            )
-
-        return await batch_reply(data, one)
+        if notify is not None and runs_apart(message, state.version, session):
+            run = partial(self._serve, record, state, message, answer=answer)
+            return await self._posts.run_apart(session_id, message.id, notify, run)
+        return await self._serve(record, state, message, notify, answer=answer)
 
     async def _serve(
         self,
@@ -265,6 +255,7 @@ class HttpSessions:
         state: LegacySession,
         message: IncomingMessage,
         notify: SendNotification | None,
+        *,
         answer: Answer,
     ) -> Reply | None:
         here = self._enter(record.session_id)
@@ -274,7 +265,7 @@ class HttpSessions:
             reply = await self._legacy.answer(
                 message,
                 connection,
-                lambda modern: answer(modern, None, connection),  # the core reads it
+                lambda modern: answer(modern, None, connection, notify),  # the core reads it
                 notify,
             )
         finally:
@@ -354,10 +345,13 @@ class HttpSessions:
         """A `session` or `event` signal from another process (the background's loop)."""
         if signal.data is None:
             return
-        if signal.kind == "event":  # for the session's stream, if it is open here
+        if signal.kind == "event":  # for the session's stream or a POST's, if open here
             number, _, event = signal.data.partition(b" ")
+            if not number.isdigit():  # a POST stream's: `<stream> <number> <message>`
+                self._posts.on_event(signal.task_id, number, event)
+                return
             here = self._here.get(signal.task_id)
-            if here is not None and here.stream is not None and number.isdigit():
+            if here is not None and here.stream is not None:
                 self._spawn(partial(self._write_event, signal.task_id, int(number), event))
             return
         try:
@@ -379,12 +373,13 @@ class HttpSessions:
         if notify is None:
             return refusal(406, "Not acceptable: the session's stream is text/event-stream")
         session_id = session.session_id
+        resumed = post_event_id(session.last_event_id)
+        if resumed is not None:  # a POST's stream, not the session's own
+            return await self._resume(session_id, *resumed, notify)
         here = self._here.get(session_id)
         taking_over = here is not None and here.stream_ended is not None
         if not taking_over and self._streams_open >= self.limits.max_streams:
-            return refusal(
-                503, "Too many session streams are open here: try again later", INTERNAL_ERROR
-            )
+            return too_many_streams()
         here = self._enter(session_id)
         here.connection.session = found[1]  # what the notices read (its subscriptions)
         if here.stream_ended is not None:
@@ -402,6 +397,20 @@ class HttpSessions:
                 here.stream = here.stream_ended = None
                 self._streams_open -= 1
             self._leave(session_id, here)
+        return None
+
+    async def _resume(
+        self, session_id: str, name: str, after: int, notify: SendNotification
+    ) -> Reply | None:
+        """A GET with a POST stream's `Last-Event-ID`: the rest of that stream."""
+        if self._streams_open >= self.limits.max_streams:
+            return too_many_streams()
+        self._streams_open += 1
+        try:
+            await notify(b": the request's stream, resumed\n\n")  # opens it at once
+            await self._posts.resume(session_id, name, after, notify)
+        finally:
+            self._streams_open -= 1
         return None
 
     @property
@@ -463,6 +472,7 @@ class HttpSessions:
         """End what runs here for a session (all of them when None): its stream, the
         questions its requests await, and the requests (`DELETE`, the server closing)."""
         self._decoded.forget(session_id)
+        self._posts.ended(session_id)
         self._idle.clear() if session_id is None else self._idle.pop(session_id, None)
         for key, here in list(self._here.items()):
             if session_id is not None and key != session_id:
@@ -489,7 +499,13 @@ class HttpSessions:
         here.users -= 1
         if here.users == 0 and self._here.get(session_id) is here:
             del self._here[session_id]
-            if not (here.connection.in_flight or here.connection.awaited or here.stream):
-                if len(self._idle) >= _IDLE_KEPT:
-                    del self._idle[next(iter(self._idle))]  # the oldest
-                self._idle[session_id] = here  # as good as new, for the next request
+            _keep_idle(self._idle, session_id, here)
+
+
+def _keep_idle(idle: dict[str, _Here], session_id: str, here: _Here) -> None:
+    """Keep `here` for the session's next request, if nothing of it is left running (at
+    most `_IDLE_KEPT` sessions', the oldest dropped)."""
+    if not (here.connection.in_flight or here.connection.awaited or here.stream):
+        if len(idle) >= _IDLE_KEPT:
+            del idle[next(iter(idle))]
+        idle[session_id] = here  # as good as new

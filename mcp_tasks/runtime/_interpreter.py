@@ -169,6 +169,7 @@ class Interpreter:
                 ask=None,
                 notify_progress=to_client.progress,
                 notify_log=to_client.log,
+                close_stream=to_client.close_stream,
             )
             threads = self._shared.tool_threads
             try:
@@ -299,6 +300,12 @@ class _ToClient:
     async def log(self, level: LoggingLevel, data: Any, logger_name: str | None) -> None:
         step = self._interpreter._shared.decide(LogEmitted(self._meta, level, data, logger_name))
         await self._interpreter.perform(step, self._notify)
+
+    async def close_stream(self) -> bool:
+        """End the request's HTTP stream if it is a resumable one (a 2025-11-25 session's
+        POST stream: its notify has `close_stream`); False elsewhere."""
+        close = getattr(self._notify, "close_stream", None)
+        return False if close is None else bool(await close())
 
 
 async def _no_status(message: str | None) -> None:

@@ -384,11 +384,13 @@ def session_headers(method: bytes, found: dict[bytes, bytes]) -> SessionHeaders 
     session_id = found.get(b"mcp-session-id")
     if session_id is None and method == b"POST":
         return None
+    accept = found.get(b"accept")
     return SessionHeaders(
         method=method.decode("ascii", "surrogateescape"),
         session_id=_text(session_id),
         protocol_version=_text(found.get(b"mcp-protocol-version")),
         last_event_id=_text(found.get(b"last-event-id")),
+        event_stream=accept is None or _accepts_event_stream(accept),
     )
 
 

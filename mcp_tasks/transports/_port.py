@@ -79,6 +79,8 @@ class SessionHeaders(msgspec.Struct, frozen=True, kw_only=True):
     """The `MCP-Protocol-Version` header."""
     last_event_id: str | None = None
     """The `Last-Event-ID` header (a `GET` resuming a stream)."""
+    event_stream: bool = True
+    """The client accepts an SSE answer (`Accept`): a POST's answer may become a stream."""
 
 
 class SessionReply(Reply, frozen=True, kw_only=True):

@@ -147,6 +147,16 @@ async def hold(ctx: ToolContext) -> ToolOutcome:
 
 
 @server.tool()
+async def closes_stream(ctx: ToolContext) -> ToolOutcome:
+    """In place: a progress notification, then its POST's stream closed (a 2025-11-25
+    client resumes it with GET and Last-Event-ID), then the answer."""
+    await ctx.report_progress(1, 2, "closing")
+    closed = await ctx.close_stream()
+    await anyio.sleep(0.2)
+    return CallToolResult.text(f"closed: {closed}")
+
+
+@server.tool()
 async def cancellations(ctx: ToolContext) -> ToolOutcome:
     return CallToolResult.text(str(len(cancelled)))
 

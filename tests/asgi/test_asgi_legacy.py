@@ -6,6 +6,8 @@ ASGI driver: the session header out, `GET` and `DELETE` in, questions on the POS
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import httpx2 as httpx
@@ -56,3 +58,32 @@ async def test_a_session_is_its_principals_only(asgi: Served) -> None:
         message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
         assert (await http.post(asgi.url, json=message, headers=bob.headers())).status_code == 404
         assert (await alice.request("tools/list"))["result"]["tools"]
+
+
+async def test_a_closed_post_stream_is_resumed_with_get(asgi: Served) -> None:
+    """A 2025-11-25 POST's stream: primed with an id and `retry`, closed by the tool
+    (`close_stream`), the rest (the result) on a GET with `Last-Event-ID`."""
+    async with httpx.AsyncClient(timeout=10) as http:
+        client = LegacyHttpClient(http, asgi.url, headers=ALICE)
+        await client.initialize()
+        message = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "closes_stream", "_meta": {"progressToken": 1}},
+        }
+        with trio.fail_after(10):
+            async with http.stream(
+                "POST", asgi.url, json=message, headers=client.headers()
+            ) as answer:
+                on_post = [event async for event in sse_events(answer)]
+            assert on_post[0]["data"] == "" and on_post[0]["retry"] == "1000"
+            assert re.fullmatch(r"p[0-9a-f]{4}\.0-\d+", on_post[0]["id"])
+            assert [json.loads(e["data"])["method"] for e in on_post[1:]] == [
+                "notifications/progress"
+            ]
+            async with stream_of(client, **{"last-event-id": on_post[-1]["id"]}) as resumed:
+                rest = [event async for event in sse_events(resumed)]
+        (result,) = [json.loads(event["data"]) for event in rest]
+        assert result["id"] == 3
+        assert result["result"]["content"][0]["text"] == "closed: True"

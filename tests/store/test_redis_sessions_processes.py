@@ -46,6 +46,8 @@ async def test_a_session_opened_on_one_process_is_served_by_the_other(shared_url
         with trio.fail_after(15):
             async with http.stream("POST", a.url, json=message, headers=on_a.headers()) as answer:
                 events = sse_events(answer)
+                priming = await anext(events)  # 2025-11-25: an id, a retry, no data
+                assert priming["data"] == "" and "retry" in priming
                 asked = (await anext(events))["data"]
                 assert '"elicitation/create"' in asked
                 request_id = json.loads(asked)["id"]

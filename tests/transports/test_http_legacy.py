@@ -165,6 +165,8 @@ async def test_cancelled_from_another_post_ends_a_request_that_waits(serve: Serv
             "POST", client.url, json=message, headers=client.headers()
         ) as answer:
             events = sse_events(answer)
+            priming = await anext(events)  # 2025-11-25: an id, and no data
+            assert priming["data"] == "" and priming["id"]
             first = await anext(events)
             assert '"elicitation/create"' in first["data"]
             params = {"requestId": 7, "reason": "changed my mind"}
