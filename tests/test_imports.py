@@ -159,7 +159,8 @@ def test_the_scan_resolves_relative_imports() -> None:
 def test_the_asgi_app_loads_neither_h11_nor_the_http_client() -> None:
     loaded = modules_after("import mcp_tasks.asgi")
     unwanted = {"h11", "httpx2", "httpcore", "httpx", "mcp_tasks.runtime"}
-    clients = {"_http_client", "_http_server", "_stdio_client", "_client_base", "_stdio"}
+    clients = {"_http_client", "_http_server", "_http_connection", "_stdio_client", "_client_base"}
+    clients.add("_stdio")
     unwanted |= {f"mcp_tasks.transports.{name}" for name in clients}
     got_in = sorted(name for name in loaded if name in unwanted or name.split(".")[0] in unwanted)
     assert got_in == [], f"import mcp_tasks.asgi loaded {got_in}"

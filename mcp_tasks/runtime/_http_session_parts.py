@@ -52,12 +52,18 @@ MAX_SESSION_ID: Final = 128
 """A longer `Mcp-Session-Id` names no session of ours (ours are 32 characters), and is
 never looked up in the store."""
 
-Answer = Callable[
-    [bytes | IncomingMessage, HttpHeaders | None, Connection | None, SendNotification | None],
-    Awaitable[Reply | None],
-]
-"""The core's way: a message, the headers the core checks, the connection it came on, how
-to notify its client."""
+
+class Answer(Protocol):
+    """The core's way: a message, the headers the core checks, how to notify its client,
+    the connection it came on."""
+
+    def __call__(
+        self,
+        data: bytes | IncomingMessage,
+        headers: HttpHeaders | None,
+        notify: SendNotification | None,
+        connection: Connection | None,
+    ) -> Awaitable[Reply | None]: ...
 
 
 class Observed(Protocol):

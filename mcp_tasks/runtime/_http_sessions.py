@@ -54,10 +54,10 @@ from ..core._envelope import message_of
 from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import LEGACY_VERSIONS, LegacyAnswer, LegacySession
 from ..core.wire import SUPPORTED_VERSIONS, IncomingMessage
-from ..store import Signal, StoreUnavailable, TaskStore
+from ..store import Signal, TaskStore
 from ..store._sessions import SessionRecord, SessionRecords, sessions_of
 from ..transports._exchange import sse_frame
-from ..transports._port import Connection, SendNotification, SessionHeaders
+from ..transports._port import Connection, PostAnswer, SendNotification, SessionHeaders
 from ._http_session_parts import (
     GET_STREAM,
     MAX_SESSION_ID,
@@ -135,44 +135,6 @@ class HttpSessions:
 
     # --- answering -----------------------------------------------------------------------
 
-    async def route(
-        self,
-        data: bytes | IncomingMessage,
-        headers: HttpHeaders | None,
-        session: SessionHeaders | None,
-        notify: SendNotification | None,
-        principal: str | None,
-        *,
-        answer: Observed,
-    ) -> Reply | None:
-        """An HTTP request without the 2026-07-28 claim, or naming a session: a 2025
-        session's (`answer`), or, with the claim or while 2025 sessions are not served,
-        the core's as it is. `answer` is the server's way to the core."""
-        claimed = isinstance(data, bytes) and _CLAIM in data and data[:1] != b"["
-        if (session is not None and session.method == "POST" and claimed) or not self.serving():
-            return await answer(data, headers, notify, None, principal, routed=False)  # modern
-
-        async def to_core(
-            message: bytes | IncomingMessage,
-            headers: HttpHeaders | None,
-            on: Connection | None,
-            notify: SendNotification | None,
-        ) -> Reply | None:
-            return await answer(message, headers, notify, on, principal, routed=True)
-
-        try:
-            return await self.answer(
-                data,
-                headers=headers,
-                session=session,
-                notify=notify,
-                principal=principal,
-                answer=to_core,
-            )
-        except StoreUnavailable as error:  # the sessions are in the store: try again soon
-            logger.warning("the task store is unavailable: %s", error)
-            return unavailable_reply()
-
     async def answer(
         self,
         data: bytes | IncomingMessage,
@@ -181,11 +143,16 @@ class HttpSessions:
         session: SessionHeaders | None,
         notify: SendNotification | None,
         principal: str | None,
-        answer: Answer,
+        answer: Observed,
     ) -> Reply | None:
-        """Answer `data`, an HTTP request without the 2026-07-28 claim or naming a
-        session; `answer` is the core's way (for a message to answer as it is, or a
-        session's rewritten one)."""
+        """An HTTP request without the 2026-07-28 claim, or naming a session: a 2025
+        session's, or, with the claim or while 2025 sessions are not served, the core's as
+        it is. `answer` is the server's way to the core. Raises `StoreUnavailable` when
+        the sessions' store cannot be reached (the server answers 503)."""
+        claimed = isinstance(data, bytes) and _CLAIM in data and data[:1] != b"["
+        if (session is not None and session.method == "POST" and claimed) or not self.serving():
+            return await answer(data, headers, notify, None, principal, routed=False)  # modern
+        to_core: Answer = partial(answer, principal=principal, routed=True)
         if session is not None and session.method != "POST":
             if session.method == "GET":
                 return await self._stream(session, principal, notify)
@@ -210,25 +177,25 @@ class HttpSessions:
         try:
             message = message_of(data)
         except ProtocolError:
-            return await answer(data, headers, None, notify)
+            return await to_core(data, headers, notify, None)
         version = None if session is None else session.protocol_version
         if version is None and headers is not None:
             version = headers.protocol_version
         if version is not None and version.strip() in SUPPORTED_VERSIONS:
-            return await answer(message, headers, None, notify)  # a 2026-07-28 client's slip
+            return await to_core(message, headers, notify, None)  # a 2026-07-28 client's slip
         if message.method == "initialize" and message.id is not UNSET:
             opened = self._legacy.front.route(message, None, claimless=True)
             if isinstance(opened, LegacyAnswer):
                 limits, now = self.limits, self._now()
                 return await open_session(self._records, opened, principal, limits, now=now)
-            return await answer(message, headers, None, notify)  # not JSON-RPC: the core says
+            return await to_core(message, headers, notify, None)  # not JSON-RPC: the core says
         session_id = None if session is None else session.session_id
         if session_id is None:
             opened = self._legacy.front.route(message, None, claimless=True)
             if isinstance(opened, LegacyAnswer):
                 return opened.reply  # `ping` needs no session
             if message.method is UNSET and message.id is UNSET:
-                return await answer(message, headers, None, notify)  # the core says what
+                return await to_core(message, headers, notify, None)  # the core says what
             return refusal(
                 400,
                 "Bad Request: the Mcp-Session-Id header is required; send initialize first "
@@ -245,9 +212,11 @@ class HttpSessions:
             await self._deliver(session_id, message)
             return None
         if notify is not None and runs_apart(message, state.version, session):
-            run = partial(self._serve, record, state, message, answer=answer)
+            run = partial(self._serve, record, state, message, answer=to_core)
+            if isinstance(notify, PostAnswer):  # its transport lets it outlive the POST
+                return await self._posts.run_inline(session_id, message.id, notify, run)
             return await self._posts.run_apart(session_id, message.id, notify, run)
-        return await self._serve(record, state, message, notify, answer=answer)
+        return await self._serve(record, state, message, notify, answer=to_core)
 
     async def _serve(
         self,
@@ -265,7 +234,7 @@ class HttpSessions:
             reply = await self._legacy.answer(
                 message,
                 connection,
-                lambda modern: answer(modern, None, connection, notify),  # the core reads it
+                partial(answer, headers=None, notify=notify, connection=connection),
                 notify,
             )
         finally:

@@ -64,6 +64,7 @@ from ._context import RequestContext, ToolContext
 from ._decide import Decide
 from ._handlers import invoke_completion, invoke_prompt, invoke_resource, invoke_tool
 from ._listen_streams import ListenStreams
+from ._post_streams import PostStream
 from ._shared import Shared
 from ._tasks import TaskRunner
 from ._threads import ToolThreadsFull
@@ -144,6 +145,13 @@ class Interpreter:
         request_id = need.call.request_id
         if connection is None or request_id is None:  # nothing can cancel it but its caller
             return await self._run_handler(need, notify)
+        post = notify.post if type(notify) is PostStream else None
+        if post is not None:  # it runs in its POST's task: the transport cancels it there
+            connection.in_flight[request_id] = post
+            try:
+                return await self._run_handler(need, notify)
+            finally:
+                connection.in_flight.pop(request_id, None)
         with cancel_scope() as scope:
             connection.in_flight[request_id] = scope
             try:

@@ -3,16 +3,24 @@
 Theory of operation
 -------------------
 A request of a 2025-11-25 session whose answer may become an SSE stream (`MAY_STREAM`:
-its handler may notify, or ask the client) runs in a task of its own (`run_apart`, in a
-task group that is a task of the server's: `_host`), and the POST that brought it waits
-for its `PostStream` to be released: by the reply, or by `close_stream`. So a client that
-disconnects does not cancel the request (the revision says it SHOULD NOT be taken as
-one); `notifications/cancelled`, `DELETE`, the server stopping and the question wait still
-end it, as they did.
+its handler may notify, or ask the client) must outlive its POST: a client that
+disconnects does not cancel it (the revision says it SHOULD NOT be taken as one), and the
+handler may end the POST early (`close_stream`); `notifications/cancelled`, `DELETE`, the
+server stopping and the question wait still end it, as they do any request. Two ways:
+
+- `run_inline`, when the transport's notify is a `PostAnswer` (the built-in HTTP
+  server): the request runs in the POST's own task. The transport tells its `PostStream`
+  when the client goes (`client_gone`) instead of cancelling it, and ends the POST's
+  answer when asked (`PostAnswer.end`: `close_stream`, or a GET that resumed the stream),
+  closing the connection once the request ends, so the client resumes on another. It
+  costs a call nothing over any other request.
+- `run_apart`, for any other transport (the ASGI app): the request runs in a task of its
+  own (in a task group that is a task of the server's: `_host`), and the POST waits for
+  its `PostStream` to be released: by the reply, or by `close_stream`. A task and an
+  event more a call (about 15 µs).
 
 The request's notify is its `PostStream`. Until it first notifies, nothing is kept: its
-answer is one JSON body, and costs a task and an event more than inline (the benchmark
-`sync tool calls (HTTP, 2025 session)`: about 4% of its calls a second). At the first
+answer is one JSON body. At the first
 notification the stream is primed: an event with an id, the client's reconnection delay
 (`retry:`, `HttpSessionLimits.reconnect_ms`) and empty data (kept in the store as an empty
 event, skipped on replay). From then on every message of the request, its final response
@@ -21,9 +29,9 @@ carries the id `<stream>-<number>`: the number is the store's, per stream.
 
 A stream's name is unique within the session across processes, and there are few of them:
 `p` + 4 hex digits chosen by the process + `.` + a slot 0..63, the first slot of the
-session not in use here. A name used again continues its numbering, so a replay stops after
-the first JSON-RPC response it meets: the final response of the request the client's id
-belongs to.
+session not in use here, taken as the stream is primed. A name used again continues its
+numbering, so a replay stops after the first JSON-RPC response it meets: the final
+response of the request the client's id belongs to.
 
 The POST may end before the request does (its client went away, or the handler called
 `close_stream`). A client resumes with `GET` and `Last-Event-ID: <stream>-<n>`, to any
@@ -56,7 +64,7 @@ from ..core.wire import IncomingMessage, RequestId
 from ..store import Signal, StoreUnavailable, TaskStore
 from ..store._sessions import SessionRecords
 from ..transports._exchange import sse_frame
-from ..transports._port import SendNotification, SessionHeaders
+from ..transports._port import PostAnswer, SendNotification, SessionHeaders
 from ._http_session_parts import unavailable_reply
 
 __all__ = [
@@ -135,6 +143,7 @@ class PostStream:
         "_streaming",
         "_writer",
         "name",
+        "post",
         "primed_at",
         "released",
         "reply",
@@ -143,12 +152,18 @@ class PostStream:
     )
 
     def __init__(
-        self, posts: PostStreams, session_id: str, slot: int, writer: SendNotification
+        self,
+        posts: PostStreams,
+        session_id: str,
+        writer: SendNotification,
+        post: PostAnswer | None = None,
     ) -> None:
         self._posts = posts
         self.session_id = session_id
-        self.slot = slot
-        self.name = f"{posts.prefix}.{slot}"
+        self.slot = -1
+        """Its slot among the session's streams here, once primed (`PostStreams.claim`)."""
+        self.name = ""
+        """Its name in event ids, once primed."""
         self._writer: SendNotification | None = writer
         """The POST's: None once it ended (released, or its client went away)."""
         self._streaming = False  # it notified: the answer is an SSE stream
@@ -156,13 +171,17 @@ class PostStream:
         self._lock: anyio.Lock | None = None
         self.primed_at = 0
         """The number of its priming event (0: not primed): its client's ids are from there."""
-        self.released = _backend.event()
-        """Set when the POST may end: the reply is in `reply` (None: it went on the stream)."""
+        self.post = post
+        """The POST's transport, when the request runs in the POST's task (`run_inline`)."""
+        self.released = _backend.event() if post is None else None
+        """Set when the POST may end (`run_apart`'s): the reply is in `reply` (None: it
+        went on the stream)."""
         self.reply: Reply | None = None
 
     async def wait(self) -> Reply | None:
         """The POST's: wait for the request's reply (None: the stream carried it, or was
         closed). Cancelled (the client went away), the request runs on without it."""
+        assert self.released is not None
         try:
             await self.released.wait()
         finally:
@@ -190,8 +209,15 @@ class PostStream:
             if not self._ids:
                 return False
             self._writer = None
-            self.released.set()
+            self.release()
+            if self.post is not None:
+                await self.post.end()
         return True
+
+    def client_gone(self) -> None:
+        """The transport's (`PostAnswer.outlive_client`): the POST's client went away; what
+        comes next is kept for a GET that resumes."""
+        self._writer = None
 
     async def finish(self, reply: Reply | None) -> None:
         """The request's end: its reply sent as JSON (it never notified), or as the
@@ -201,7 +227,12 @@ class PostStream:
                 await self._send(reply.body, final=True)
             reply = None
         self.reply = reply
-        self.released.set()
+        self.release()
+
+    def release(self) -> None:
+        """Let the POST end (`run_apart`'s: it waits)."""
+        if self.released is not None:
+            self.released.set()
 
     def _locked(self) -> anyio.Lock:
         if self._lock is None:
@@ -211,7 +242,9 @@ class PostStream:
     def take_over(self) -> None:
         """A GET resumed the stream here: what comes next goes there, and the POST ends."""
         self._writer = None
-        self.released.set()
+        self.release()
+        if self.post is not None:
+            self._posts.spawn(self.post.end)
 
     async def _send(self, message: bytes, *, final: bool = False) -> None:
         if self._ids is None:
@@ -223,6 +256,7 @@ class PostStream:
             await self._writer(message)
 
     async def _prime(self) -> None:
+        self._posts.claim(self)
         number = await self._posts.keep(self.session_id, self.name, b"")
         self._ids = number > 0
         self.primed_at = number
@@ -241,6 +275,15 @@ class PostStream:
                 await self._posts.publish(self.session_id, self.name, number, b"")
         elif not await self._posts.deliver(self.session_id, self.name, number, message):
             await self._posts.publish(self.session_id, self.name, number, message)
+
+
+def _failed(request_id: RequestId, error: Exception) -> Reply:
+    """What the client of a request that failed with `error` is told (and the log)."""
+    if isinstance(error, StoreUnavailable):
+        logger.warning("the task store is unavailable: %s", error)
+        return unavailable_reply()
+    logger.error("the server failed on a request", exc_info=error)
+    return internal_error_for(request_id)
 
 
 class _Resumed:
@@ -267,7 +310,8 @@ class PostStreams:
     ) -> None:
         self._records = records
         self._store = store
-        self._spawn = spawn
+        self.spawn = spawn
+        """Run a function in the server's task group."""
         self.reconnect_ms = reconnect_ms
         self.prefix = "p" + secrets.token_hex(2)
         """Unique to the process (as far as 4 hex digits go): its streams' names."""
@@ -280,13 +324,12 @@ class PostStreams:
 
     # --- the request's side ---------------------------------------------------------------
 
-    def open(self, session_id: str, writer: SendNotification) -> PostStream:
-        """A stream for a request of `session_id` whose POST writes with `writer`: the
-        session's first slot free here (every one in use: the first, shared)."""
-        live = self._live.setdefault(session_id, {})
+    def claim(self, stream: PostStream) -> None:
+        """Name a stream as it is primed: the session's first slot free here (every one in
+        use: the first, shared)."""
+        live = self._live.setdefault(stream.session_id, {})
         slot = next((slot for slot in range(SLOTS) if slot not in live), 0)
-        stream = live[slot] = PostStream(self, session_id, slot, writer)
-        return stream
+        live[slot], stream.slot, stream.name = stream, slot, f"{self.prefix}.{slot}"
 
     async def run_apart(
         self,
@@ -298,31 +341,49 @@ class PostStreams:
         """The POST's: `run(notify)` in a task of its own, its notify a new `PostStream`
         writing with `writer`; the reply to send as JSON (None: the stream carried it, or
         ended first). Cancelled (the client went away), the request runs on."""
-        stream = self.open(session_id, writer)
+        stream = PostStream(self, session_id, writer)
 
         async def request() -> None:
             try:
                 try:
                     reply = await run(stream)
-                except StoreUnavailable as error:
-                    logger.warning("the task store is unavailable: %s", error)
-                    reply = unavailable_reply()
-                except Exception:
-                    logger.exception("the server failed on a request")
-                    reply = internal_error_for(request_id)
+                except Exception as error:
+                    reply = _failed(request_id, error)
                 await stream.finish(reply)
             finally:  # cancelled too (the server stops): the POST ends
-                stream.released.set()
+                stream.release()
                 self.close(stream)
 
         start_soon = self._start_soon
         if start_soon is None:  # the first, or the server restarts: open the group
             if not self._hosting:
                 self._hosting = True
-                self._spawn(self._host)
-            start_soon = self._spawn
+                self.spawn(self._host)
+            start_soon = self.spawn
         start_soon(request)
         return await stream.wait()
+
+    async def run_inline(
+        self,
+        session_id: str,
+        request_id: RequestId,
+        post: PostAnswer,
+        run: Callable[[SendNotification], Awaitable[Reply | None]],
+    ) -> Reply | None:
+        """`run_apart`, in the POST's own task: its transport (`post`) lets the request
+        outlive its client, and ends the POST's answer early when the handler closes the
+        stream or a GET resumes it. A task of its own is paid for by none of its calls."""
+        stream = PostStream(self, session_id, post, post)
+        post.outlive_client(stream.client_gone)
+        try:
+            try:
+                reply = await run(stream)
+            except Exception as error:
+                reply = _failed(request_id, error)
+            await stream.finish(reply)
+        finally:
+            self.close(stream)
+        return stream.reply
 
     async def _host(self) -> None:
         """The requests' task group, a task of the server's: it ends (and its requests
@@ -341,8 +402,8 @@ class PostStreams:
             self._start_soon, self._hosting = None, False
 
     def close(self, stream: PostStream) -> None:
-        """The request of `stream` ended: its slot is free again."""
-        live = self._live.get(stream.session_id)
+        """The request of `stream` ended: its slot (if it had one) is free again."""
+        live = self._live.get(stream.session_id) if stream.slot >= 0 else None
         if live is not None and live.get(stream.slot) is stream:
             del live[stream.slot]
             if not live:
@@ -460,7 +521,7 @@ class PostStreams:
         number, _, message = rest.partition(b" ")
         stream = name.decode("ascii", "replace")
         if number.isdigit() and (session_id, stream) in self._resumed:
-            self._spawn(partial(self.deliver, session_id, stream, int(number), message))
+            self.spawn(partial(self.deliver, session_id, stream, int(number), message))
 
     def ended(self, session_id: str | None = None) -> None:
         """End the resuming GETs of a session (all of them when None)."""

@@ -64,6 +64,7 @@ from ..transports._telemetry import NO_TELEMETRY, Telemetry
 from . import _observe
 from ._background import Background
 from ._decide import Decide
+from ._http_session_parts import unavailable_reply
 from ._http_sessions import HttpSessions
 from ._interpreter import Interpreter
 from ._legacy_notices import LegacyNotices
@@ -145,13 +146,14 @@ class Server(Registering):
             shared, interpreter=interpreter, runner=runner, listeners=listeners
         )
         self._sessions = LegacySessions(self.core, shared, self.start_soon)
+        spawn_notice = partial(_spawn_if_running, self.runner)
         self.http_sessions = HttpSessions(
-            self._sessions, lambda: self.store, shared.now, self._spawn_notice
+            self._sessions, lambda: self.store, shared.now, spawn_notice
         )
         self.http_sessions.serving = lambda: self.core.options.legacy_sessions
         """2025 clients' HTTP sessions (`http_sessions.limits`: idle time, how many)."""
         self.background.on_session_signal = self.http_sessions.on_signal
-        self._notices = LegacyNotices(self.http_sessions, self._spawn_notice)
+        self._notices = LegacyNotices(self.http_sessions, spawn_notice)
         listeners.sessions_told = self._notices
 
     # --- what the parts share (`Shared`) -------------------------------------------------
@@ -367,9 +369,18 @@ class Server(Registering):
             raise RuntimeError("use `async with server.running():` around the transport")
         telemetry = self._shared.telemetry
         if session is not None or (headers is not None and self._http_legacy(data)):
-            reply = await self.http_sessions.route(
-                data, headers, session, notify, principal, answer=self._observed
-            )
+            try:
+                reply = await self.http_sessions.answer(
+                    data,
+                    headers=headers,
+                    session=session,
+                    notify=notify,
+                    principal=principal,
+                    answer=self._observed if telemetry.enabled else self._answer,
+                )
+            except StoreUnavailable as error:  # the sessions are in the store: try again soon
+                logger.warning("the task store is unavailable: %s", error)
+                reply = unavailable_reply()
         elif not telemetry.enabled:
             reply = await self._answer(data, headers, notify, connection, principal)
         else:
@@ -379,13 +390,6 @@ class Server(Registering):
         if reply is not None and reply.error_code is not None:
             _observe.refused(telemetry, reply)
         return reply
-
-    def _spawn_notice(self, send: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Send a 2025 session's notice in the server's task group (dropped when the
-        server is not running: nobody is connected)."""
-        nursery = self.runner.nursery
-        if nursery is not None:
-            nursery.start_soon(send)
 
     @property
     def serves_sessions(self) -> bool:
@@ -411,8 +415,6 @@ class Server(Registering):
     ) -> Reply | None:
         """`_answer`, observed by the telemetry (the way of a 2025 HTTP session's requests)."""
         telemetry = self._shared.telemetry
-        if not telemetry.enabled:
-            return await self._answer(data, headers, notify, connection, principal, routed=routed)
         with telemetry.request(data, principal) as observation:
             reply = await self._answer(data, headers, notify, connection, principal, routed=routed)
             observation.finish(reply)
@@ -499,3 +501,11 @@ def _request_id_of(answer: Step | Need) -> RequestId | None:
     if isinstance(answer, Step):
         return None if answer.reply is None else answer.reply.request_id
     return answer.request_id
+
+
+def _spawn_if_running(runner: TaskRunner, send: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run `send()` (a 2025 session's notice) in the server's task group; dropped when the
+    server is not running: nobody is connected."""
+    nursery = runner.nursery
+    if nursery is not None:
+        nursery.start_soon(send)

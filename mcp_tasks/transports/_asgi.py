@@ -213,11 +213,11 @@ class AsgiApp:
                 await self._send_refusal(send, refused, close=True)
                 return
             if body is not None:
-                accept = found.get(b"accept")
-                answer = _Answer(self, receive, send, rules.allows_event_stream(accept))
+                event_stream = rules.allows_event_stream(found.get(b"accept"))
+                answer = _Answer(self, receive, send, event_stream)
                 self._keep(answer)
                 try:
-                    session = session_headers(method, found)
+                    session = session_headers(method, found, event_stream=event_stream)
                     await answer.serve(body, mcp_headers(found, params), principal, session)
                 finally:
                     self._answered(answer)

@@ -378,19 +378,21 @@ def read_headers(
     return found, params
 
 
-def session_headers(method: bytes, found: dict[bytes, bytes]) -> SessionHeaders | None:
+def session_headers(
+    method: bytes, found: dict[bytes, bytes], *, event_stream: bool
+) -> SessionHeaders | None:
     """What the request says of a 2025 session, or None when it says nothing (a `POST`
-    without `Mcp-Session-Id`: what every 2026-07-28 request is)."""
+    without `Mcp-Session-Id`: what every 2026-07-28 request is). `event_stream`: whether
+    its `Accept` admits an SSE answer (`RequestRules.allows_event_stream`)."""
     session_id = found.get(b"mcp-session-id")
     if session_id is None and method == b"POST":
         return None
-    accept = found.get(b"accept")
     return SessionHeaders(
         method=method.decode("ascii", "surrogateescape"),
         session_id=_text(session_id),
         protocol_version=_text(found.get(b"mcp-protocol-version")),
         last_event_id=_text(found.get(b"last-event-id")),
-        event_stream=accept is None or _accepts_event_stream(accept),
+        event_stream=event_stream,
     )
 
 

@@ -26,7 +26,9 @@ lifespan):
 `Connection` and `SendNotification` are what a transport hands `handle` beside the
 message: the client connection the message came on, and how to send that client a
 notification (`Notify` is its name of before, kept one release: the core's `Notify` is a
-command).
+command). A transport whose `notify` is a `PostAnswer` lets a request outlive its POST
+while it runs in the POST's own task (a 2025-11-25 session's resumable stream); with any
+other `notify`, the handler runs such a request in a task of its own.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from typing import Any, Protocol
 
 import msgspec
 
-from .._support.backend import CancelScope
 from ..core import (
     HttpHeaders,
     Reply,
@@ -49,10 +50,12 @@ from ..core.wire import (
 from ._telemetry import Telemetry
 
 __all__ = [
+    "Cancellable",
     "Connection",
     "HostedHandler",
     "MessageHandler",
     "Notify",
+    "PostAnswer",
     "SendNotification",
     "SessionHandler",
     "SessionHeaders",
@@ -64,6 +67,39 @@ SendNotification = Callable[[bytes], Awaitable[None]]
 """Send one notification (its encoded JSON-RPC message) to the client of a request."""
 Notify = SendNotification
 """The name of `SendNotification` before issue 28: kept one release."""
+
+
+class PostAnswer:
+    """A transport's `notify` for a 2025 session's POST whose request may outlive it: the
+    handler runs the request in the POST's own task (no task of its own to pay for) and
+    asks the transport to let go of it only when it must."""
+
+    __slots__ = ()
+
+    async def __call__(self, message: bytes) -> None:
+        """Send `message` on the POST's answer (`SendNotification`)."""
+        raise NotImplementedError
+
+    def outlive_client(self, gone: Callable[[], None]) -> None:
+        """The request in flight outlives its client: if the client goes away, call
+        `gone()` (and drop what is sent after) instead of cancelling the request."""
+        raise NotImplementedError
+
+    async def end(self) -> None:
+        """End the POST's answer now, while its request runs on in this task; the
+        connection closes when the request ends, so its client resumes on another."""
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        """Cancel the request in flight (`notifications/cancelled`, `DELETE`): it runs in
+        the POST's task, so its connection closes with it."""
+        raise NotImplementedError
+
+
+class Cancellable(Protocol):
+    """What `Connection.in_flight` holds for a request: a cancel scope, or a `PostAnswer`."""
+
+    def cancel(self) -> None: ...
 
 
 class SessionHeaders(msgspec.Struct, frozen=True, kw_only=True):
@@ -94,7 +130,7 @@ class Connection:
     the one it names. Request ids are only unique per connection."""
 
     def __init__(self, *, carries_sessions: bool = False) -> None:
-        self.in_flight: dict[RequestId, CancelScope] = {}
+        self.in_flight: dict[RequestId, Cancellable] = {}
         self.closing = False
         """Set by a transport whose client is gone (stdio EOF): listen streams end."""
         self.carries_sessions = carries_sessions

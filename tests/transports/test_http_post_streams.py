@@ -249,6 +249,38 @@ async def test_close_stream_ends_the_post_and_the_get_gets_the_rest(store: Store
         assert data_of(rest)[1]["result"]["content"][0]["text"] == "closed, then done"
 
 
+async def test_close_stream_closes_the_connection_while_the_call_runs_on() -> None:
+    """The built-in server runs the call in the POST's own task: once its answer ended
+    early, the connection is half-closed at once (a client must not send its GET there)
+    and closed when the call ends."""
+    probe = Probe()
+    async with client_of(build(probe=probe)) as client:
+        port = int(client.url.split(":")[2].split("/")[0])
+        body = json.dumps(call("closes")).encode()
+        head = "".join(f"{name}: {value}\r\n" for name, value in client.headers().items())
+        request = (
+            f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{head}"
+            f"content-length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        socket = await trio.open_tcp_stream("127.0.0.1", port)
+        async with socket:
+            await socket.send_all(request)
+            received = b""
+            with trio.fail_after(10):
+                while chunk := await socket.receive_some():
+                    received += chunk  # until the server half-closes
+            assert received.endswith(b"\r\n0\r\n\r\n")  # the answer, whole
+            assert not probe.finished.is_set()  # and the call runs on
+            probe.go.set()
+            with trio.fail_after(10):
+                await probe.finished.wait()
+        ids = [line for line in received.splitlines() if line.startswith(b"id: ")]
+        last = ids[-1].removeprefix(b"id: ").decode()
+        async with stream_of(client, **{"last-event-id": last}) as resumed:
+            rest = data_of(await events_until_end(resumed))
+        assert rest[-1]["result"]["content"][0]["text"] == "closed, then done"
+
+
 async def test_close_stream_primes_a_stream_not_started() -> None:
     probe = Probe()
     async with client_of(build(probe=probe)) as client:
