@@ -211,12 +211,15 @@ class HttpSessions:
         if message.method == "notifications/cancelled":
             await self._deliver(session_id, message)
             return None
+        claimless = isinstance(data, bytes)
         if notify is not None and runs_apart(message, state.version, session):
-            run = partial(self._serve, record, state, message, answer=to_core)
+            run = partial(self._serve, record, state, message, answer=to_core, claimless=claimless)
             if isinstance(notify, PostAnswer):  # its transport lets it outlive the POST
                 return await self._posts.run_inline(session_id, message.id, notify, run)
             return await self._posts.run_apart(session_id, message.id, notify, run)
-        return await self._serve(record, state, message, notify, answer=to_core)
+        return await self._serve(
+            record, state, message, notify, answer=to_core, claimless=claimless
+        )
 
     async def _serve(
         self,
@@ -226,7 +229,9 @@ class HttpSessions:
         notify: SendNotification | None,
         *,
         answer: Answer,
+        claimless: bool = False,
     ) -> Reply | None:
+        """Answer `message` in its session (`claimless`: its bytes lack the claim's key)."""
         here = self._enter(record.session_id)
         connection = here.connection
         connection.session = state
@@ -236,6 +241,7 @@ class HttpSessions:
                 connection,
                 partial(answer, headers=None, notify=notify, connection=connection),
                 notify,
+                claimless=claimless,
             )
         finally:
             changed = connection.session

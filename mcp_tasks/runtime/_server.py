@@ -148,7 +148,7 @@ class Server(Registering):
         self._sessions = LegacySessions(self.core, shared, self.start_soon)
         spawn_notice = partial(_spawn_if_running, self.runner)
         self.http_sessions = HttpSessions(
-            self._sessions, lambda: self.store, shared.now, spawn_notice
+            self._sessions, lambda: shared.store, shared.now, spawn_notice
         )
         self.http_sessions.serving = lambda: self.core.options.legacy_sessions
         """2025 clients' HTTP sessions (`http_sessions.limits`: idle time, how many)."""

@@ -139,9 +139,12 @@ class LegacySessions:
         connection: Connection,
         answer: Answer,
         notify: SendNotification | None,
+        *,
+        claimless: bool = False,
     ) -> Reply | None:
         """Answer `data`, which came on `connection` (`routes` said so); `answer` is the
-        core's way, `notify` writes to the client (how a question is asked)."""
+        core's way, `notify` writes to the client (how a question is asked). `claimless`:
+        the caller knows `data` carries no claim (the bytes it came in lack the key)."""
         session = connection.session
         if session is not None and session.version == BATCH_VERSION and is_batch(data):
             return await batch_reply(data, lambda one: self.answer(one, connection, answer, notify))
@@ -154,7 +157,8 @@ class LegacySessions:
             message = data
         if message.method is UNSET and self.take_answer(message, connection):
             return None
-        route = self.front.route(message, connection.session, claimless=isinstance(data, bytes))
+        claimless = claimless or isinstance(data, bytes)
+        route = self.front.route(message, connection.session, claimless=claimless)
         if type(route) is Translated:  # most: answered by the core, in one round
             reply = await answer(route.message)
             if input_round(reply) is None:
