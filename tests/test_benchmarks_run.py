@@ -125,8 +125,8 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
         with_tasks = workload != "sync tool calls (HTTP)"
         ours = {"mcp_tasks", "mcp_tasks on trio", "limit", *observed}
         expected = ours | (embedded if with_tasks else set())
-        if "2025 session" in workload:  # a 2025-11-25 client: ours (and the SDK's, a peer)
-            expected = {"mcp_tasks"}
+        if "2025 session" in workload:  # a 2025-11-25 client: ours (and the SDK's, a peer),
+            expected = {"mcp_tasks", "mcp_tasks, 2026-07-28 client"}  # a modern one between
         assert set(entry) == expected, workload
         for server, run in entry.items():
             assert run["count"] > 0 and run["failures"] == 0, (workload, server, run)
@@ -142,6 +142,8 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     assert met["tasks/get req/s"] in (True, False)
     assert met["tasks/get req/s, ASGI under uvicorn"] in (True, False)
     assert met["tasks/get req/s, logging at INFO"] in (True, False)
+    assert met["tasks/get req/s, HTTP, 2025 session"] in (True, False)
+    assert "| tasks/get, HTTP (per second) |" in (tmp_path / "benchmarks.md").read_text()
     page = (tmp_path / "benchmarks.md").read_text()
     assert "| tasks/get (req/s) |" in page and "benchmarks.png" in page
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
@@ -167,8 +169,9 @@ def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> 
     with_tasks = {"mcp_tasks", "mcp_tasks on trio", "limit", "fastmcp-tasks", *embedded, *observed}
     assert set(figures["http"]["tasks/get"]) == with_tasks
     legacy = figures["http"]["sync tool calls (HTTP, 2025 session)"]
-    assert set(legacy) == {"mcp_tasks", "official SDK"}
-    assert set(figures["http"]["tasks/get (HTTP, 2025 session)"]) == {"mcp_tasks"}
+    paired = "mcp_tasks, 2026-07-28 client"  # its rounds alternate with the 2025 client's
+    assert set(legacy) == {"mcp_tasks", paired, "official SDK"}
+    assert set(figures["http"]["tasks/get (HTTP, 2025 session)"]) == {"mcp_tasks", paired}
     assert set(figures["stdio"]) == {
         "mcp_tasks",
         "mcp_tasks on trio",
