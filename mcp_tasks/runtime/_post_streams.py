@@ -57,6 +57,7 @@ import msgspec
 import trio
 
 from .._support import backend as _backend
+from .._support.logs import RateLimitedLog
 from ..core import Reply
 from ..core._envelope import is_request_id
 from ..core._internal_error import internal_error_for
@@ -78,6 +79,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger("mcp_tasks.server")
+_complaints = RateLimitedLog(logger)
+"""Events a store outage kept or passed on no more: a few lines a window, then a count."""
+_NOT_KEPT: Final = "a 2025 session's stream event was not kept: %r"
+_NOT_PASSED: Final = "a 2025 session's stream event was not passed on: %r"
 
 STREAM_VERSION: Final = "2025-11-25"
 """The revision whose POST streams carry ids and outlive their POST."""
@@ -414,7 +419,7 @@ class PostStreams:
         try:
             return await self._records().append_event(session_id, name, message)
         except Exception as error:  # the store failed: the event goes without an id
-            logger.warning("a 2025 session's stream event was not kept: %r", error)
+            _complaints.log(logging.WARNING, "event-not-kept", _NOT_KEPT, error)
             return 0
 
     async def publish(self, session_id: str, name: str, number: int, message: bytes) -> None:
@@ -428,7 +433,7 @@ class PostStreams:
                 Signal("event", session_id, coordination.origin, data=data)
             )
         except Exception as error:  # kept all the same: a GET resuming later gets it
-            logger.warning("a 2025 session's stream event was not passed on: %r", error)
+            _complaints.log(logging.WARNING, "event-not-passed", _NOT_PASSED, error)
 
     # --- the resuming GET's side ----------------------------------------------------------
 

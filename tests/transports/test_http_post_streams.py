@@ -16,8 +16,10 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+import redis
 import trio
 from legacy_http import LegacyHttpClient, sse_events, stream_of
+from redis_server import running_redis
 from test_http import serving, serving_on_asyncio
 
 from mcp_tasks import (
@@ -95,6 +97,15 @@ def build(store: TaskStore | None = None, probe: Probe | None = None) -> Server:
             params = ElicitParams(message="Your name?", mode="form", requested_schema=schema)
             return InputRequired(requests={"name": ElicitRequest(params=params)})
         return CallToolResult.text(f"Hello, {(answer.content or {}).get('name')}!")
+
+    @server.tool()
+    async def floods(ctx: ToolContext) -> str:
+        """Reports progress once, waits for the test, then 40 times more."""
+        await ctx.report_progress(0, 40)
+        await probe.go.wait()
+        for step in range(1, 41):
+            await ctx.report_progress(step, 40)
+        return "flooded"
 
     @server.tool()
     async def plain(ctx: ToolContext) -> str:
@@ -475,3 +486,31 @@ async def test_a_resume_elsewhere_while_the_post_still_streams_gets_the_rest(
         assert [m.get("method") for m in data_of(rest)] == ["notifications/progress", None]
         assert data_of(rest)[1]["result"]["content"][0]["text"] == "stepped"
         assert [event["id"] for event in rest] == [event["id"] for event in still]
+
+
+async def test_a_store_outage_mid_stream_is_logged_a_few_times_not_once_an_event(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Redis goes away while a call streams: its events go on the POST without ids, the
+    response too, and the log says they were not kept a few times, not forty."""
+    probe = Probe()
+    with running_redis() as url:
+        async with (
+            client_of(build(RedisTaskStore(url), probe)) as client,
+            client.http.stream(
+                "POST", client.url, json=call("floods"), headers=client.headers()
+            ) as answer,
+        ):
+            events = sse_events(answer)
+            with trio.fail_after(10):
+                await anext(events)  # priming
+                assert "id" in await anext(events)  # kept while the store was there
+            redis_client = redis.Redis.from_url(url)
+            await trio.to_thread.run_sync(lambda: redis_client.shutdown(nosave=True))
+            probe.go.set()
+            with trio.fail_after(10):
+                rest = [event async for event in events]
+    assert len(rest) == 41 and all("id" not in event for event in rest)
+    assert data_of(rest)[-1]["result"]["content"][0]["text"] == "flooded"
+    lines = [r for r in caplog.records if "stream event was not kept" in r.getMessage()]
+    assert 1 <= len(lines) <= 5
