@@ -61,7 +61,6 @@ from ..transports._port import Connection, PostAnswer, SendNotification, Session
 from ._http_session_parts import (
     GET_STREAM,
     MAX_SESSION_ID,
-    Answer,
     DecodedStates,
     HttpSessionLimits,
     Observed,
@@ -152,7 +151,6 @@ class HttpSessions:
         claimed = isinstance(data, bytes) and _CLAIM in data and data[:1] != b"["
         if (session is not None and session.method == "POST" and claimed) or not self.serving():
             return await answer(data, headers, notify, None, principal, routed=False)  # modern
-        to_core: Answer = partial(answer, principal=principal, routed=True)
         if session is not None and session.method != "POST":
             if session.method == "GET":
                 return await self._stream(session, principal, notify)
@@ -177,25 +175,28 @@ class HttpSessions:
         try:
             message = message_of(data)
         except ProtocolError:
-            return await to_core(data, headers, notify, None)
+            return await answer(data, headers, notify, None, principal, routed=True)
         version = None if session is None else session.protocol_version
         if version is None and headers is not None:
             version = headers.protocol_version
         if version is not None and version.strip() in SUPPORTED_VERSIONS:
-            return await to_core(message, headers, notify, None)  # a 2026-07-28 client's slip
+            # a 2026-07-28 client's slip
+            return await answer(message, headers, notify, None, principal, routed=True)
         if message.method == "initialize" and message.id is not UNSET:
             opened = self._legacy.front.route(message, None, claimless=True)
             if isinstance(opened, LegacyAnswer):
                 limits, now = self.limits, self._now()
                 return await open_session(self._records, opened, principal, limits, now=now)
-            return await to_core(message, headers, notify, None)  # not JSON-RPC: the core says
+            # not JSON-RPC: the core says
+            return await answer(message, headers, notify, None, principal, routed=True)
         session_id = None if session is None else session.session_id
         if session_id is None:
             opened = self._legacy.front.route(message, None, claimless=True)
             if isinstance(opened, LegacyAnswer):
                 return opened.reply  # `ping` needs no session
             if message.method is UNSET and message.id is UNSET:
-                return await to_core(message, headers, notify, None)  # the core says what
+                # neither a request nor a response: the core says what is wrong
+                return await answer(message, headers, notify, None, principal, routed=True)
             return refusal(
                 400,
                 "Bad Request: the Mcp-Session-Id header is required; send initialize first "
@@ -211,15 +212,20 @@ class HttpSessions:
         if message.method == "notifications/cancelled":
             await self._deliver(session_id, message)
             return None
-        claimless = isinstance(data, bytes)
-        if notify is not None and runs_apart(message, state.version, session):
-            run = partial(self._serve, record, state, message, answer=to_core, claimless=claimless)
-            if isinstance(notify, PostAnswer):  # its transport lets it outlive the POST
-                return await self._posts.run_inline(session_id, message.id, notify, run)
-            return await self._posts.run_apart(session_id, message.id, notify, run)
-        return await self._serve(
-            record, state, message, notify, answer=to_core, claimless=claimless
+        serve = partial(
+            self._serve,
+            record,
+            state,
+            message,
+            answer=answer,
+            principal=principal,
+            claimless=isinstance(data, bytes),
         )
+        if notify is not None and runs_apart(message, state.version, session):
+            if isinstance(notify, PostAnswer):  # its transport lets it outlive the POST
+                return await self._posts.run_inline(session_id, message.id, notify, serve)
+            return await self._posts.run_apart(session_id, message.id, notify, serve)
+        return await serve(notify)
 
     async def _serve(
         self,
@@ -228,25 +234,31 @@ class HttpSessions:
         message: IncomingMessage,
         notify: SendNotification | None,
         *,
-        answer: Answer,
-        claimless: bool = False,
+        answer: Observed,
+        principal: str | None,
+        claimless: bool,
     ) -> Reply | None:
-        """Answer `message` in its session (`claimless`: its bytes lack the claim's key)."""
+        """Answer `message` in its session, reaching the core through `answer` (`claimless`:
+        the bytes it came in lack the claim's key)."""
         here = self._enter(record.session_id)
         connection = here.connection
         connection.session = state
+        to_core = partial(
+            answer,
+            headers=None,
+            notify=notify,
+            connection=connection,
+            principal=principal,
+            routed=True,
+        )
         try:
-            reply = await self._legacy.answer(
-                message,
-                connection,
-                partial(answer, headers=None, notify=notify, connection=connection),
-                notify,
-                claimless=claimless,
+            reply = await self._legacy.serve(
+                message, connection, to_core, notify, claimless=claimless
             )
         finally:
             changed = connection.session
             self._leave(record.session_id, here)
-        if changed is not None and changed != state:
+        if changed is not None and changed is not state and changed != state:
             idle = self.limits.idle_seconds
             await save_change(self._records, record, state, changed, idle=idle, now=self._now)
             if changed.subscriptions != state.subscriptions:

@@ -12,8 +12,10 @@ server stopping and the question wait still end it, as they do any request. Two 
   server): the request runs in the POST's own task. The transport tells its `PostStream`
   when the client goes (`client_gone`) instead of cancelling it, and ends the POST's
   answer when asked (`PostAnswer.end`: `close_stream`, or a GET that resumed the stream),
-  closing the connection once the request ends, so the client resumes on another. It
-  costs a call nothing over any other request.
+  closing the connection once the request ends, so the client resumes on another; it is
+  cancelled through the transport too (`PostAnswer.cancel`, in `Connection.in_flight`:
+  its connection closes), with no cancel scope of its own. It costs a call nothing over
+  any other request.
 - `run_apart`, for any other transport (the ASGI app): the request runs in a task of its
   own (in a task group that is a task of the server's: `_host`), and the POST waits for
   its `PostStream` to be released: by the reply, or by `close_stream`. A task and an
@@ -219,6 +221,11 @@ class PostStream:
                 await self.post.end()
         return True
 
+    @property
+    def streaming(self) -> bool:
+        """A message of the request was sent, or its stream closed: its reply is an event."""
+        return self._streaming
+
     def client_gone(self) -> None:
         """The transport's (`PostAnswer.outlive_client`): the POST's client went away; what
         comes next is kept for a GET that resumes."""
@@ -385,10 +392,12 @@ class PostStreams:
                 reply = await run(stream)
             except Exception as error:
                 reply = _failed(request_id, error)
-            await stream.finish(reply)
+            if stream.streaming:
+                await stream.finish(reply)
+                reply = stream.reply
         finally:
             self.close(stream)
-        return stream.reply
+        return reply  # never streamed (most): sent as JSON
 
     async def _host(self) -> None:
         """The requests' task group, a task of the server's: it ends (and its requests

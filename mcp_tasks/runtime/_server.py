@@ -433,7 +433,7 @@ class Server(Registering):
         if not routed and connection is not None and self._sessions.routes(data, connection):
             way = connection.core_way  # made once a connection: headers and principal None
             answer_modern: Callable[..., Awaitable[Reply | None]]
-            if way is None or way[0] is not notify or headers is not None or principal is not None:
+            if way is None or way[0] != notify or headers is not None or principal is not None:
                 answer_modern = partial(
                     self._answer,
                     headers=headers,

@@ -158,6 +158,19 @@ class LegacySessions:
         if message.method is UNSET and self.take_answer(message, connection):
             return None
         claimless = claimless or isinstance(data, bytes)
+        return await self.serve(message, connection, answer, notify, claimless=claimless)
+
+    async def serve(
+        self,
+        message: IncomingMessage,
+        connection: Connection,
+        answer: Answer,
+        notify: SendNotification | None,
+        *,
+        claimless: bool = False,
+    ) -> Reply | None:
+        """`answer`'s for one decoded message that answers no question of ours (HTTP's
+        way in: its sessions deliver those answers themselves)."""
         route = self.front.route(message, connection.session, claimless=claimless)
         if type(route) is Translated:  # most: answered by the core, in one round
             reply = await answer(route.message)

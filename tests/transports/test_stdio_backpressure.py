@@ -185,8 +185,9 @@ async def test_the_real_process_stops_reading_a_client_that_does_not_read() -> N
                 await settled.wait()
             assert written < count, "the server read every request: its stdout is not read"
             assert paused
-            # a full read chunk and a full stdin pipe beyond the requests in flight, at most
-            assert written <= MAX_REQUESTS_IN_FLIGHT + 2 * 65536 // name_bytes + 2
+            # beyond the requests in flight, at most: a full read chunk, a full stdin pipe,
+            # and the requests whose replies fit in the stdout pipe (they ended: written)
+            assert written <= MAX_REQUESTS_IN_FLIGHT + 3 * 65536 // name_bytes + 2
             for _ in range(count):  # now the client reads: every request gets its reply
                 reply = json.loads(await child.read_line())
                 assert reply["result"]["content"][0]["text"] == f"Hello, {'x' * name_bytes}!"
