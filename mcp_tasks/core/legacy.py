@@ -25,8 +25,7 @@ creates_task`), and `tasks/get|result|list|cancel` become a `TaskQuery` for the 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
@@ -44,12 +43,23 @@ from ._envelope import (
     is_request_id,
 )
 from ._errors import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
     RemoteProtocolError,
+)
+from ._legacy_replies import (
+    RESOURCE_NOT_FOUND,
+    InputRound,
+    Question,
+    answered,
+    error_of,
+    input_round,
+    legacy_reply,
+    plain_reply,
+    questions,
+    refused,
+    result_of,
 )
 
 __all__ = [
@@ -64,6 +74,7 @@ __all__ = [
     "has_claim",
     "input_round",
     "legacy_reply",
+    "plain_reply",
     "questions",
     "refused",
 ]
@@ -73,17 +84,11 @@ SESSION_METHODS: Final = frozenset(
 )
 MAX_SUBSCRIPTIONS: Final = 256
 """Resources one session may be subscribed to at once."""
-RESOURCE_NOT_FOUND: Final = -32002
-"""The 2025 revisions' code for a resource nothing on the server names (2026: -32602)."""
 FORWARDED: Final = KNOWN_METHODS - TASK_METHODS - {"server/discover", "subscriptions/listen"}
 """The legacy requests the core answers, rewritten as modern ones."""
 
 _CLAIM: Final = w.META_PROTOCOL_VERSION.encode()
 _MODERN: Final = w.PROTOCOL_VERSION
-_STRIPPED: Final = ("resultType", "ttlMs", "cacheScope")
-_COMPLETE_LAST: Final = b',"resultType":"complete"},"jsonrpc":"2.0"}'
-_RESULT_END: Final = b'},"jsonrpc":"2.0"}'
-_MODERN_KEYS: Final = re.compile(rb'"(?:ttlMs|cacheScope|_meta)"')  # not in a 2025 result
 
 
 class LegacySession(Struct, frozen=True, kw_only=True):
@@ -167,9 +172,12 @@ class _Meta(Struct):
 
 
 def has_claim(message: w.IncomingMessage) -> bool:
-    """`params._meta` names a protocol version: a 2026-07-28 request."""
+    """`params._meta` names a protocol version: a 2026-07-28 request.
+
+    (Bytes on the way of every request are searched with `find`, not `in`: `in` first
+    tries its operand as an integer, an exception raised and cleared each time.)"""
     params = message.params
-    if params is UNSET or _CLAIM not in bytes(params):  # most messages end here
+    if params is UNSET or bytes(params).find(_CLAIM) < 0:  # most messages end here
         return False
     try:
         meta = msgspec.json.decode(params, type=_Meta).meta
@@ -202,8 +210,9 @@ class LegacyFront:
         self._resource_exists = resource_exists
         self.task_support = task_support
         """A tool's `task_support` ("none", "optional", "required"), None: no such tool."""
-        self._encoded_meta: tuple[LegacySession, bytes] | None = None
-        """The `_meta` of the session rewritten last, encoded (sessions are immutable)."""
+        self._encoded_meta: tuple[LegacySession, bytes, bytes] | None = None
+        """The `_meta` of the session rewritten last, encoded (sessions are immutable), as
+        params open with it before other members, and as params of it alone."""
         self._encoded_task_meta: tuple[LegacySession, bytes] | None = None
 
     def route(
@@ -231,7 +240,9 @@ class LegacyFront:
             if method in FORWARDED:  # most: rewritten for the core
                 assert session is not None
                 raw = b"{}" if message.params is UNSET else bytes(message.params)
-                asks_task = method == "tools/call" and b'"task"' in raw and session.has_tasks
+                asks_task = (
+                    method == "tools/call" and raw.find(b'"task"') >= 0 and session.has_tasks
+                )
                 if asks_task and self._asks_task(raw):
                     rewritten = self.task_message(session, message)
                     return Translated(message=rewritten, method=method, creates_task=True)
@@ -244,7 +255,7 @@ class LegacyFront:
                 return lt.task_query(message.id, method, params)
             raise RemoteProtocolError(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")
         except RemoteProtocolError as error:
-            return LegacyAnswer(reply=_error(message.id, error), session=session)
+            return LegacyAnswer(reply=error_of(message.id, error), session=session)
 
     def _notification(self, method: str, session: LegacySession | None) -> LegacyAnswer | None:
         if session is None:
@@ -261,7 +272,7 @@ class LegacyFront:
     ) -> LegacyAnswer:
         params = Raw(b"{}") if message.params is UNSET else message.params
         if method == "ping":
-            return LegacyAnswer(reply=_result(message.id, {}), session=session)
+            return LegacyAnswer(reply=result_of(message.id, {}), session=session)
         if method == "initialize":
             if session is not None:
                 raise RemoteProtocolError(
@@ -273,15 +284,15 @@ class LegacyFront:
                 client_capabilities=msgspec.structs.replace(opened.capabilities, extensions=UNSET),
                 client_info=opened.clientInfo,
             )
-            answer = _result(message.id, self._initialized(session))
+            answer = result_of(message.id, self._initialized(session))
             return LegacyAnswer(reply=answer, session=session)
         assert session is not None
         if method == "logging/setLevel":
             level = decode_params(params, _SetLevelParams).level
             changed = msgspec.structs.replace(session, log_level=level)
-            return LegacyAnswer(reply=_result(message.id, {}), session=changed)
+            return LegacyAnswer(reply=result_of(message.id, {}), session=changed)
         return LegacyAnswer(
-            reply=_result(message.id, {}),
+            reply=result_of(message.id, {}),
             session=self._subscribed(session, decode_params(params, _UriParams).uri, method),
         )
 
@@ -306,25 +317,19 @@ class LegacyFront:
         self, message: w.IncomingMessage, raw: bytes, session: LegacySession
     ) -> w.IncomingMessage:
         """`message` (its params `raw`) with the session's `_meta` in its params, its own
-        `_meta` kept. Params without a `_meta` (most) get the session's encoded once,
-        written in front."""
-        if raw[:1] != b"{" or b'"_meta"' in raw:  # (whitespace first: the slow way too)
-            return _with_meta_decoded(message, session)
+        `_meta` kept. Params that open with a member and have no `_meta` (most), or are
+        empty, get the session's encoded once, written in front."""
         cached = self._encoded_meta
         if cached is None or cached[0] is not session:
-            meta = msgspec.json.encode(_session_meta(session, {}))
-            cached = self._encoded_meta = (session, b'{"_meta":' + meta)
-        rest = raw[1:]  # the members, then "}"
-        first = rest[:16].lstrip()[:1]
-        if not first:  # a long run of whitespace: rare, the slow way
+            meta = b'{"_meta":' + msgspec.json.encode(_session_meta(session, {}))
+            cached = self._encoded_meta = (session, meta + b",", meta + b"}")
+        if raw[:2] == b'{"' and raw.find(b'"_meta"') < 0:
+            params = raw.replace(b"{", cached[1], 1)
+        elif raw == b"{}":
+            params = cached[2]
+        else:  # its own `_meta`, or whitespace: the slow way
             return _with_meta_decoded(message, session)
-        glue = b"" if first == b"}" else b","
-        return w.IncomingMessage(
-            jsonrpc=message.jsonrpc,
-            id=message.id,
-            method=message.method,
-            params=Raw(b"".join((cached[1], glue, rest))),
-        )
+        return msgspec.structs.replace(message, params=Raw(params))
 
     def _asks_task(self, raw: bytes) -> bool:
         """The call carries `params.task` for a tool that runs as a task (-32601 for one
@@ -444,157 +449,3 @@ def _with_meta_decoded(message: w.IncomingMessage, session: LegacySession) -> w.
         method=message.method,
         params=Raw(msgspec.json.encode(params)),
     )
-
-
-def legacy_reply(reply: Reply | None, method: str) -> Reply | None:
-    """The core's `reply` to a `Translated` request of `method`, as the session's wire
-    says it: the modern-only fields gone, an error with HTTP 200 and the 2025 code."""
-    if reply is None:
-        return None
-    if reply.error_code is None and reply.body.endswith(_COMPLETE_LAST):
-        # Most results: `resultType` is the result's last member (the encoder writes it
-        # there) and nothing else to strip; a quote outside a string is JSON's own, so the
-        # search for the other keys cannot be fooled by a value.
-        cut = reply.body[: -len(_COMPLETE_LAST)]
-        if _MODERN_KEYS.search(cut) is None:
-            return Reply(body=cut + _RESULT_END, request_id=reply.request_id)
-    body = msgspec.json.decode(reply.body)
-    if not isinstance(body, dict):
-        return reply
-    result = body.get("result")
-    if isinstance(result, dict):
-        _strip(result)
-    error = body.get("error")
-    code = reply.error_code
-    if isinstance(error, dict) and error.get("code") == MISSING_REQUIRED_CLIENT_CAPABILITY:
-        error["code"] = code = METHOD_NOT_FOUND  # a task-only tool, called without a task
-    elif (
-        method == "resources/read"
-        and isinstance(error, dict)
-        and error.get("code") == INVALID_PARAMS
-        and isinstance(error.get("data"), dict)
-        and "uri" in error["data"]
-    ):
-        error["code"] = code = RESOURCE_NOT_FOUND  # 2026-07-28 made it -32602
-    encoded = msgspec.json.encode(body)
-    return msgspec.structs.replace(reply, body=encoded, http_status=200, error_code=code)
-
-
-def _strip(result: dict[str, Any]) -> None:
-    for key in _STRIPPED:
-        result.pop(key, None)
-    meta = result.get("_meta")
-    if isinstance(meta, dict):
-        meta.pop(w.META_SERVER_INFO, None)
-        if not meta:
-            del result["_meta"]
-
-
-class InputRound(Struct, frozen=True, kw_only=True):
-    """The questions a reply asks (an `InputRequiredResult`): each to be sent to a legacy
-    client as a request of its own, the answers then handed back with `request_state`."""
-
-    requests: dict[str, w.InputRequest]
-    request_state: str | None
-
-
-class Question(Struct, frozen=True, kw_only=True):
-    """One server-to-client request of a round: `message` to send, `key` its answer's."""
-
-    key: str
-    request_id: str
-    message: bytes
-
-
-def input_round(reply: Reply | None) -> InputRound | None:
-    """The round `reply` asks, or None: it answers (the reply is the request's)."""
-    if reply is None or reply.error_code is not None:
-        return None
-    body = reply.body
-    if body.endswith(_COMPLETE_LAST) or b'"input_required"' not in body:
-        return None
-    try:
-        found = msgspec.json.decode(reply.body, type=_Asked).result
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-    if found.result_type != "input_required" or found.input_requests is UNSET:
-        return None
-    state = None if found.request_state is UNSET else found.request_state
-    return InputRound(requests=found.input_requests, request_state=state)
-
-
-class _Asked(Struct):
-    result: w.InputRequiredResult
-
-
-def questions(
-    round: InputRound,
-    session: LegacySession,
-    ids: Iterator[str],
-    related_task: str | None = None,
-) -> list[Question]:
-    """The requests that ask `round` of a client of `session`'s revision (ids from `ids`),
-    tagged with `related_task` when a task asks; -32603 naming what that revision cannot
-    carry."""
-    asked = []
-    for key, request in round.requests.items():
-        request_id = next(ids)
-        wire: dict[str, Any] = msgspec.to_builtins(request)  # {"method": ..., "params": ...}
-        params = wire.get("params", {})
-        if wire["method"] == "elicitation/create":
-            params = _elicitation_for(params, session.version, request_id)
-        if related_task is not None:
-            params = {
-                **params,
-                "_meta": {**params.get("_meta", {}), **lt.related_meta(related_task)},
-            }
-        message = {"jsonrpc": "2.0", "id": request_id, "method": wire["method"], "params": params}
-        asked.append(Question(key=key, request_id=request_id, message=msgspec.json.encode(message)))
-    return asked
-
-
-def _elicitation_for(params: dict[str, Any], version: str, request_id: str) -> dict[str, Any]:
-    if version == "2025-03-26":
-        raise RemoteProtocolError(
-            INTERNAL_ERROR, "The server asks the user (elicitation), which 2025-03-26 lacks"
-        )
-    if params.get("mode") == "url":
-        if version == "2025-06-18":
-            raise RemoteProtocolError(
-                INTERNAL_ERROR, "The server asks the user to open a URL, which 2025-06-18 lacks"
-            )
-        params.setdefault("elicitationId", request_id)
-    elif version == "2025-06-18":
-        params.pop("mode", None)
-    return params
-
-
-def answered(
-    message: w.IncomingMessage, answers: dict[str, Raw], request_state: str | None
-) -> w.IncomingMessage:
-    """`message` (a `Translated` one) sent again with the round's answers."""
-    params = msgspec.json.decode(message.params) if message.params is not UNSET else {}
-    params["inputResponses"] = answers
-    if request_state is None:
-        params.pop("requestState", None)
-    else:
-        params["requestState"] = request_state
-    return msgspec.structs.replace(message, params=Raw(msgspec.json.encode(params)))
-
-
-def refused(request_id: Any, method: str, asked: str, why: str) -> Reply:
-    """The reply to a request whose round the client did not answer (`why` says how)."""
-    text = f"The client did not answer {asked}: {why}"
-    if method == "tools/call":
-        content = [msgspec.to_builtins(w.TextContent(text=text))]
-        return _result(request_id, {"content": content, "isError": True})
-    return _error(request_id, RemoteProtocolError(INTERNAL_ERROR, text))
-
-
-def _result(request_id: Any, result: Any) -> Reply:
-    return lt.result_reply(request_id, result)
-
-
-def _error(request_id: Any, error: RemoteProtocolError) -> Reply:
-    data = UNSET if error.data is None else error.data
-    return lt.error_reply(request_id, error.code, error.message, data)

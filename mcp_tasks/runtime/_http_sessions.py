@@ -50,7 +50,7 @@ from msgspec import UNSET
 from .._support import backend as _backend
 from .._support.logs import RateLimitedLog
 from ..core import HttpHeaders, ProtocolError, Reply
-from ..core._envelope import message_of
+from ..core._envelope import decode_message, message_of
 from ..core._wire import META_PROTOCOL_VERSION
 from ..core.legacy import LEGACY_VERSIONS, LegacyAnswer, LegacySession
 from ..core.wire import SUPPORTED_VERSIONS, IncomingMessage
@@ -73,7 +73,7 @@ from ._http_session_parts import (
     unavailable_reply,
 )
 from ._post_streams import PostStreams, post_event_id, runs_apart
-from ._sessions import BATCH_VERSION, LegacySessions, batch_reply, is_batch
+from ._sessions import BATCH_VERSION, LegacySessions, batch_reply
 
 __all__ = ["HttpSessionLimits", "HttpSessions", "unavailable_reply"]
 
@@ -148,14 +148,19 @@ class HttpSessions:
         session's, or, with the claim or while 2025 sessions are not served, the core's as
         it is. `answer` is the server's way to the core. Raises `StoreUnavailable` when
         the sessions' store cannot be reached (the server answers 503)."""
-        claimed = isinstance(data, bytes) and _CLAIM in data and data[:1] != b"["
+        claimed = isinstance(data, bytes) and data.find(_CLAIM) >= 0 and data[:1] != b"["
         if (session is not None and session.method == "POST" and claimed) or not self.serving():
             return await answer(data, headers, notify, None, principal, routed=False)  # modern
         if session is not None and session.method != "POST":
             if session.method == "GET":
                 return await self._stream(session, principal, notify)
             return await self._end(session, principal)
-        if is_batch(data) and session is not None and session.session_id is not None:
+        if (
+            session is not None
+            and session.session_id is not None
+            and isinstance(data, bytes)
+            and data.lstrip()[:1] == b"["  # `is_batch`
+        ):
             # a JSON array, which only a 2025-03-26 session may send: each message
             # answered as if it came alone, the replies in one array
             found = await self._session(session.session_id, principal, session.protocol_version)
@@ -173,7 +178,7 @@ class HttpSessions:
             )
             return await batch_reply(data, one)
         try:
-            message = message_of(data)
+            message = decode_message(data) if isinstance(data, bytes) else message_of(data)
         except ProtocolError:
             return await answer(data, headers, notify, None, principal, routed=True)
         version = None if session is None else session.protocol_version
@@ -483,16 +488,14 @@ class HttpSessions:
         return here
 
     def _leave(self, session_id: str, here: _Here) -> None:
+        """`here` has one user fewer. With none left, it is kept for the session's next
+        request if nothing of it is left running (at most `_IDLE_KEPT` sessions', the
+        oldest dropped)."""
         here.users -= 1
         if here.users == 0 and self._here.get(session_id) is here:
             del self._here[session_id]
-            _keep_idle(self._idle, session_id, here)
-
-
-def _keep_idle(idle: dict[str, _Here], session_id: str, here: _Here) -> None:
-    """Keep `here` for the session's next request, if nothing of it is left running (at
-    most `_IDLE_KEPT` sessions', the oldest dropped)."""
-    if not (here.connection.in_flight or here.connection.awaited or here.stream):
-        if len(idle) >= _IDLE_KEPT:
-            del idle[next(iter(idle))]
-        idle[session_id] = here  # as good as new
+            connection, idle = here.connection, self._idle
+            if not (connection.in_flight or connection.awaited or here.stream):
+                if len(idle) >= _IDLE_KEPT:
+                    del idle[next(iter(idle))]
+                idle[session_id] = here  # as good as new

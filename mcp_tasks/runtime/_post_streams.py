@@ -147,7 +147,6 @@ class PostStream:
         "_ids",
         "_lock",
         "_posts",
-        "_streaming",
         "_writer",
         "name",
         "post",
@@ -156,6 +155,7 @@ class PostStream:
         "reply",
         "session_id",
         "slot",
+        "streaming",
     )
 
     def __init__(
@@ -173,7 +173,8 @@ class PostStream:
         """Its name in event ids, once primed."""
         self._writer: SendNotification | None = writer
         """The POST's: None once it ended (released, or its client went away)."""
-        self._streaming = False  # it notified: the answer is an SSE stream
+        self.streaming = False
+        """A message of the request was sent, or its stream closed: its reply is an event."""
         self._ids: bool | None = None  # primed: its events are kept and numbered (None: not yet)
         self._lock: anyio.Lock | None = None
         self.primed_at = 0
@@ -198,10 +199,10 @@ class PostStream:
     async def __call__(self, message: bytes) -> None:
         """Send a message of the request: kept, numbered, and written where its client
         listens (the POST, or a GET that resumed the stream)."""
-        if not self._streaming:
+        if not self.streaming:
             if self._writer is None:
                 return  # the client left before any id: nobody can resume
-            self._streaming = True
+            self.streaming = True
         async with self._locked():
             await self._send(message)
 
@@ -209,7 +210,7 @@ class PostStream:
         """End the POST (primed first if it was not streaming yet) while the request runs
         on; its client resumes with `GET` and `Last-Event-ID`. False when its messages
         cannot be kept (the store refused)."""
-        self._streaming = True
+        self.streaming = True
         async with self._locked():
             if self._ids is None:
                 await self._prime()
@@ -221,11 +222,6 @@ class PostStream:
                 await self.post.end()
         return True
 
-    @property
-    def streaming(self) -> bool:
-        """A message of the request was sent, or its stream closed: its reply is an event."""
-        return self._streaming
-
     def client_gone(self) -> None:
         """The transport's (`PostAnswer.outlive_client`): the POST's client went away; what
         comes next is kept for a GET that resumes."""
@@ -234,7 +230,7 @@ class PostStream:
     async def finish(self, reply: Reply | None) -> None:
         """The request's end: its reply sent as JSON (it never notified), or as the
         stream's last event."""
-        if self._streaming and reply is not None:
+        if self.streaming and reply is not None:
             async with self._locked():
                 await self._send(reply.body, final=True)
             reply = None
@@ -396,7 +392,8 @@ class PostStreams:
                 await stream.finish(reply)
                 reply = stream.reply
         finally:
-            self.close(stream)
+            if stream.slot >= 0:  # primed (else it holds nothing)
+                self.close(stream)
         return reply  # never streamed (most): sent as JSON
 
     async def _host(self) -> None:

@@ -400,8 +400,11 @@ class Server(Registering):
     def _http_legacy(self, data: bytes | IncomingMessage) -> bool:
         """An HTTP request's bytes without the 2026-07-28 claim's key, while 2025 clients
         get sessions (a look in the bytes: all a modern request pays). A message a host
-        decoded (the SDK integration) is the host's to sort by era."""
-        return isinstance(data, bytes) and _CLAIM not in data and self.core.options.legacy_sessions
+        decoded (the SDK integration) is the host's to sort by era. (`find`, not `in`:
+        see `core.legacy.has_claim`.)"""
+        return (
+            isinstance(data, bytes) and data.find(_CLAIM) < 0 and self.core.options.legacy_sessions
+        )
 
     async def _observed(
         self,

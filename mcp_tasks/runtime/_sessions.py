@@ -44,6 +44,7 @@ from ..core.legacy import (
     answered,
     input_round,
     legacy_reply,
+    plain_reply,
     questions,
     refused,
 )
@@ -129,7 +130,7 @@ class LegacySessions:
         hold such a request, is the session's to refuse)."""
         return (
             connection.carries_sessions
-            and not (isinstance(data, bytes) and _CLAIM in data and data[:1] != b"[")
+            and not (isinstance(data, bytes) and data.find(_CLAIM) >= 0 and data[:1] != b"[")
             and self._core.options.legacy_sessions
         )
 
@@ -174,6 +175,10 @@ class LegacySessions:
         route = self.front.route(message, connection.session, claimless=claimless)
         if type(route) is Translated:  # most: answered by the core, in one round
             reply = await answer(route.message)
+            if not route.creates_task:
+                plain = plain_reply(reply, route.method)  # most: a complete result
+                if plain is not None:
+                    return plain
             if input_round(reply) is None:
                 return self._turned_back(reply, route, connection, answer, notify)
             return await self._translated(route, connection, answer, notify, first=reply)

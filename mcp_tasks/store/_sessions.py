@@ -234,10 +234,15 @@ class MemorySessions:
     async def get_session(
         self, session_id: str, *, idle_seconds: float, now: float
     ) -> SessionRecord | None:
-        found = self._live(session_id, now)
+        found = self._sessions.get(session_id)  # `_live` and `_renew`, inline: every request
         if found is None:
             return None
-        self._renew(found, now + idle_seconds)
+        if found.expires_at <= now:
+            self._drop(found)
+            return None
+        found.expires_at = expires_at = now + idle_seconds
+        if expires_at < found.queued_at:
+            self._queue(found)
         return found.record
 
     async def save_session(

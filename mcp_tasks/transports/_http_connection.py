@@ -7,7 +7,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final
 
 import anyio
 import anyio.abc
@@ -38,7 +38,7 @@ from ._http_rules import (
     session_headers,
     target_path,
 )
-from ._port import PostAnswer, SessionHandler
+from ._port import PostAnswer
 
 if TYPE_CHECKING:
     from ._http_server import _Serving
@@ -311,7 +311,7 @@ class HttpConnection:
                     body, headers=headers, notify=self._notify, principal=principal
                 )
             else:  # a 2025 session's request (`_port.SessionHandler`)
-                reply = await cast(SessionHandler, server).handle(
+                reply = await self.serving.session_server.handle(
                     body,
                     headers=headers,
                     notify=self._post,

@@ -387,11 +387,12 @@ def session_headers(
     session_id = found.get(b"mcp-session-id")
     if session_id is None and method == b"POST":
         return None
-    return SessionHeaders(
+    version, last_event_id = found.get(b"mcp-protocol-version"), found.get(b"last-event-id")
+    return SessionHeaders(  # `_text` of each, inline: every request of a session pays it
         method=method.decode("ascii", "surrogateescape"),
-        session_id=_text(session_id),
-        protocol_version=_text(found.get(b"mcp-protocol-version")),
-        last_event_id=_text(found.get(b"last-event-id")),
+        session_id=None if session_id is None else session_id.decode("ascii", _ESCAPE),
+        protocol_version=None if version is None else version.decode("ascii", _ESCAPE),
+        last_event_id=None if last_event_id is None else last_event_id.decode("ascii", _ESCAPE),
         event_stream=event_stream,
     )
 
@@ -510,4 +511,7 @@ def _shown(value: bytes) -> str:
 def _text(value: bytes | None) -> str | None:
     """A header value for the core; bytes beyond ASCII become lone surrogates, which can
     equal nothing a JSON body holds, so the core refuses them (-32020)."""
-    return None if value is None else value.decode("ascii", "surrogateescape")
+    return None if value is None else value.decode("ascii", _ESCAPE)
+
+
+_ESCAPE: Final = "surrogateescape"

@@ -54,6 +54,7 @@ deadline reaches them.
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 import anyio
 import anyio.abc
@@ -72,7 +73,7 @@ from ._http_rules import (
     Unauthorized,
     is_loopback,
 )
-from ._port import MessageHandler, serves_sessions
+from ._port import MessageHandler, SessionHandler, serves_sessions
 
 __all__ = ["Authenticator", "HttpConfig", "Unauthorized", "serve_http"]
 
@@ -115,6 +116,8 @@ class _Serving:
 
     def __init__(self, server: MessageHandler, config: HttpConfig, *, loopback: bool) -> None:
         self.server = server
+        self.session_server = cast(SessionHandler, server)
+        """`server`, as a 2025 session's request is handed to it (`session=`)."""
         self.config = config
         self.rules = RequestRules(config, loopback=loopback, sessions=serves_sessions(server))
         self.probes = Probes(config)

@@ -12,8 +12,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from msgspec import Raw
 
-from mcp_tasks.core.legacy import LegacyFront, LegacySession, Translated
-from mcp_tasks.core.wire import Implementation, IncomingMessage
+from mcp_tasks.core import Reply
+from mcp_tasks.core import _wire as wire_module
+from mcp_tasks.core.legacy import (
+    LegacyFront,
+    LegacySession,
+    Translated,
+    legacy_reply,
+    plain_reply,
+)
+from mcp_tasks.core.wire import CallToolResult, Implementation, IncomingMessage, TextContent
 
 FRONT = LegacyFront(lambda: Implementation(name="t", version="1"), lambda: {}, lambda: None)
 SESSION = LegacySession(version="2025-11-25")
@@ -57,3 +65,49 @@ def test_the_rewritten_params_hold_the_same_members_after_the_sessions_meta(
     if token is not None:
         assert meta["progressToken"] == token
     assert params == {key: value for key, value in members.items() if key != "_meta"}
+
+
+def _result_types() -> list[type[msgspec.Struct]]:
+    return [
+        value
+        for value in vars(wire_module).values()
+        if isinstance(value, type)
+        and issubclass(value, msgspec.Struct)
+        and "result_type" in value.__struct_fields__
+    ]
+
+
+def test_every_result_writes_its_meta_after_result_type() -> None:
+    """What `plain_reply` relies on: a result that ends with `resultType` has no `_meta`."""
+    results = _result_types()
+    assert len(results) >= 8
+    for result in results:
+        fields = result.__struct_fields__
+        if "meta" in fields:
+            assert fields.index("meta") > fields.index("result_type"), result.__name__
+
+
+def test_cacheable_results_and_rounds_are_turned_back_the_slow_way() -> None:
+    tool_result = CallToolResult.text("hi")
+    body = msgspec.json.encode({"id": 1, "result": tool_result, "jsonrpc": "2.0"})
+    reply = Reply(body=body, request_id=1)
+    plain = plain_reply(reply, "tools/call")
+    assert plain is not None
+    assert json.loads(plain.body) == {
+        "id": 1,
+        "result": {"content": [{"type": "text", "text": "hi"}]},
+        "jsonrpc": "2.0",
+    }
+    assert plain_reply(reply, "resources/read") is None  # its ttlMs and cacheScope
+    assert plain_reply(msgspec.structs.replace(reply, error_code=-32602), "tools/call") is None
+    asked = body.replace(b'"complete"', b'"input_required"')
+    assert plain_reply(Reply(body=asked, request_id=1), "tools/call") is None
+    with_meta = CallToolResult(content=[TextContent(text="hi")], meta={"k": 1})
+    body = msgspec.json.encode({"id": 1, "result": with_meta, "jsonrpc": "2.0"})
+    assert plain_reply(Reply(body=body, request_id=1), "tools/call") is None
+    turned = legacy_reply(Reply(body=body, request_id=1), "tools/call")
+    assert turned is not None
+    assert json.loads(turned.body)["result"] == {
+        "content": [{"type": "text", "text": "hi"}],
+        "_meta": {"k": 1},
+    }
