@@ -286,7 +286,8 @@ def read_task(reply: Reply) -> ReadTask | Reply:
 
 def _is_error(result: Raw) -> bool:
     """A `CallToolResult`'s `isError` (a look for the key first: most have none)."""
-    return b'"isError"' in bytes(result) and msgspec.json.decode(result, type=_IsError).isError
+    found = bytes(result).find(b'"isError"') >= 0  # (`find`: see `legacy.has_claim`)
+    return found and msgspec.json.decode(result, type=_IsError).isError
 
 
 def task_reply(request_id: w.RequestId, read: ReadTask | Reply) -> Reply:

@@ -217,14 +217,8 @@ class HttpSessions:
         if message.method == "notifications/cancelled":
             await self._deliver(session_id, message)
             return None
-        serve = partial(
-            self._serve,
-            record,
-            state,
-            message,
-            answer=answer,
-            principal=principal,
-            claimless=isinstance(data, bytes),
+        serve = partial(  # positional: a partial's keywords cost a dict at each call
+            self._serve, record, state, message, answer, principal, isinstance(data, bytes)
         )
         if notify is not None and runs_apart(message, state.version, session):
             if isinstance(notify, PostAnswer):  # its transport lets it outlive the POST
@@ -232,19 +226,19 @@ class HttpSessions:
             return await self._posts.run_apart(session_id, message.id, notify, serve)
         return await serve(notify)
 
-    async def _serve(
+    async def _serve(  # noqa: PLR0917 - bound positionally by one partial a request
         self,
         record: SessionRecord,
         state: LegacySession,
         message: IncomingMessage,
-        notify: SendNotification | None,
-        *,
         answer: Observed,
         principal: str | None,
         claimless: bool,
+        notify: SendNotification | None,
     ) -> Reply | None:
         """Answer `message` in its session, reaching the core through `answer` (`claimless`:
-        the bytes it came in lack the claim's key)."""
+        the bytes it came in lack the claim's key); `notify` last, as the POST streams give
+        it."""
         here = self._enter(record.session_id)
         connection = here.connection
         connection.session = state

@@ -32,7 +32,7 @@ from msgspec import UNSET, Raw
 
 from .._support import backend as _backend
 from ..core import ProtocolError, RemoteProtocolError, Reply, ServerCore
-from ..core._envelope import is_request_id, message_of
+from ..core._envelope import decode_message, is_request_id
 from ..core._errors import INVALID_REQUEST, METHOD_NOT_FOUND
 from ..core._legacy_tasks import TaskQuery, error_reply, listed_with_task_support
 from ..core._wire import META_PROTOCOL_VERSION
@@ -151,7 +151,7 @@ class LegacySessions:
             return await batch_reply(data, lambda one: self.answer(one, connection, answer, notify))
         if isinstance(data, bytes):  # without the claim's key (`routes`)
             try:
-                message = message_of(data)
+                message = decode_message(data)
             except ProtocolError:
                 return await answer(data)  # the core names what is wrong
         else:
