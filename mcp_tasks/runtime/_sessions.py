@@ -170,8 +170,8 @@ class LegacySessions:
         *,
         claimless: bool = False,
     ) -> Reply | None:
-        """`answer`'s for one decoded message that answers no question of ours (HTTP's
-        way in: its sessions deliver those answers themselves)."""
+        """Answer one decoded message that is not an answer to a question of ours (HTTP
+        comes in here: its sessions hand such answers over themselves)."""
         route = self.front.route(message, connection.session, claimless=claimless)
         if type(route) is Translated:  # most: answered by the core, in one round
             reply = await answer(route.message)
