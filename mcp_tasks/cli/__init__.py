@@ -503,12 +503,22 @@ def _exit_code_for(error: BaseException) -> int:
         say(f"task {error.task_id} failed: {error.message} (code {error.code})")
         return EXIT_ERROR
     if isinstance(error, RpcError):
-        say(f"error: {error.message} (code {error.code})")
+        data = "" if error.data is None else f"; data: {_shown_data(error.data)}"
+        say(f"error: {error.message} (code {error.code}){data}")
         return EXIT_ERROR
     if isinstance(error, TaskCancelled | TaskExpired | LocalProtocolError | RemoteProtocolError):
         say(f"error: {error}")
         return EXIT_ERROR
     raise error
+
+
+def _shown_data(data: Any) -> str:
+    """An error's `data` as compact JSON, cut at `_MAX_DATA_SHOWN` characters."""
+    text = msgspec.json.encode(data).decode()
+    return text if len(text) <= _MAX_DATA_SHOWN else text[:_MAX_DATA_SHOWN] + "..."
+
+
+_MAX_DATA_SHOWN: Final = 500
 
 
 # --- tasks: `mcp-tasks task get | cancel` -------------------------------------------------------

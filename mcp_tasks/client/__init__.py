@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -51,6 +52,7 @@ from ..core._client import (
     TaskCancelled,
     TaskExpired,
     TaskFailed,
+    ToolRejected,
     give_up_at,
     names_param_header,
 )
@@ -74,6 +76,9 @@ NotificationCallback = Callable[[dict[str, Any]], Awaitable[None] | None]
 
 _Item = TypeVar("_Item")
 _MAX_LIST_PAGES: Final = 1000
+_MAX_REJECTIONS_LOGGED: Final = 16
+"""Tools left out of one `list_tools` that are logged by name (a server may list many)."""
+logger = logging.getLogger("mcp_tasks.client")
 _CANCEL_SECONDS: Final = 5.0
 """How long a cancelled wait gives its `tasks/cancel`, shielded, before it lets go."""
 _input_requests = msgspec.json.Decoder(dict[str, w.InputRequest])
@@ -206,11 +211,15 @@ class Client:
     # --- lists, prompts, resources, completion ---------------------------------------------
 
     async def list_tools(self) -> list[w.Tool]:
-        """Every tool (all pages); their `x-mcp-header` marks are kept for `call_tool`."""
+        """Every tool (all pages) this client may call; their `x-mcp-header` marks are kept
+        for `call_tool`. A tool the server describes with invalid marks is left out (logged;
+        `call_tool` refuses it with `ToolRejected`)."""
         now = self._clock()
         tools, ttl_ms = await self._list_all("tools/list", "tools", list[w.Tool])
-        self.core.tool_headers.learn(tools, ttl_ms=ttl_ms, now=now)
-        return tools
+        kept = self.core.tool_headers.learn(tools, ttl_ms=ttl_ms, now=now)
+        for name, why in list(self.core.tool_headers.rejected.items())[:_MAX_REJECTIONS_LOGGED]:
+            logger.warning("tool %r left out: %s", name, why)
+        return kept
 
     async def list_prompts(self) -> list[w.Prompt]:
         return (await self._list_all("prompts/list", "prompts", list[w.Prompt]))[0]
@@ -302,6 +311,9 @@ class Client:
         sends_headers = getattr(self.transport, "sends_headers", True)
         if sends_headers and not self.core.tool_headers.is_fresh(self._clock()):
             await self.list_tools()  # the x-mcp-header marks, for Mcp-Param headers
+        why = self.core.tool_headers.rejected.get(name)
+        if why is not None:
+            raise ToolRejected(name, why)
         params = {"name": name, "arguments": arguments or {}}
         result = await self._through_input("tools/call", params, f"tool {name!r}")
         if self.core.kind_of(result) == "task":
@@ -437,9 +449,10 @@ class Client:
         deadline = give_up_at(current)
         if deadline is not None:
             left = deadline - self._clock()
-            if left <= 0:
-                raise TaskExpired(task_id)
-            wait = min(wait, left)
+            if left > 0:
+                wait = min(wait, left)  # a look when its time is up by this clock
+        # The server judges the expiry, not this clock (which may be ahead of the
+        # server's): the task has expired once the server no longer knows it.
         await anyio.sleep(wait)
         try:
             return await self.get_task(task_id)
@@ -534,6 +547,7 @@ __all__ = [
     "TaskCancelled",
     "TaskExpired",
     "TaskFailed",
+    "ToolRejected",
     "TransportError",
     "connect_http",
     "connect_stdio",

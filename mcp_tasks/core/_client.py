@@ -26,7 +26,7 @@ import msgspec
 from msgspec import UNSET, Struct
 
 from ._envelope import MCP_NAME_PARAM
-from ._errors import HEADER_MISMATCH, INTERNAL_ERROR, RemoteProtocolError
+from ._errors import HEADER_MISMATCH, INTERNAL_ERROR, LocalProtocolError, RemoteProtocolError
 from ._header_values import encode_header_value, param_header_value
 from ._state import TaskStatus
 from ._wire import (
@@ -51,6 +51,9 @@ from ._wire import (
 ResultKind = Literal["complete", "input_required", "task"]
 _KINDS: Final = frozenset({"complete", "input_required", "task"})
 _TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token
+X_MCP_HEADER: Final = "x-mcp-header"
+_PRIMITIVE: Final = frozenset({"string", "number", "integer", "boolean"})
+_MAX_SCHEMA_NODES: Final = 10_000
 _Result = TypeVar("_Result")
 
 _TaskRead = (
@@ -171,19 +174,44 @@ class InputTracker:
         self.answered.update(keys)
 
 
+class ToolRejected(LocalProtocolError):
+    """The server describes the tool with invalid `x-mcp-header` marks: this client does
+    not call it (SEP-2243), and `list_tools` leaves it out."""
+
+    def __init__(self, name: str, why: str) -> None:
+        super().__init__(f"tool {name!r} is not called: {why}")
+        self.name = name
+        self.why = why
+
+
 class ToolHeaders:
     """The `x-mcp-header` marks of a server's tools, from its last `tools/list`: for each
     tool, argument name -> the Name of its `Mcp-Param-{Name}` header. Fresh until `ttlMs`
-    after the list was read; a mark that is not an HTTP token is ignored."""
+    after the list was read. A tool whose marks are invalid is `rejected` (why, by name)."""
 
     def __init__(self) -> None:
         self._by_tool: dict[str, dict[str, str]] = {}
+        self.rejected: dict[str, str] = {}
+        """Tools of the last list with invalid marks: name -> what is wrong (`ToolRejected`)."""
         self._fresh_until = -math.inf  # never listed
 
-    def learn(self, tools: Iterable[Tool], *, ttl_ms: int, now: float) -> None:
-        """Replace what is known with `tools`, the whole list, fresh for `ttl_ms`."""
-        self._by_tool = {tool.name: marks for tool in tools if (marks := _header_marks(tool))}
+    def learn(self, tools: Iterable[Tool], *, ttl_ms: int, now: float) -> list[Tool]:
+        """Replace what is known with `tools`, the whole list, fresh for `ttl_ms`; the
+        tools a client may call (those with invalid marks left out, in `rejected`)."""
+        by_tool: dict[str, dict[str, str]] = {}
+        rejected: dict[str, str] = {}
+        kept = []
+        for tool in tools:
+            marks = header_marks(tool)
+            if isinstance(marks, str):
+                rejected[tool.name] = marks
+                continue
+            kept.append(tool)
+            if marks:
+                by_tool[tool.name] = marks
+        self._by_tool, self.rejected = by_tool, rejected
         self._fresh_until = now + max(ttl_ms, 0) / 1000
+        return kept
 
     def forget(self) -> None:
         """The server's tools changed: list them again before the next call."""
@@ -202,17 +230,52 @@ class ToolHeaders:
         return headers
 
 
-def _header_marks(tool: Tool) -> dict[str, str]:
+def header_marks(tool: Tool) -> dict[str, str] | str:
+    """Argument name -> the Name of its `Mcp-Param-{Name}` header, from the `x-mcp-header`
+    marks of the tool's top-level properties; or what makes them invalid (SEP-2243): a
+    Name that is not an HTTP token (empty, a space, a colon, beyond ASCII, a control
+    character), on a property not of a primitive type, used twice in any case, or a mark
+    below the top level."""
     properties = tool.input_schema.get("properties")
     if not isinstance(properties, dict):
         return {}
-    return {
-        argument: schema["x-mcp-header"]
-        for argument, schema in properties.items()
-        if isinstance(schema, dict)
-        and isinstance(schema.get("x-mcp-header"), str)
-        and _TOKEN.fullmatch(schema["x-mcp-header"])
-    }
+    marks: dict[str, str] = {}
+    seen: set[str] = set()
+    for argument, schema in properties.items():
+        if not isinstance(schema, dict):
+            continue
+        if _marked_below(schema):
+            return f"argument {argument!r} has an x-mcp-header below the top level"
+        if X_MCP_HEADER not in schema:
+            continue
+        name = schema[X_MCP_HEADER]
+        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+            return f"argument {argument!r}: x-mcp-header {name!r} is not an HTTP token"
+        kind = schema.get("type")
+        if not isinstance(kind, str) or kind not in _PRIMITIVE:  # (a list is no one type)
+            return f"argument {argument!r}: x-mcp-header on type {kind!r}, not a primitive"
+        if name.lower() in seen:
+            return f"x-mcp-header {name!r} is used twice"
+        seen.add(name.lower())
+        marks[argument] = name
+    return marks
+
+
+def _marked_below(schema: dict[str, Any]) -> bool:
+    """Whether a schema holds an `x-mcp-header` anywhere under its own level (looked at
+    to `_MAX_SCHEMA_NODES` values: a server's schema is bounded here too)."""
+    pending: list[Any] = [value for key, value in schema.items() if key != X_MCP_HEADER]
+    for _ in range(_MAX_SCHEMA_NODES):
+        if not pending:
+            return False
+        value = pending.pop()
+        if isinstance(value, dict):
+            if X_MCP_HEADER in value:
+                return True
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return True  # too big to look through: not called
 
 
 def names_param_header(error: RpcError) -> bool:

@@ -147,8 +147,10 @@ class HttpClientTransport:
 
     def _json_response(self, status: int, body: bytes, request_id: str | int) -> dict[str, Any]:
         message = self._decode(body, f"HTTP {status} body")
-        if "error" in message and "id" not in message:
-            return message  # a refusal before the request was read (e.g. 415), no id to match
+        if "error" in message and message.get("id") is None:
+            # a refusal of this POST before its id was read (a 415, or a 400 of a server
+            # that does not know the request's revision): the server's error, to raise
+            return message
         if not same_id(message.get("id"), request_id):
             raise TransportError(
                 f"{self.url} answered request {request_id!r} with the response to "
@@ -180,8 +182,8 @@ class HttpClientTransport:
 
     def _decode_event(self, data: bytes, request_id: str | int) -> dict[str, Any]:
         message = self._decode(data, "event on the SSE stream", allow_notification=True)
-        if "method" in message:
-            return message
+        if "method" in message or ("error" in message and message.get("id") is None):
+            return message  # (an error without an id, on this request's stream: its own)
         if not same_id(message.get("id"), request_id):
             raise TransportError(
                 f"{self.url} sent, on the stream of request {request_id!r}, the response "

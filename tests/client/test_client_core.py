@@ -202,7 +202,6 @@ MARKED = Tool(
             "region": {"type": "string", "x-mcp-header": "Region"},
             "count": {"type": "integer", "x-mcp-header": "Count"},
             "loud": {"type": "boolean", "x-mcp-header": "Loud"},
-            "bad": {"type": "string", "x-mcp-header": "not a token"},
             "plain": {"type": "string"},
         },
     },
@@ -214,7 +213,7 @@ def test_marks_are_learned_fresh_for_the_ttl_and_forgotten_on_demand() -> None:
     assert not headers.is_fresh(0.0)
     headers.learn([MARKED], ttl_ms=60_000, now=100.0)
     assert headers.is_fresh(159.9) and not headers.is_fresh(160.0)
-    arguments = {"region": "eu", "count": 3, "loud": False, "bad": "x", "plain": "y"}
+    arguments = {"region": "eu", "count": 3, "loud": False, "plain": "y"}
     assert headers.headers_for("put", arguments) == {
         "Mcp-Param-Region": "eu",
         "Mcp-Param-Count": "3",

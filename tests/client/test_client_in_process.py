@@ -206,6 +206,25 @@ async def test_waiting_gives_up_at_the_ttl(autojump_clock: MockClock) -> None:
         assert trio.current_time() - start == pytest.approx(5, abs=1.1)
 
 
+async def test_a_client_clock_ahead_of_the_servers_does_not_end_the_wait(
+    autojump_clock: MockClock,
+) -> None:
+    """The server judges a task's expiry: a client whose clock runs an hour ahead sees the
+    task past `createdAt + ttlMs` from the first poll, and waits on all the same."""
+    server = Server("t", "1", tasks=TaskOptions(ttl_ms=5000), clock=trio_clock)
+
+    @server.tool(task_support="required")
+    async def slow(ctx: ToolContext) -> ToolOutcome:
+        if not ctx.in_task:
+            return START_TASK
+        await trio.sleep(3)
+        return CallToolResult.text("done")
+
+    async with server.running():
+        client = client_for(server, clock=lambda: trio_clock() + 3600)
+        assert await client.call_tool("slow") == text_result("done")
+
+
 async def test_sampling_and_roots_are_answered_by_their_handlers(
     autojump_clock: MockClock,
 ) -> None:
