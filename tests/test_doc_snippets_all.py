@@ -50,6 +50,7 @@ RUN_ELSEWHERE: dict[str, list[str] | None] = {
     "core.md": ["class AsyncShell"],  # tests/test_docs.py
     "security.md": ["single_use_request_state=True"],  # tests/test_docs.py
     "tools.md": None,  # tests/runtime/test_tools_docs.py
+    "testing.md": None,  # tests/test_testing_docs.py
     "replay.md": None,  # tests/test_replay_docs.py
     "writing-a-transport.md": None,  # tests/test_line_transport.py (the example's own lines)
 }
