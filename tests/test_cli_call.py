@@ -255,13 +255,29 @@ def test_output_json_prints_the_raw_result(url: str) -> None:
     assert json.loads(done.stdout)["content"] == [{"type": "text", "text": "Hello, W!"}]
 
 
-def test_an_unreachable_server_exits_2() -> None:
+def _unused_port() -> int:
     with socket.socket() as spare:
         spare.bind(("127.0.0.1", 0))
-        port = spare.getsockname()[1]  # nobody listens on it once closed
-    done = run("call", f"http://127.0.0.1:{port}/mcp", "greet", "name=W")
+        port: int = spare.getsockname()[1]  # nobody listens on it once closed
+    return port
+
+
+def test_an_unreachable_server_exits_2() -> None:
+    url = f"http://127.0.0.1:{_unused_port()}/mcp"
+    done = run("call", url, "greet", "name=W", "--reconnect", "0")
     assert done.returncode == 2 and "cannot reach the server" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert "Traceback" not in done.stderr and "trying again" not in done.stderr
+
+
+def test_an_unreachable_server_is_tried_again_for_reconnect_seconds() -> None:
+    url = f"http://127.0.0.1:{_unused_port()}/mcp"
+    done = run("call", url, "greet", "name=W", "--reconnect", "1")
+    waits = re.findall(
+        r"tools/list: the server cannot be reached; trying again in (\d+\.\d) s", done.stderr
+    )
+    assert done.returncode == 2 and "cannot reach the server" in done.stderr, done.stderr
+    # backing off from a quarter second, the waits add up to the second asked for
+    assert len(waits) >= 3 and abs(sum(map(float, waits)) - 1.0) <= 0.05 * len(waits)
 
 
 def test_stdio_spawns_the_server() -> None:

@@ -24,6 +24,7 @@ from legacy_http import LegacyHttpClient, sse_events, stream_of
 from redis_server import free_port
 
 from mcp_tasks import Server, TextContent, ToolContext
+from mcp_tasks import client as client_module
 from mcp_tasks.client import RpcError, connect_http, connect_stdio
 from mcp_tasks.core import (
     START_TASK,
@@ -57,7 +58,7 @@ RUN_ELSEWHERE: dict[str, list[str] | None] = {
 RUN_HERE = {
     "index.md": ["@server.tool", "connect_http"],
     "server.md": ["@server.tool", "await serve_http"],
-    "client.md": ["confirm_delete", "ResumeLog", "asyncio.run"],
+    "client.md": ["confirm_delete", "ResumeLog", "asyncio.run", "reconnect_seconds=120"],
     "core.md": ["core.add_tool"],
     "prompts-and-resources.md": ["@server.prompt"],
     "security.md": ["def authenticate"],
@@ -309,6 +310,38 @@ def test_the_client_page_runs_on_asyncio_over_stdio(
     out = capsys.readouterr().out
     assert "text='Hello, asyncio!'" in out
     assert "gave up waiting; the task was cancelled on the server too" in out
+
+
+async def test_the_client_page_waits_for_a_server_that_is_not_up_yet(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's patient client is started first; the server comes up once the client has
+    been refused; the call goes through."""
+    refused = trio.Event()
+
+    def noting_refusals(*args: Any, **options: Any) -> Any:
+        return connect_http(*args, on_retry=lambda *_: refused.set(), **options)
+
+    monkeypatch.setattr(client_module, "connect_http", noting_refusals)
+    port = free_port()
+    quick = {'"seconds": 30': '"seconds": 0.1'}
+    names = snippet("client.md", "reconnect_seconds=120", port=port, replace=quick)
+    done = trio.Event()
+
+    async def run_main() -> None:
+        await names["main"]()
+        done.set()
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_main)
+            await refused.wait()
+            server = jobs_server()
+            async with server.running():
+                await nursery.start(serve_http, server, "127.0.0.1", port)
+                await done.wait()
+                nursery.cancel_scope.cancel()
+    assert "job done after 0.1s" in capsys.readouterr().out
 
 
 # --- core.md -------------------------------------------------------------------------------

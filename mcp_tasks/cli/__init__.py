@@ -13,38 +13,19 @@ once. Either way the command exits 0.
 
 from __future__ import annotations
 
-import json
-import shlex
-import signal
-import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from functools import partial
-from typing import Any, Final, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 import msgspec
-import trio
 
 from .. import __version__
 from .._support.logs import configure_logging
-from ..client import (
-    Client,
-    RpcError,
-    TaskCancelled,
-    TaskExpired,
-    TaskFailed,
-    TransportError,
-    connect_http,
-    connect_stdio,
-)
-from ..core import LocalProtocolError, RemoteProtocolError
-from ..core._wire import (
-    CallToolResult,
-)
 from ..recording import DEFAULT_MAX_BYTES
 from ..runtime import Server
 from ..store import STORE_URL_HELP, StoreLocked, TaskStore, open_store
+from ._calling import call, list_command, parse_arguments, task, tools
+from ._environment import name_variables
 from ._replay import replay_command
 from ._serving import (
     LOOPS,
@@ -54,18 +35,20 @@ from ._serving import (
     http_transport,
     run_on_loop,
     run_server,
-    say,
     stdio_transport,
     use_otel,
 )
 from ._target import load_server
-from ._terminal import (
-    EXIT_ERROR,
-    Terminal,
-    print_result,
-)
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Serve", "capacity", "load_server", "main"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "Serve",
+    "capacity",
+    "load_server",
+    "main",
+    "parse_arguments",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -96,7 +79,8 @@ def _parse_address(
 @click.group(name="mcp-tasks")
 @click.version_option(__version__, prog_name="mcp-tasks")
 def main() -> None:
-    """Serve MCP servers that use the Tasks extension (io.modelcontextprotocol/tasks)."""
+    """Serve MCP servers that use the Tasks extension (io.modelcontextprotocol/tasks), and
+    call their tools."""
 
 
 @main.command()
@@ -324,269 +308,12 @@ def _os_error(error: BaseException) -> OSError | None:
     return error if isinstance(error, OSError) else None
 
 
-# --- calling tools: `mcp-tasks call`, `mcp-tasks task` ----------------------------------------
-#
-# Theory of operation: one `trio.run` per command. `call` opens a Client (HTTP or a spawned
-# stdio server), calls the tool and, when the server makes a task of it, waits for the task
-# while a `Terminal` draws its status on stderr and asks elicitation questions there. SIGINT
-# is received as a signal, not a KeyboardInterrupt: it cancels the scope around the call, and
-# the Client answers that cancellation with `tasks/cancel`. Errors are mapped to exit codes in
-# one place, `_exit_code_for`.
-
-EXIT_TRANSPORT = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
-
-OpenClient = Callable[..., AbstractAsyncContextManager[Client]]
-
-
-class _Interrupted(Exception):
-    """Ctrl-C ended the call; `task_id` is the task it cancelled, if there was one yet."""
-
-    def __init__(self, task_id: str | None) -> None:
-        super().__init__(task_id)
-        self.task_id = task_id
-
-
-def _endpoint_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--stdio",
-        "stdio_command",
-        metavar="CMD",
-        help="Spawn CMD (split like a shell would) and talk to it over stdio, instead of URL.",
-    )(function)
-
-
-def _open_client(url: str | None, stdio_command: str | None) -> OpenClient:
-    """How to connect: to an HTTP URL, or to a server CMD spawned over stdio."""
-    if stdio_command is not None:
-        if url is not None:
-            raise click.UsageError("give either URL or --stdio CMD, not both.")
-        command = shlex.split(stdio_command)
-        if not command:
-            raise click.BadParameter("the command is empty", param_hint="--stdio")
-        return partial(connect_stdio, command, stderr="capture", on_retry=_say_retry)
-    if url is None:
-        raise click.UsageError("give the server: an http(s) URL, or --stdio CMD.")
-    if not url.startswith(("http://", "https://")):
-        raise click.BadParameter(
-            f"{url!r} is not an http(s) URL (for example http://127.0.0.1:8000/mcp)",
-            param_hint="URL",
-        )
-    return partial(connect_http, url, on_retry=_say_retry)
-
-
-def _say_retry(method: str, seconds: float, error: RpcError) -> None:
-    """A request the server refused as busy waits, and the user sees why."""
-    say(f"{method}: {error.message}; trying again in {seconds:.1f} s")
-
-
-def parse_arguments(words: Sequence[str], json_object: str | None) -> dict[str, Any]:
-    """The tool's arguments: `--json`'s object, then each KEY=VALUE over it. A VALUE is JSON
-    when it parses as JSON (`3`, `true`, `{"a": 1}`), else the string as written."""
-    arguments: dict[str, Any] = {}
-    if json_object is not None:
-        try:
-            arguments = json.loads(json_object)
-        except ValueError as error:
-            raise click.BadParameter(f"not JSON: {error}", param_hint="--json") from None
-        if not isinstance(arguments, dict):
-            raise click.BadParameter("must be a JSON object", param_hint="--json")
-    for word in words:
-        key, equals, raw = word.partition("=")
-        if not equals or not key:
-            raise click.BadParameter(f"{word!r} is not KEY=VALUE", param_hint="ARGUMENTS")
-        try:
-            arguments[key] = json.loads(raw)
-        except ValueError:
-            arguments[key] = raw
-    return arguments
-
-
-@main.command(context_settings={"show_default": True})
-@click.argument("words", nargs=-1, required=True, metavar="[URL] TOOL [KEY=VALUE]...")
-@_endpoint_options
-@click.option(
-    "--json", "json_object", metavar="OBJECT", help="All the arguments, as a JSON object."
-)
-@click.option(
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    help="text: the content, readable; json: the raw CallToolResult.",
-)
-def call(
-    words: tuple[str, ...], stdio_command: str | None, json_object: str | None, output: str
-) -> None:
-    """Call TOOL on the server at URL (or spawned with --stdio CMD) and print its result.
-
-    Each KEY=VALUE is an argument; VALUE is read as JSON when it is JSON (42, true,
-    '{"a": 1}'), else as a string. A task is waited for, with its status on stderr; Ctrl-C
-    cancels it (exit 130). Questions the server asks are asked here: answer each field,
-    or type :decline or :cancel.
-    """
-    url, tool, rest = _split_call_words(words, stdio_command)
-    open_client = _open_client(url, stdio_command)
-    arguments = parse_arguments(rest, json_object)
-    terminal = Terminal(sys.stderr)
-    try:
-        result = trio.run(_call_tool, open_client, tool, arguments, terminal)
-    except BaseException as error:
-        terminal.finish()
-        sys.exit(_exit_code_for(error))
-    terminal.finish()
-    sys.exit(print_result(result, output))
-
-
-def _split_call_words(
-    words: Sequence[str], stdio_command: str | None
-) -> tuple[str | None, str, Sequence[str]]:
-    """(URL, TOOL, KEY=VALUE words): without --stdio the first word is the URL."""
-    if stdio_command is None and words[0].startswith(("http://", "https://")):
-        if len(words) < 2:
-            raise click.UsageError("missing TOOL after the URL.")
-        return words[0], words[1], words[2:]
-    if stdio_command is None:
-        return words[0], "", ()  # _open_client says what is wrong with this URL
-    if words[0].startswith(("http://", "https://")):
-        raise click.UsageError("give either URL or --stdio CMD, not both.")
-    return None, words[0], words[1:]
-
-
-async def _call_tool(
-    open_client: OpenClient, tool: str, arguments: dict[str, Any], terminal: Terminal
-) -> CallToolResult:
-    task_id: str | None = None
-    result: CallToolResult | None = None
-    with trio.open_signal_receiver(signal.SIGINT) as signals:
-        async with trio.open_nursery() as nursery:
-            call_scope = trio.CancelScope()
-            nursery.start_soon(_cancel_on_signal, signals, call_scope)
-            try:
-                async with open_client(on_elicit=terminal.elicit) as client:
-                    # Ctrl-C cancels the call, not the client: its transport still reads
-                    # the answer to the tasks/cancel that cancelling the wait sends.
-                    with call_scope:
-                        outcome = await client.call_tool_or_task(tool, arguments)
-                        if not isinstance(outcome, CallToolResult):
-                            task_id = outcome.task_id
-                            nursery.start_soon(terminal.tick_every_second)
-                            outcome = await client.await_task(outcome, on_status=terminal.status)
-                        result = outcome
-            except Exception:
-                if not call_scope.cancel_called:
-                    raise
-                # Cancelling reached a server that was going away (a stdio child gets
-                # the terminal's SIGINT too): the call was still interrupted.
-            nursery.cancel_scope.cancel()
-    if result is None:
-        raise _Interrupted(task_id)
-    return result
-
-
-async def _cancel_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
-    async for _ in signals:
-        scope.cancel()
-
-
-def _exit_code_for(error: BaseException) -> int:
-    """Say what went wrong on stderr, and return the exit code for it."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    if isinstance(error, _Interrupted | KeyboardInterrupt):
-        task_id = getattr(error, "task_id", None)
-        say(f"cancelled task {task_id}" if task_id else "interrupted")
-        return EXIT_INTERRUPTED
-    if isinstance(error, TransportError):
-        say(f"cannot reach the server: {error}")
-        return EXIT_TRANSPORT
-    if isinstance(error, TaskFailed):
-        say(f"task {error.task_id} failed: {error.message} (code {error.code})")
-        return EXIT_ERROR
-    if isinstance(error, RpcError):
-        data = "" if error.data is None else f"; data: {_shown_data(error.data)}"
-        say(f"error: {error.message} (code {error.code}){data}")
-        return EXIT_ERROR
-    if isinstance(error, TaskCancelled | TaskExpired | LocalProtocolError | RemoteProtocolError):
-        say(f"error: {error}")
-        return EXIT_ERROR
-    raise error
-
-
-def _shown_data(data: Any) -> str:
-    """An error's `data` as compact JSON, cut at `_MAX_DATA_SHOWN` characters."""
-    text = msgspec.json.encode(data).decode()
-    return text if len(text) <= _MAX_DATA_SHOWN else text[:_MAX_DATA_SHOWN] + "..."
-
-
-_MAX_DATA_SHOWN: Final = 500
-
-
-# --- tasks: `mcp-tasks task get | cancel` -------------------------------------------------------
-
-
-_TASK_ID_MAY_START_WITH_A_DASH: Final = {"ignore_unknown_options": True}
-"""Task ids are the server's: some start with `-` (fastmcp-tasks' do), and are no option."""
-
-
-@main.group()
-def task() -> None:
-    """Look at or cancel a task on a server."""
-
-
-def _task_command(
-    name: str,
-) -> Callable[[Callable[[Client, str], Awaitable[None]]], click.Command]:
-    """`mcp-tasks task NAME [URL] TASK_ID`: what the decorated `act(client, task_id)` does,
-    on a client opened to the server the words name."""
-
-    def make(act: Callable[[Client, str], Awaitable[None]]) -> click.Command:
-        @task.command(name=name, help=act.__doc__, context_settings=_TASK_ID_MAY_START_WITH_A_DASH)
-        @click.argument(
-            "words", nargs=-1, required=True, metavar="[URL] TASK_ID", type=click.UNPROCESSED
-        )
-        @_endpoint_options
-        def command(words: tuple[str, ...], stdio_command: str | None) -> None:
-            open_client, task_id = _task_target(words, stdio_command)
-            _run_on_task(open_client, lambda client: act(client, task_id))
-
-        return command
-
-    return make
-
-
-@_task_command("get")
-async def get_task(client: Client, task_id: str) -> None:
-    """Print the task (tasks/get) as JSON."""
-    click.echo(json.dumps(msgspec.to_builtins(await client.get_task(task_id)), indent=2))
-
-
-@_task_command("cancel")
-async def cancel_task(client: Client, task_id: str) -> None:
-    """Ask the server to cancel the task (tasks/cancel)."""
-    await client.cancel_task(task_id)
-    click.echo("cancel acknowledged")
-
-
-def _task_target(words: Sequence[str], stdio_command: str | None) -> tuple[OpenClient, str]:
-    expected = 1 if stdio_command is not None else 2
-    if len(words) != expected:
-        raise click.UsageError("expected URL TASK_ID, or --stdio CMD TASK_ID.")
-    url = None if stdio_command is not None else words[0]
-    return _open_client(url, stdio_command), words[-1]
-
-
-def _run_on_task(open_client: OpenClient, action: Callable[[Client], Awaitable[None]]) -> None:
-    async def run() -> None:
-        async with open_client() as client:
-            await action(client)
-
-    try:
-        trio.run(run)
-    except BaseException as error:
-        sys.exit(_exit_code_for(error))
-
-
+main.add_command(call)
+main.add_command(task)
+main.add_command(tools)
+main.add_command(list_command)
 main.add_command(replay_command)
+name_variables(main)
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,7 @@ import click
 import msgspec
 from msgspec import UNSET
 
-from ..core._client import Task
+from ..core._client import RpcError, Task
 from ..core._wire import (
     AudioContent,
     CallToolResult,
@@ -25,6 +25,7 @@ from ..core._wire import (
     ImageContent,
     TextContent,
 )
+from ..transports import ServerUnreachable
 
 EXIT_ERROR = 1
 DECLINE = ":decline"
@@ -82,6 +83,15 @@ def _base64_size(data: str) -> int:
     return len(data) * 3 // 4 - data[-2:].count("=")
 
 
+def retry_reason(why: RpcError | ServerUnreachable) -> str:
+    """Why a request is sent again, in a few words."""
+    if isinstance(why, RpcError):
+        return why.message
+    if why.may_have_arrived:
+        return "the connection to the server broke"
+    return "the server cannot be reached"
+
+
 # --- the terminal: status line and questions ----------------------------------------------------
 
 
@@ -97,14 +107,27 @@ class Terminal:
         self.task: Task | None = None
         self.drawn = False  # a live status line is on screen
         self.asking = False
+        self.note = ""  # why the status is stale: a retry under way, until the next status
 
     def status(self, task: Task) -> None:
         self.task = task
+        self.note = ""
         if self.live:
             self._draw()
         else:
             self.stream.write(self._status_text() + "\n")
             self.stream.flush()
+
+    def retrying(self, method: str, seconds: float, why: RpcError | ServerUnreachable) -> None:
+        """A request waits before it is sent again: said on the status line while a task is
+        shown live, else on a line of its own."""
+        self.note = f"{method}: {retry_reason(why)}; trying again in {seconds:.1f} s"
+        if self.live and self.task is not None:
+            self._draw()
+            return
+        self.finish()
+        self.stream.write(f"mcp-tasks: {self.note}\n")
+        self.stream.flush()
 
     async def tick_every_second(self) -> None:
         while self.live:
@@ -130,7 +153,9 @@ class Terminal:
         task = self.task
         elapsed = self.clock() - self.started_at
         text = f"mcp-tasks: task {task.task_id} {task.status} ({elapsed:.0f}s)"
-        return text if task.status_message is UNSET else f"{text}: {task.status_message}"
+        if task.status_message is not UNSET:
+            text = f"{text}: {task.status_message}"
+        return f"{text} [{self.note}]" if self.note else text
 
     async def elicit(self, params: ElicitParams) -> ElicitResult:
         self.finish()

@@ -26,14 +26,12 @@ it catches), and so do the transports: one client, run by `asyncio.run` or `trio
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any, Final, Literal, TypeVar
 
 import anyio
@@ -43,6 +41,7 @@ from msgspec import UNSET
 from ..core import LocalProtocolError, RemoteProtocolError
 from ..core import wire as w
 from ..core._client import (
+    REPEATABLE_METHODS,
     ClientCore,
     InputTracker,
     PollPolicy,
@@ -59,20 +58,24 @@ from ..core._client import (
 from ..transports import (
     ClientTransport,
     HttpClientTransport,
+    ServerUnreachable,
     TransportError,
     open_stdio_transport,
 )
-from ..transports._telemetry import NO_TELEMETRY, ClientRequest, Telemetry
+from ..transports._telemetry import NO_TELEMETRY, Telemetry
+from ._callbacks import (
+    ElicitHandler,
+    MissingInputHandler,
+    NotificationCallback,
+    RetryHandler,
+    RootsHandler,
+    SamplingHandler,
+    StatusCallback,
+    maybe_await,
+    missing_handler,
+)
 from ._resume import ResumeEntry, ResumeLog
-
-ElicitHandler = Callable[[w.ElicitParams], Awaitable[w.ElicitResult]]
-SamplingHandler = Callable[[w.CreateMessageParams], Awaitable[w.CreateMessageResult]]
-RootsHandler = Callable[[], Awaitable[w.ListRootsResult]]
-RetryHandler = Callable[[str, float, RpcError], Awaitable[None] | None]
-"""Told `(method, seconds, error)` before each wait for a retry."""
-StatusCallback = Callable[[Task], Awaitable[None] | None]
-NotificationCallback = Callable[[dict[str, Any]], Awaitable[None] | None]
-"""Told each notification that comes with a request's answer (or on a `listen` stream)."""
+from ._sending import RequestSender
 
 _Item = TypeVar("_Item")
 _MAX_LIST_PAGES: Final = 1000
@@ -87,11 +90,7 @@ _resource_result = msgspec.json.Decoder(w.ReadResourceResult)
 _complete_result = msgspec.json.Decoder(w.CompleteResult)
 
 
-class MissingInputHandler(LocalProtocolError):
-    """The server asked for a kind of input this client has no handler for."""
-
-
-class Client:
+class Client(RequestSender):
     def __init__(
         self,
         transport: ClientTransport,
@@ -109,8 +108,15 @@ class Client:
         journal: ResumeLog | None = None,
         clock: Callable[[], float] = time.time,
         telemetry: Telemetry = NO_TELEMETRY,
+        request_timeout_seconds: float | None = None,
     ) -> None:
+        if request_timeout_seconds is not None and not request_timeout_seconds > 0:
+            raise ValueError("request_timeout_seconds must be positive (or None: no limit)")
         self.transport = transport
+        self.request_timeout_seconds = request_timeout_seconds
+        """How long one request waits for its answer before `TransportError` (and is
+        cancelled); None waits as long as the transport does. Waiting on a task is many
+        requests, each bounded so."""
         self.telemetry = telemetry
         """Where client spans go (e.g. `mcp_tasks.otel.OpenTelemetry()`): each request
         carries its trace context to the server in `_meta`."""
@@ -121,7 +127,8 @@ class Client:
         self.on_roots = on_roots
         self.poll = poll or PollPolicy()
         self.retry = retry or RetryPolicy()
-        """Requests the server refuses as busy are sent again (`RetryPolicy`)."""
+        """Requests the server refuses as busy, and those a restarting server did not
+        answer, are sent again (`RetryPolicy`)."""
         self.on_retry = on_retry
         """Told of each wait before a retry: `(method, seconds, error)`, e.g. to show it."""
         self._random = random.Random()
@@ -142,59 +149,6 @@ class Client:
 
     async def aclose(self) -> None:
         await self.transport.aclose()
-
-    # --- plain requests ----------------------------------------------------------------
-
-    async def request(
-        self,
-        method: str,
-        params: dict[str, Any] | None = None,
-        *,
-        on_notification: NotificationCallback | None = None,
-    ) -> dict[str, Any]:
-        """Send one request; its result, or `RpcError` for a JSON-RPC error. A request the
-        server refuses as busy (`data.retryAfterMs`: HTTP 503 or 429) is sent again after
-        the wait it asks for, as `self.retry` allows. Notifications that come with the
-        answer go to `on_notification`."""
-        if not self.telemetry.enabled:
-            return await self._request(method, params, on_notification, None)
-        with self.telemetry.client_request(method, params) as observed:
-            return await self._request(method, params, on_notification, observed)
-
-    async def _request(
-        self,
-        method: str,
-        params: dict[str, Any] | None,
-        on_notification: NotificationCallback | None,
-        observed: ClientRequest | None,
-    ) -> dict[str, Any]:
-        retries = 0
-        notified = partial(self._notified, on_notification)
-        trace_meta = None if observed is None else observed.meta
-        while True:
-            request_id = next(self._ids)
-            body, headers = self.core.request(request_id, method, params, trace_meta)
-            response = await self.transport.request(
-                body, request_id=request_id, headers=headers, on_notification=notified
-            )
-            try:
-                return self.core.result_of(response, request_id)
-            except RpcError as error:
-                wait = self.retry.delay(error, retries, self._random.random())
-                if wait is None:
-                    if observed is not None:
-                        observed.failed(error.code, error.message)
-                    raise
-                retries += 1
-                if self.on_retry is not None:
-                    await _maybe_await(self.on_retry(method, wait, error))
-                await anyio.sleep(wait)
-
-    async def _notified(self, then: NotificationCallback | None, message: dict[str, Any]) -> None:
-        if message.get("method") == "notifications/tools/list_changed":
-            self.core.tool_headers.forget()
-        if then is not None:
-            await _maybe_await(then(message))
 
     async def discover(self) -> dict[str, Any]:
         return await self.request("server/discover")
@@ -390,7 +344,7 @@ class Client:
             while True:
                 shown = (type(current), current.status_message)
                 if on_status is not None and shown != last_status:
-                    await _maybe_await(on_status(current))
+                    await maybe_await(on_status(current))
                 last_status = shown
                 if current.status.is_terminal:
                     self._journal("ended", task_id, current.status.value)
@@ -478,25 +432,30 @@ class Client:
     ) -> w.ElicitResult | w.CreateMessageResult | w.ListRootsResult:
         if isinstance(request, w.ElicitRequest):
             if self.on_elicit is None:
-                raise _missing("elicitation", "on_elicit", key)
+                raise missing_handler("elicitation", "on_elicit", key)
             return await self.on_elicit(request.params)
         if isinstance(request, w.CreateMessageRequest):
             if self.on_sample is None:
-                raise _missing("sampling", "on_sample", key)
+                raise missing_handler("sampling", "on_sample", key)
             return await self.on_sample(request.params)
         if self.on_roots is None:
-            raise _missing("roots", "on_roots", key)
+            raise missing_handler("roots", "on_roots", key)
         return await self.on_roots()
 
 
 @asynccontextmanager
 async def connect_http(
-    url: str, *, headers: Mapping[str, str] | None = None, **options: Any
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout_seconds: float = 30.0,
+    **options: Any,
 ) -> AsyncIterator[Client]:
     """A `Client` for the Streamable HTTP endpoint at `url` (e.g. http://127.0.0.1:8000/mcp);
-    `headers` go with every request (credentials: `{"Authorization": "Bearer …"}`), `options`
-    go to `Client`."""
-    async with HttpClientTransport(url, headers=headers) as transport:
+    `headers` go with every request (credentials: `{"Authorization": "Bearer …"}`),
+    `timeout_seconds` bounds the connect and each read, `options` go to `Client`."""
+    transport = HttpClientTransport(url, headers=headers, timeout_seconds=timeout_seconds)
+    async with transport:
         yield Client(transport, **options)
 
 
@@ -509,18 +468,6 @@ async def connect_stdio(
         yield Client(transport, **options)
 
 
-def _missing(kind: str, handler: str, key: str) -> MissingInputHandler:
-    return MissingInputHandler(
-        f"the server asked for {kind} (input key {key!r}) but this client has no "
-        f"{handler} handler: pass Client({handler}=...)"
-    )
-
-
-async def _maybe_await(value: Awaitable[None] | None) -> None:
-    if inspect.isawaitable(value):
-        await value
-
-
 def _cache_hints(result: dict[str, Any]) -> dict[str, Any]:
     """`result` with the cache hints a server of an earlier revision may leave out, read as
     "not to be kept"."""
@@ -528,6 +475,7 @@ def _cache_hints(result: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
+    "REPEATABLE_METHODS",
     "Client",
     "ClientTransport",
     "ElicitHandler",
@@ -542,6 +490,7 @@ __all__ = [
     "RootsHandler",
     "RpcError",
     "SamplingHandler",
+    "ServerUnreachable",
     "StatusCallback",
     "Task",
     "TaskCancelled",

@@ -104,15 +104,53 @@ class TaskExpired(Exception):
         self.task_id = task_id
 
 
+REPEATABLE_METHODS: Final = frozenset(
+    {
+        "server/discover",
+        "ping",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/get",
+        "completion/complete",
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+    }
+)
+"""Requests that change nothing when they arrive twice: reads, and the task requests
+(`tasks/update` ignores keys already answered, `tasks/cancel` of an ended task is acked)."""
+
+
 class RetryPolicy(Struct, frozen=True, kw_only=True):
-    """When to send a request again that the server refused as busy (HTTP 503 or 429 with
-    `data.retryAfterMs`): after the wait it asked for and up to `jitter` of it more (so that
-    clients refused together do not come back together), at most `attempts` times, and
-    never when it asks for longer than `max_wait_seconds` (then the error is raised)."""
+    """When to send a request again.
+
+    A request the server refused as busy (HTTP 503 or 429 with `data.retryAfterMs`): after
+    the wait it asked for and up to `jitter` of it more (so that clients refused together do
+    not come back together), at most `attempts` times, and never when it asks for longer
+    than `max_wait_seconds` (then the error is raised).
+
+    A server that cannot be reached (a restart: the connection refused, reset or cut before
+    the answer): after `reconnect_first_wait` seconds, doubling up to `reconnect_max_wait`,
+    until the waits add up to `reconnect_seconds` (0 turns this off). A request that never
+    left (refused) is sent again whatever it is; one that may have arrived only when it is
+    in `REPEATABLE_METHODS`."""
 
     attempts: int = 4
     max_wait_seconds: float = 30.0
     jitter: float = 0.2
+    reconnect_seconds: float = 30.0
+    reconnect_first_wait: float = 0.25
+    reconnect_max_wait: float = 4.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_wait_seconds", "reconnect_seconds", "jitter"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"RetryPolicy.{name} must be 0 or more")
+        if not 0 < self.reconnect_first_wait <= self.reconnect_max_wait:
+            raise ValueError("RetryPolicy needs 0 < reconnect_first_wait <= reconnect_max_wait")
 
     def delay(self, error: RpcError, retries_so_far: int, draw: float) -> float | None:
         """Seconds to wait before retrying after `error`, or None to give up. `draw` is a
@@ -124,6 +162,20 @@ class RetryPolicy(Struct, frozen=True, kw_only=True):
         if seconds > self.max_wait_seconds:
             return None
         return seconds * (1 + self.jitter * draw)
+
+    def reconnect_delay(
+        self, method: str, *, may_have_arrived: bool, waited: float, draw: float
+    ) -> float | None:
+        """Seconds to wait before sending `method` again to a server that could not be
+        reached, having waited `waited` seconds for it so far; None to give up."""
+        if may_have_arrived and method not in REPEATABLE_METHODS:
+            return None
+        left = self.reconnect_seconds - waited
+        if left <= 0:
+            return None
+        backoff = max(self.reconnect_first_wait, waited)  # doubles: the next wait = all so far
+        wait = min(backoff, self.reconnect_max_wait) * (1 + self.jitter * draw)
+        return min(wait, left)
 
 
 class PollPolicy(Struct, frozen=True, kw_only=True):

@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING
 from .._support.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from ._client_base import ClientTransport, NotificationHandler, TransportError, same_id
+    from ._client_base import (
+        ClientTransport,
+        NotificationHandler,
+        ServerUnreachable,
+        TransportError,
+        same_id,
+    )
     from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpClientTransport
     from ._http_rules import Authenticator, HttpConfig, Unauthorized
     from ._http_server import serve_http
@@ -40,7 +46,13 @@ if TYPE_CHECKING:
     from ._telemetry import NO_TELEMETRY, Telemetry
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "._client_base": ("ClientTransport", "NotificationHandler", "TransportError", "same_id"),
+    "._client_base": (
+        "ClientTransport",
+        "NotificationHandler",
+        "ServerUnreachable",
+        "TransportError",
+        "same_id",
+    ),
     "._http_client": ("DEFAULT_MAX_MESSAGE_BYTES", "HttpClientTransport"),
     "._http_rules": ("Authenticator", "HttpConfig", "Unauthorized"),
     "._http_server": ("serve_http",),
@@ -75,6 +87,7 @@ __all__ = [
     "NotificationHandler",
     "Notify",
     "SendNotification",
+    "ServerUnreachable",
     "StdioClientTransport",
     "Telemetry",
     "TransportError",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-__all__ = ["ClientTransport", "NotificationHandler", "TransportError"]
+__all__ = ["ClientTransport", "NotificationHandler", "ServerUnreachable", "TransportError"]
 
 NotificationHandler = Callable[[dict[str, Any]], Awaitable[None]]
 """Called with each decoded notification that arrives for a request while it waits."""
@@ -25,6 +25,18 @@ NotificationHandler = Callable[[dict[str, Any]], Awaitable[None]]
 class TransportError(Exception):
     """The peer is unreachable, went away, or answered something that is not a JSON-RPC
     response; the message says which, and where."""
+
+
+class ServerUnreachable(TransportError):
+    """No answer came from the server: it refused the connection, or the connection broke
+    (reset, closed, cut) before the answer, or a proxy in front said the server is not
+    there (HTTP 502, 503 or 504 without a JSON-RPC answer): what a server restarting looks
+    like. `may_have_arrived` is False only when the request surely never left (the
+    connection was refused): then sending it again cannot do anything twice."""
+
+    def __init__(self, message: str, *, may_have_arrived: bool) -> None:
+        super().__init__(message)
+        self.may_have_arrived = may_have_arrived
 
 
 class ClientTransport(Protocol):

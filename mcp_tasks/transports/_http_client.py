@@ -18,7 +18,10 @@ No body or event is held past `max_message_bytes`: more is a TransportError. Can
 the caller leaves the `async with client.stream(...)` block, which closes the connection:
 on Streamable HTTP that is how a request is cancelled. Connection failures and timeouts
 (httpx2's, `timeout_seconds` for the connect and for each read) become TransportError
-naming the URL. A notification is a POST whose only good answer is 202.
+naming the URL; those a server restart makes (the connection refused, reset or closed before
+the answer, a stream cut short, a proxy's 502/503/504) are its subclass ServerUnreachable,
+which says whether the request may have arrived. A notification is a POST whose only good
+answer is 202.
 
 The SSE reader is `_EventStream` (no I/O in it): lines end with LF or CRLF (a lone CR,
 which SSE also allows, is not a line end here), `data:` fields are joined with newlines,
@@ -38,6 +41,7 @@ import msgspec
 from ..core._depth import MAX_DEPTH, too_deep
 from ._client_base import (
     NotificationHandler,
+    ServerUnreachable,
     TransportError,
     preview,
     response_kind,
@@ -48,6 +52,11 @@ __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "HttpClientTransport"]
 
 DEFAULT_MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 _PREVIEW_BYTES: Final = 512
+_PROXY_SAYS_SERVER_AWAY: Final = frozenset({502, 503, 504})
+"""Statuses that, without a JSON-RPC body, are a proxy's word that the server is not there."""
+_CUT_SHORT: Final = ("Server disconnected", "peer closed connection")
+"""How httpx2's RemoteProtocolError starts when the server went away mid-exchange (any
+other is a malformed answer)."""
 _POST_HEADERS: Final = {
     "content-type": "application/json",
     "accept": "application/json, text/event-stream",
@@ -140,10 +149,13 @@ class HttpClientTransport:
             return await self._read_event_stream(response, request_id, on_notification)
         body = await self._read_preview(response)
         shown = repr(media_type) if media_type else "no Content-Type"
-        raise TransportError(
+        what = (
             f"{self.url} answered HTTP {response.status_code} with {shown}, not a JSON-RPC "
             f"response: {preview(body)}"
         )
+        if response.status_code in _PROXY_SAYS_SERVER_AWAY:
+            raise ServerUnreachable(what, may_have_arrived=True)
+        raise TransportError(what)
 
     def _json_response(self, status: int, body: bytes, request_id: str | int) -> dict[str, Any]:
         message = self._decode(body, f"HTTP {status} body")
@@ -176,8 +188,9 @@ class HttpClientTransport:
                     return message
                 if on_notification is not None:
                     await on_notification(message)
-        raise TransportError(
-            f"the event stream from {self.url} ended before the response to request {request_id!r}"
+        raise ServerUnreachable(
+            f"the event stream from {self.url} ended before the response to request {request_id!r}",
+            may_have_arrived=True,
         )
 
     def _decode_event(self, data: bytes, request_id: str | int) -> dict[str, Any]:
@@ -280,7 +293,42 @@ class _NamedFailures:
         else:
             what = "the HTTP request failed"
         detail = str(error) or type(error).__name__
-        raise TransportError(f"{what}: {self.url}: {detail}") from error
+        message = f"{what}: {self.url}: {detail}"
+        may_have_arrived = _went_away(error)
+        if may_have_arrived is not None:
+            raise ServerUnreachable(message, may_have_arrived=may_have_arrived) from error
+        raise TransportError(message) from error
+
+
+def _went_away(error: BaseException) -> bool | None:
+    """Whether `error` is what a server going away looks like: False when the connection
+    was refused (the request never left), True when it broke after the request may have
+    arrived, None when it is something else (a timeout, a bad name, TLS, a bad answer)."""
+    if isinstance(error, httpx2.TimeoutException):
+        return None
+    if isinstance(error, httpx2.ConnectError):
+        return False if _refused(error) else None
+    if isinstance(error, httpx2.RemoteProtocolError):
+        return True if str(error).startswith(_CUT_SHORT) else None
+    if isinstance(error, httpx2.NetworkError):
+        return True
+    return None
+
+
+def _refused(error: BaseException) -> bool:
+    """Whether a ConnectionRefusedError is among the causes of `error` (anyio and trio put
+    it below an OSError, or in a group of the attempts)."""
+    seen: list[BaseException] = [error]
+    for _ in range(32):  # chains are a few links long; never loop on a cycle
+        if not seen:
+            return False
+        found = seen.pop()
+        if isinstance(found, ConnectionRefusedError):
+            return True
+        seen.extend(cause for cause in (found.__cause__, found.__context__) if cause is not None)
+        if isinstance(found, BaseExceptionGroup):
+            seen.extend(found.exceptions)
+    return False
 
 
 def _media_type(response: httpx2.Response) -> str:

@@ -26,6 +26,7 @@ from mcp_tasks.core import (
     WorkingTask,
 )
 from mcp_tasks.core._client import (
+    REPEATABLE_METHODS,
     ClientCore,
     InputTracker,
     PollPolicy,
@@ -190,6 +191,60 @@ def test_retry_policy_waits_what_the_server_asked_within_its_bounds(
     error = RpcError(-32603, "Too many tasks", data)
     wait = RetryPolicy(attempts=4, max_wait_seconds=30, jitter=0.2).delay(error, retries, draw)
     assert wait == (None if expected is None else pytest.approx(expected))
+
+
+def _reconnect_waits(method: str, *, may_have_arrived: bool, policy: RetryPolicy) -> list[float]:
+    waits: list[float] = []
+    while (
+        wait := policy.reconnect_delay(
+            method, may_have_arrived=may_have_arrived, waited=sum(waits), draw=0.0
+        )
+    ) is not None:
+        waits.append(wait)
+        assert len(waits) < 100
+    return waits
+
+
+def test_a_server_that_cannot_be_reached_is_tried_again_backing_off_within_the_bound() -> None:
+    policy = RetryPolicy(reconnect_seconds=10, reconnect_first_wait=0.25, reconnect_max_wait=4)
+    waits = _reconnect_waits("tasks/get", may_have_arrived=True, policy=policy)
+    assert waits == [0.25, 0.25, 0.5, 1.0, 2.0, 4.0, 2.0]  # the last one: what is left of 10 s
+    assert sum(waits) == 10
+    # a refused connection sent nothing: even a tool call goes again
+    assert _reconnect_waits("tools/call", may_have_arrived=False, policy=policy) == waits
+
+
+def test_only_requests_that_change_nothing_twice_go_again_after_a_broken_connection() -> None:
+    policy = RetryPolicy()
+    for method in ("tools/call", "notifications/cancelled", "subscriptions/listen"):
+        assert policy.reconnect_delay(method, may_have_arrived=True, waited=0, draw=0) is None
+    for method in ("tasks/get", "tasks/update", "tasks/cancel", "tools/list", "server/discover"):
+        assert method in REPEATABLE_METHODS
+        assert policy.reconnect_delay(method, may_have_arrived=True, waited=0, draw=0) == 0.25
+
+
+def test_reconnecting_jitters_upwards_and_can_be_turned_off() -> None:
+    policy = RetryPolicy(jitter=0.2)
+    assert policy.reconnect_delay("tasks/get", may_have_arrived=False, waited=1, draw=0.5) == (
+        pytest.approx(1.1)
+    )
+    off = RetryPolicy(reconnect_seconds=0)
+    assert off.reconnect_delay("tasks/get", may_have_arrived=False, waited=0, draw=0) is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"reconnect_seconds": -1},
+        {"jitter": -0.1},
+        {"reconnect_first_wait": 0},
+        {"reconnect_first_wait": 5, "reconnect_max_wait": 4},
+        {"max_wait_seconds": float("nan")},
+    ],
+)
+def test_a_retry_policy_that_cannot_work_is_refused(options: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="RetryPolicy"):
+        RetryPolicy(**options)  # type: ignore[arg-type]
 
 
 # --- Mcp-Param headers -------------------------------------------------------------------------

@@ -19,13 +19,14 @@ from mcp_tasks import CallToolResult
 from mcp_tasks.client import (
     Client,
     RpcError,
+    ServerUnreachable,
     TaskCancelled,
     TaskFailed,
     TransportError,
     connect_http,
     connect_stdio,
 )
-from mcp_tasks.core._client import PollPolicy
+from mcp_tasks.core._client import PollPolicy, RetryPolicy
 from mcp_tasks.journal import TaskJournal
 from mcp_tasks.transports import serve_http
 
@@ -136,7 +137,14 @@ async def test_a_stdio_server_that_dies_mid_task_is_a_clear_error() -> None:
 
 
 async def test_an_http_server_that_disappears_mid_task_is_a_clear_error() -> None:
+    """...once `reconnect_seconds` of trying again have passed, each wait told."""
     server = load_jobs()
+    waits: list[tuple[str, float, bool]] = []
+
+    def told(method: str, seconds: float, why: Any) -> None:
+        assert isinstance(why, ServerUnreachable)
+        waits.append((method, seconds, why.may_have_arrived))
+
     with trio.fail_after(30):
         async with server.running(), trio.open_nursery() as nursery:
             serving = trio.CancelScope()
@@ -147,11 +155,17 @@ async def test_an_http_server_that_disappears_mid_task_is_a_clear_error() -> Non
 
             port = await nursery.start(serve)
             async with connect_http(
-                f"http://127.0.0.1:{port}/mcp", poll=FAST, cancel_on_exit=False
+                f"http://127.0.0.1:{port}/mcp",
+                poll=FAST,
+                cancel_on_exit=False,
+                retry=RetryPolicy(reconnect_seconds=0.5),
+                on_retry=told,
             ) as client:
                 handle = await client.call_tool_or_task("slow_compute", {"seconds": 60})
                 assert not isinstance(handle, CallToolResult)
                 serving.cancel()
-                with pytest.raises(TransportError):
+                with pytest.raises(TransportError, match="cannot connect"):
                     await client.await_task(handle)
+            assert {(method, sent) for method, _, sent in waits} == {("tasks/get", False)}
+            assert sum(seconds for _, seconds, _ in waits) == pytest.approx(0.5)
             nursery.cancel_scope.cancel()
