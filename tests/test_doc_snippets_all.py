@@ -19,6 +19,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 import trio
+from client.test_client_eras import Server2025, peer
 from doc_snippets import DOCS, Page
 from legacy_http import LegacyHttpClient, sse_events, stream_of
 from redis_server import free_port
@@ -58,7 +59,13 @@ RUN_ELSEWHERE: dict[str, list[str] | None] = {
 RUN_HERE = {
     "index.md": ["@server.tool", "connect_http"],
     "server.md": ["@server.tool", "await serve_http"],
-    "client.md": ["confirm_delete", "ResumeLog", "asyncio.run", "reconnect_seconds=120"],
+    "client.md": [
+        "confirm_delete",
+        "ResumeLog",
+        "asyncio.run",
+        "reconnect_seconds=120",
+        "client.session.version",
+    ],
     "core.md": ["core.add_tool"],
     "prompts-and-resources.md": ["@server.prompt"],
     "security.md": ["def authenticate"],
@@ -342,6 +349,21 @@ async def test_the_client_page_waits_for_a_server_that_is_not_up_yet(
                 await done.wait()
                 nursery.cancel_scope.cancel()
     assert "job done after 0.1s" in capsys.readouterr().out
+
+
+async def test_the_client_page_opens_a_session_with_a_2025_server(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Against the scripted 2025 server of the client tests, the page's client opens a
+    session, goes on in it, and ends it."""
+    old = Server2025()
+    with trio.fail_after(30):
+        async with peer(old) as (_, url):
+            port = url.split(":")[2].split("/")[0]
+            names = snippet("client.md", "client.session.version", replace={"3000": port})
+            await names["main"]()
+    assert capsys.readouterr().out == "['echo']\nlegacy 2025-06-18\n"
+    assert old.sessions == ["s1"] and old.live == set()
 
 
 # --- core.md -------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ from ..core._client import (
     give_up_at,
     names_param_header,
 )
+from ..core._client_era import Era, LegacySession
 from ..transports import (
     ClientTransport,
     HttpClientTransport,
@@ -109,6 +110,7 @@ class Client(RequestSender):
         clock: Callable[[], float] = time.time,
         telemetry: Telemetry = NO_TELEMETRY,
         request_timeout_seconds: float | None = None,
+        era: Era | None = None,
     ) -> None:
         if request_timeout_seconds is not None and not request_timeout_seconds > 0:
             raise ValueError("request_timeout_seconds must be positive (or None: no limit)")
@@ -142,16 +144,38 @@ class Client(RequestSender):
             roots={} if on_roots else UNSET,
             extensions={w.TASKS_EXTENSION: {}},
         )
-        self.core = ClientCore(
-            info=info or w.Implementation(name="mcp-tasks-client", version="0.1.0"),
-            capabilities=capabilities,
-        )
+        identity = info or w.Implementation(name="mcp-tasks-client", version="0.1.0")
+        self.core = ClientCore(info=identity, capabilities=capabilities)
+        self.era = era
+        """The server's era: "modern" (2026-07-28), "legacy" (a 2025 session), or None
+        until the first answer says (a 2025 server's refusal opens a session)."""
+        self.session = LegacySession(info=identity, capabilities=capabilities)
+        """The 2025 session, when `era` is "legacy": its `version`, the server's info."""
 
     async def aclose(self) -> None:
         await self.transport.aclose()
 
     async def discover(self) -> dict[str, Any]:
-        return await self.request("server/discover")
+        """`server/discover`; in a 2025 session, the same fields from `initialize`'s answer."""
+        if not self.in_session():
+            try:
+                return await self.request("server/discover")
+            except RpcError:
+                if not self.in_session():  # (the request may have found a 2025 server)
+                    raise
+        return self.session.discover_result()
+
+    async def ping(self) -> None:
+        """Check that the server answers: `ping` in a 2025 session (an answer shaped as a
+        task is refused: a ping never makes one), `server/discover` in 2026-07-28, which
+        has no ping."""
+        if not self.in_session():
+            await self.discover()
+            if not self.in_session():
+                return
+        result = await self.request("ping")
+        if "task" in result or "taskId" in result or result.get("resultType") == "task":
+            raise RemoteProtocolError(w.INTERNAL_ERROR, "the server answered ping with a task")
 
     async def listen(
         self, notifications: w.SubscriptionFilter, on_notification: NotificationCallback
@@ -262,7 +286,7 @@ class Client(RequestSender):
         self, name: str, arguments: dict[str, Any] | None = None
     ) -> w.CallToolResult | Task:
         """The result, or the task the server made of the call (input rounds answered)."""
-        sends_headers = getattr(self.transport, "sends_headers", True)
+        sends_headers = getattr(self.transport, "sends_headers", True) and self.era != "legacy"
         if sends_headers and not self.core.tool_headers.is_fresh(self._clock()):
             await self.list_tools()  # the x-mcp-header marks, for Mcp-Param headers
         why = self.core.tool_headers.rejected.get(name)

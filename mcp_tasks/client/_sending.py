@@ -12,13 +12,21 @@ from typing import Any
 
 import anyio
 
+from ..core import RemoteProtocolError
 from ..core._client import ClientCore, RetryPolicy, RpcError
-from ..transports import ClientTransport, ServerUnreachable, TransportError
+from ..transports import (
+    ClientTransport,
+    ServerUnreachable,
+    SessionExpired,
+    TransportError,
+    UnexpectedAnswer,
+)
 from ..transports._telemetry import ClientRequest, Telemetry
 from ._callbacks import NotificationCallback, RetryHandler, maybe_await
+from ._era import EraKeeper
 
 
-class RequestSender:
+class RequestSender(EraKeeper):
     """The request half of `Client` (which sets these attributes)."""
 
     transport: ClientTransport
@@ -57,13 +65,24 @@ class RequestSender:
     ) -> dict[str, Any]:
         retries = 0
         unreachable_for = 0.0
+        sessions_opened = 0
         notified = partial(self._notified, on_notification)
         trace_meta = None if observed is None else observed.meta
         while True:
+            if self.era == "legacy" and self.session.version is None:
+                await self.open_session()  # (a client made with era="legacy")
             request_id = next(self._ids)
-            body, headers = self.core.request(request_id, method, params, trace_meta)
+            if self.era == "legacy":
+                body, headers = self.session.request(request_id, method, params)
+            else:
+                body, headers = self.core.request(request_id, method, params, trace_meta)
             try:
                 response = await self._send(method, body, request_id, headers, notified)
+            except (SessionExpired, UnexpectedAnswer) as odd:
+                if sessions_opened or not await self._reopen(odd):
+                    raise
+                sessions_opened += 1
+                continue
             except ServerUnreachable as away:
                 wait = self.retry.reconnect_delay(
                     method,
@@ -79,6 +98,12 @@ class RequestSender:
                 unreachable_for += wait
                 await self._wait_to_retry(method, wait, away)
                 continue
+            if self.era is None:
+                if not self.answer_says_legacy(response, None):
+                    self.era = "modern"
+                elif not sessions_opened and await self._fall_back():
+                    sessions_opened += 1
+                    continue
             try:
                 return self.core.result_of(response, request_id)
             except RpcError as error:
@@ -89,6 +114,25 @@ class RequestSender:
                     raise
                 retries += 1
                 await self._wait_to_retry(method, wait, error)
+
+    async def _reopen(self, odd: SessionExpired | UnexpectedAnswer) -> bool:
+        """After a session the server forgot, a new one; after an answer that is none to a
+        first modern request, a first one if it comes from a 2025 server."""
+        if isinstance(odd, SessionExpired):
+            if self.era != "legacy":
+                return False
+            await self.open_session()
+            return True
+        return self.answer_says_legacy(None, odd) and await self._fall_back()
+
+    async def _fall_back(self) -> bool:
+        """Open a 2025 session; whether one is open (if `initialize` fails too, the answer
+        to the modern request is what the caller gets)."""
+        try:
+            await self.open_session()
+        except (RpcError, TransportError, RemoteProtocolError):
+            return False
+        return True
 
     async def _send(
         self,

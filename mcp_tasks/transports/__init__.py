@@ -29,8 +29,11 @@ if TYPE_CHECKING:
     from ._client_base import (
         ClientTransport,
         NotificationHandler,
+        ServerRequestHandler,
         ServerUnreachable,
+        SessionExpired,
         TransportError,
+        UnexpectedAnswer,
         same_id,
     )
     from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpClientTransport
@@ -49,8 +52,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "._client_base": (
         "ClientTransport",
         "NotificationHandler",
+        "ServerRequestHandler",
         "ServerUnreachable",
+        "SessionExpired",
         "TransportError",
+        "UnexpectedAnswer",
         "same_id",
     ),
     "._http_client": ("DEFAULT_MAX_MESSAGE_BYTES", "HttpClientTransport"),
@@ -87,11 +93,14 @@ __all__ = [
     "NotificationHandler",
     "Notify",
     "SendNotification",
+    "ServerRequestHandler",
     "ServerUnreachable",
+    "SessionExpired",
     "StdioClientTransport",
     "Telemetry",
     "TransportError",
     "Unauthorized",
+    "UnexpectedAnswer",
     "open_stdio_transport",
     "same_id",
     "serve_http",

@@ -16,15 +16,40 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-__all__ = ["ClientTransport", "NotificationHandler", "ServerUnreachable", "TransportError"]
+__all__ = [
+    "ClientTransport",
+    "NotificationHandler",
+    "ServerRequestHandler",
+    "ServerUnreachable",
+    "SessionExpired",
+    "TransportError",
+    "UnexpectedAnswer",
+]
 
 NotificationHandler = Callable[[dict[str, Any]], Awaitable[None]]
 """Called with each decoded notification that arrives for a request while it waits."""
+ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[bytes]]
+"""Answers a request a 2025 server sends the client (elicitation, sampling, roots, ping):
+the encoded JSON-RPC response."""
 
 
 class TransportError(Exception):
     """The peer is unreachable, went away, or answered something that is not a JSON-RPC
     response; the message says which, and where."""
+
+
+class UnexpectedAnswer(TransportError):
+    """The server answered, but not with this request's JSON-RPC response (another type of
+    body, another id); `status` is the HTTP status (0 over stdio)."""
+
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SessionExpired(TransportError):
+    """The server no longer knows the 2025 session (HTTP 404 to a request that named it):
+    the client opens a new one with `initialize`."""
 
 
 class ServerUnreachable(TransportError):

@@ -23,6 +23,12 @@ the answer, a stream cut short, a proxy's 502/503/504) are its subclass ServerUn
 which says whether the request may have arrived. A notification is a POST whose only good
 answer is 202.
 
+A 2025 session (the client falls back to one for a server of the 2025 revisions) is kept
+here: the `Mcp-Session-Id` the server gives the `initialize` answer is sent on every later
+POST, a 404 to one of them is `SessionExpired`, requests the server sends on a response
+stream go to `on_server_request` and its answer is POSTed back, and `aclose` ends the
+session with a DELETE.
+
 The SSE reader is `_EventStream` (no I/O in it): lines end with LF or CRLF (a lone CR,
 which SSE also allows, is not a line end here), `data:` fields are joined with newlines,
 comments and other fields are skipped, and events whose type is not `message` are ignored.
@@ -32,17 +38,21 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, suppress
 from typing import Any, Final
 
+import anyio
 import httpx2
 import msgspec
 
 from ..core._depth import MAX_DEPTH, too_deep
 from ._client_base import (
     NotificationHandler,
+    ServerRequestHandler,
     ServerUnreachable,
+    SessionExpired,
     TransportError,
+    UnexpectedAnswer,
     preview,
     response_kind,
     same_id,
@@ -57,6 +67,9 @@ _PROXY_SAYS_SERVER_AWAY: Final = frozenset({502, 503, 504})
 _CUT_SHORT: Final = ("Server disconnected", "peer closed connection")
 """How httpx2's RemoteProtocolError starts when the server went away mid-exchange (any
 other is a malformed answer)."""
+_SESSION: Final = "mcp-session-id"
+_MAX_SESSION_ID: Final = 1024
+_DELETE_SECONDS: Final = 5.0
 _POST_HEADERS: Final = {
     "content-type": "application/json",
     "accept": "application/json, text/event-stream",
@@ -92,6 +105,11 @@ class HttpClientTransport:
         self._timeout = httpx2.Timeout(timeout_seconds)
         self._headers = {**_POST_HEADERS, **(headers or {})}
         """Sent with every POST (credentials, say: `{"Authorization": "Bearer …"}`)."""
+        self.session_id: str | None = None
+        """The 2025 session's `Mcp-Session-Id`, once a server gave one."""
+        self.on_server_request: ServerRequestHandler | None = None
+        """Answers the requests a 2025 server sends on a response stream (None: they are a
+        protocol violation, as in 2026-07-28)."""
 
     async def __aenter__(self) -> HttpClientTransport:
         return self
@@ -105,8 +123,22 @@ class HttpClientTransport:
         await self.aclose()
 
     async def aclose(self) -> None:
+        await self.end_session()
         if self._owns_client:
             await self._client.aclose()
+
+    async def end_session(self) -> None:
+        """DELETE the 2025 session, if there is one (a server that says 405, or fails, is
+        left to expire it)."""
+        session, self.session_id = self.session_id, None
+        if session is None:
+            return
+        headers = {**self._headers, _SESSION: session}
+        with anyio.move_on_after(min(self.timeout_seconds, _DELETE_SECONDS), shield=True):
+            with suppress(httpx2.HTTPError):
+                await self._client.delete(
+                    self.url, headers=headers, timeout=self._timeout, follow_redirects=True
+                )
 
     async def request(
         self,
@@ -119,7 +151,20 @@ class HttpClientTransport:
         """POST a request; its JSON-RPC response, read from JSON or from an SSE stream."""
         with self._failures_named():
             async with self._post(message, headers) as response:
+                self._session_of(response)
                 return await self._read_answer(response, request_id, on_notification)
+
+    def _session_of(self, response: httpx2.Response) -> None:
+        """Keep the session id a server gives (at `initialize`); a 404 to a request that
+        named the session means the server no longer knows it."""
+        if response.status_code == 404 and _SESSION in response.request.headers:
+            self.session_id = None
+            raise SessionExpired(f"{self.url} no longer knows the session (HTTP 404)")
+        given = response.headers.get(_SESSION)
+        if given is not None and self.session_id is None:
+            if not (0 < len(given) <= _MAX_SESSION_ID and given.isascii() and given.isprintable()):
+                raise TransportError(f"{self.url} gave a session id that is not visible ASCII")
+            self.session_id = given
 
     async def notify(self, message: bytes, *, headers: Mapping[str, str]) -> None:
         """POST a notification; anything but 202 Accepted is a TransportError."""
@@ -155,7 +200,7 @@ class HttpClientTransport:
         )
         if response.status_code in _PROXY_SAYS_SERVER_AWAY:
             raise ServerUnreachable(what, may_have_arrived=True)
-        raise TransportError(what)
+        raise UnexpectedAnswer(what, status=response.status_code)
 
     def _json_response(self, status: int, body: bytes, request_id: str | int) -> dict[str, Any]:
         message = self._decode(body, f"HTTP {status} body")
@@ -164,9 +209,10 @@ class HttpClientTransport:
             # that does not know the request's revision): the server's error, to raise
             return message
         if not same_id(message.get("id"), request_id):
-            raise TransportError(
+            raise UnexpectedAnswer(
                 f"{self.url} answered request {request_id!r} with the response to "
-                f"{message.get('id')!r}"
+                f"{message.get('id')!r}",
+                status=status,
             )
         return message
 
@@ -186,12 +232,19 @@ class HttpClientTransport:
                 message = self._decode_event(data, request_id)
                 if "method" not in message:
                     return message
-                if on_notification is not None:
+                if "id" in message:
+                    await self._answer_server_request(message)
+                elif on_notification is not None:
                     await on_notification(message)
         raise ServerUnreachable(
             f"the event stream from {self.url} ended before the response to request {request_id!r}",
             may_have_arrived=True,
         )
+
+    async def _answer_server_request(self, message: dict[str, Any]) -> None:
+        assert self.on_server_request is not None  # (else _decode refused the request)
+        answer = await self.on_server_request(message)
+        await self.notify(answer, headers={})
 
     def _decode_event(self, data: bytes, request_id: str | int) -> dict[str, Any]:
         message = self._decode(data, "event on the SSE stream", allow_notification=True)
@@ -217,6 +270,9 @@ class HttpClientTransport:
             shown = preview(data)
             raise TransportError(f"{self.url} sent an {what} that is not JSON: {shown}") from None
         kind = response_kind(message)
+        if kind == "request" and allow_notification and self.on_server_request is not None:
+            assert isinstance(message, dict)
+            return message
         if kind == "request":
             method = message["method"]
             raise TransportError(
@@ -256,8 +312,15 @@ class HttpClientTransport:
     ) -> AbstractAsyncContextManager[httpx2.Response]:
         """The `client.stream` context manager for one POST."""
         all_headers = {**self._headers, **headers}
+        if self.session_id is not None:
+            all_headers[_SESSION] = self.session_id
         return self._client.stream(
-            "POST", self.url, content=message, headers=all_headers, timeout=self._timeout
+            "POST",
+            self.url,
+            content=message,
+            headers=all_headers,
+            timeout=self._timeout,
+            follow_redirects=True,  # (a 307 to `/mcp/`: the POST goes there, its body kept)
         )
 
     def _failures_named(self) -> _NamedFailures:

@@ -1,0 +1,98 @@
+"""The era half of `Client`: which revision the server speaks, found by asking, and the 2025
+session kept with a server of the 2025 revisions.
+
+A client with `era=None` (the default) sends its first request as 2026-07-28. A server of
+the 2025 revisions refuses it as a request outside a session (`falls_back`, or an answer
+that is no JSON-RPC response to it with HTTP 400, 404 or 405): the client opens a session
+(`initialize`, the version checked, `notifications/initialized`) and sends the request
+again in the 2025 form; every later request goes in that session. A modern answer (any
+result, or a modern error code) settles the era as modern. Only a transport that keeps
+sessions (`session_id`: HTTP) falls back.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Final
+
+import msgspec
+
+from ..core import wire as w
+from ..core._client import ClientCore
+from ..core._client_era import Era, LegacySession, falls_back
+from ..core._errors import INTERNAL_ERROR, METHOD_NOT_FOUND
+from ..transports import ClientTransport, UnexpectedAnswer
+from ._callbacks import ElicitHandler, RootsHandler, SamplingHandler
+
+FALL_BACK_STATUSES: Final = frozenset({400, 404, 405})
+"""HTTP statuses whose unreadable answer to a modern request means a 2025 server."""
+
+
+class EraKeeper:
+    """Finds the server's era and keeps its 2025 session (`Client` sets the attributes)."""
+
+    transport: ClientTransport
+    core: ClientCore
+    on_elicit: ElicitHandler | None
+    on_sample: SamplingHandler | None
+    on_roots: RootsHandler | None
+    _ids: itertools.count[int]
+    era: Era | None
+    session: LegacySession
+
+    def in_session(self) -> bool:
+        """Whether requests go in a 2025 session (`era` is "legacy")."""
+        return self.era == "legacy"
+
+    def keeps_sessions(self) -> bool:
+        return hasattr(self.transport, "session_id")
+
+    def answer_says_legacy(self, response: dict[str, Any] | None, odd: Exception | None) -> bool:
+        """Whether the answer to a first, modern request is a 2025 server's."""
+        if self.era is not None or not self.keeps_sessions():
+            return False
+        if response is not None:
+            return falls_back(response)
+        return isinstance(odd, UnexpectedAnswer) and odd.status in FALL_BACK_STATUSES
+
+    async def open_session(self) -> None:
+        """`initialize` a 2025 session (again, after the server forgot the last one)."""
+        transport: Any = self.transport
+        transport.session_id = None
+        transport.on_server_request = self.answer_server_request
+        request_id = next(self._ids)
+        body, headers = self.session.initialize_request(request_id)
+        response = await self.transport.request(body, request_id=request_id, headers=headers)
+        self.session.accept(self.core.result_of(response, request_id))
+        body, headers = self.session.initialized()
+        await self.transport.notify(body, headers=headers)
+        self.era = "legacy"
+
+    async def answer_server_request(self, message: dict[str, Any]) -> bytes:
+        """The answer to a request the 2025 server sent: ping, elicitation, sampling, roots,
+        with the client's handlers (a kind without one: -32601)."""
+        request_id, method = message.get("id"), message.get("method")
+        params = message.get("params") or {}
+        try:
+            if method == "ping":
+                return self.session.answer(request_id, {})
+            if method == "elicitation/create" and self.on_elicit is not None:
+                elicit = msgspec.convert(params, w.ElicitParams)
+                return self.session.answer(request_id, _plain(await self.on_elicit(elicit)))
+            if method == "sampling/createMessage" and self.on_sample is not None:
+                sample = msgspec.convert(params, w.CreateMessageParams)
+                return self.session.answer(request_id, _plain(await self.on_sample(sample)))
+            if method == "roots/list" and self.on_roots is not None:
+                return self.session.answer(request_id, _plain(await self.on_roots()))
+        except msgspec.ValidationError as error:
+            return self.session.refuse(request_id, w.INVALID_PARAMS, f"bad {method}: {error}")
+        except Exception as error:  # the handler's failure: named, its words kept here
+            failed = f"{method} failed on the client ({type(error).__name__})"
+            return self.session.refuse(request_id, INTERNAL_ERROR, failed)
+        return self.session.refuse(
+            request_id, METHOD_NOT_FOUND, f"this client does not answer {method!r}"
+        )
+
+
+def _plain(value: Any) -> Any:
+    return msgspec.to_builtins(value)
