@@ -55,7 +55,7 @@ from ..core._client import (
     give_up_at,
     names_param_header,
 )
-from ..core._client_era import Era, LegacySession
+from ..core._client_era import Era, LegacySession, legacy_task
 from ..transports import (
     ClientTransport,
     HttpClientTransport,
@@ -77,6 +77,7 @@ from ._callbacks import (
 )
 from ._resume import ResumeEntry, ResumeLog
 from ._sending import RequestSender
+from ._session_tasks import SessionTasks
 
 _Item = TypeVar("_Item")
 _MAX_LIST_PAGES: Final = 1000
@@ -91,7 +92,7 @@ _resource_result = msgspec.json.Decoder(w.ReadResourceResult)
 _complete_result = msgspec.json.Decoder(w.CompleteResult)
 
 
-class Client(RequestSender):
+class Client(RequestSender, SessionTasks):
     def __init__(
         self,
         transport: ClientTransport,
@@ -150,6 +151,7 @@ class Client(RequestSender):
         """The server's era: "modern" (2026-07-28), "legacy" (a 2025 session), or None
         until the first answer says (a 2025 server's refusal opens a session)."""
         self.session = LegacySession(info=identity, capabilities=capabilities)
+        self.task_support: dict[str, str] = {}
         """The 2025 session, when `era` is "legacy": its `version`, the server's info."""
 
     async def aclose(self) -> None:
@@ -251,6 +253,8 @@ class Client(RequestSender):
         params: dict[str, Any] = {}
         for _ in range(_MAX_LIST_PAGES):
             page = await self._complete(method, params, method)
+            if method == "tools/list":
+                self._note_task_support(page.get(key))
             try:
                 items += msgspec.convert(page.get(key, []), kind)
             except msgspec.ValidationError as error:
@@ -266,6 +270,14 @@ class Client(RequestSender):
         raise RemoteProtocolError(
             w.INTERNAL_ERROR, f"{method} went on past {_MAX_LIST_PAGES} pages"
         )
+
+    def _note_task_support(self, tools: Any) -> None:
+        """Each tool's `execution.taskSupport` (2025-11-25: whether a call may be a task)."""
+        for tool in tools if isinstance(tools, list) else ():
+            execution = tool.get("execution") if isinstance(tool, dict) else None
+            support = execution.get("taskSupport") if isinstance(execution, dict) else None
+            if isinstance(support, str) and isinstance(tool.get("name"), str):
+                self.task_support[tool["name"]] = support
 
     # --- tools ---------------------------------------------------------------------------
 
@@ -292,6 +304,8 @@ class Client(RequestSender):
         why = self.core.tool_headers.rejected.get(name)
         if why is not None:
             raise ToolRejected(name, why)
+        if self.in_session():
+            return await self.call_in_session(name, arguments or {})
         params = {"name": name, "arguments": arguments or {}}
         result = await self._through_input("tools/call", params, f"tool {name!r}")
         if self.core.kind_of(result) == "task":
@@ -338,9 +352,15 @@ class Client(RequestSender):
     # --- tasks ---------------------------------------------------------------------------
 
     async def get_task(self, task_id: str) -> Task:
-        return self.core.task_of(await self.request("tasks/get", {"taskId": task_id}))
+        result = await self.request("tasks/get", {"taskId": task_id})
+        return legacy_task(result) if self.in_session() else self.core.task_of(result)
 
     async def update_task(self, task_id: str, responses: Mapping[str, Any]) -> None:
+        if self.in_session():
+            raise LocalProtocolError(
+                "a 2025-11-25 task takes no tasks/update: its questions come as the server's "
+                "requests, answered by the client's handlers while it waits (await_task)"
+            )
         answers = {key: msgspec.to_builtins(value) for key, value in responses.items()}
         await self.request("tasks/update", {"taskId": task_id, "inputResponses": answers})
 
@@ -361,6 +381,8 @@ class Client(RequestSender):
         False). `answered` lists input keys answered before (say, before a restart).
         """
         current = await self.get_task(task) if isinstance(task, str) else task
+        if self.in_session():
+            return await self.await_in_session(current, on_status)
         task_id = current.task_id
         tracker = InputTracker(answered)
         last_status: tuple[type, Any] | None = None

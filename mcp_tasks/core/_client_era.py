@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from ._client import ClientCore, Task
 from ._envelope import LEGACY_VERSIONS
 from ._errors import (
     HEADER_MISMATCH,
@@ -130,3 +131,36 @@ class LegacySession:
         if self.instructions is not None:
             shown["instructions"] = self.instructions
         return shown
+
+
+_LEGACY_FIELDS: Final = {"ttl": "ttlMs", "pollInterval": "pollIntervalMs"}
+
+
+def legacy_task(data: Mapping[str, Any], *, result: Any = None) -> Task:
+    """A 2025-11-25 `Task` (from `CreateTaskResult.task`, `tasks/get`, `tasks/cancel`) as
+    the client's `Task` classes: `ttl` and `pollInterval` renamed; an `input_required` one
+    has no input requests (they come as the server's requests, on `tasks/result`); a
+    `completed` one carries `result` (the `CallToolResult` `tasks/result` gave)."""
+    fields = {_LEGACY_FIELDS.get(key, key): value for key, value in data.items()}
+    fields.pop("resultType", None)
+    fields.setdefault("lastUpdatedAt", fields.get("createdAt", ""))
+    fields.setdefault("ttlMs", None)  # (required, but `mcp` 1.30.0 leaves out a null one)
+    if fields.get("status") == "input_required":
+        fields["inputRequests"] = {}
+    if fields.get("status") == "completed":
+        fields["result"] = result if result is not None else {"content": []}
+    if fields.get("status") == "failed":
+        message = fields.get("statusMessage")
+        fields["error"] = {"code": INTERNAL_ERROR, "message": str(message or "the task failed")}
+    return ClientCore.task_of(fields)
+
+
+def augments(server_capabilities: Mapping[str, Any], task_support: str | None) -> bool:
+    """Whether a 2025-11-25 tool call is sent as a task: the server runs tool calls as tasks
+    (`tasks.requests.tools.call`) and the tool allows it (`execution.taskSupport` optional
+    or required; absent means forbidden)."""
+    tasks = server_capabilities.get("tasks")
+    requests = tasks.get("requests") if isinstance(tasks, dict) else None
+    tools = requests.get("tools") if isinstance(requests, dict) else None
+    served = isinstance(tools, dict) and isinstance(tools.get("call"), dict)
+    return served and task_support in ("optional", "required")

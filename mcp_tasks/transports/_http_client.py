@@ -444,6 +444,7 @@ class _EventStream:
     def _dispatch(self) -> bytes | None:
         data, event_type = self._data, self._event_type
         self._data, self._size, self._event_type = [], 0, b""
-        if not data or event_type not in (b"", b"message"):
-            return None
-        return b"\n".join(data)
+        joined = b"\n".join(data)
+        if not joined or event_type not in (b"", b"message"):
+            return None  # (an empty data buffer is no event: a priming event, SEP-1699)
+        return joined

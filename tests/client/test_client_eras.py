@@ -19,13 +19,22 @@ import pytest
 import trio
 from runtime.test_jobs_example import load_jobs
 
-from mcp_tasks.client import Client, RpcError, connect_http
-from mcp_tasks.core import RemoteProtocolError
-from mcp_tasks.core._client_era import LegacySession, falls_back
-from mcp_tasks.core._wire import ClientCapabilities, Implementation
+from mcp_tasks.client import Client, PollPolicy, RpcError, connect_http
+from mcp_tasks.core import LocalProtocolError, RemoteProtocolError
+from mcp_tasks.core._client_era import LegacySession, augments, falls_back, legacy_task
+from mcp_tasks.core._wire import (
+    CancelledTask,
+    ClientCapabilities,
+    CompletedTask,
+    FailedTask,
+    Implementation,
+    InputRequiredTask,
+    WorkingTask,
+)
 from mcp_tasks.transports import HttpClientTransport, serve_http
 
 CLAIM = "io.modelcontextprotocol/protocolVersion"
+FAST = PollPolicy(min_interval_ms=10, default_interval_ms=50, max_interval_ms=50)
 
 
 @dataclass
@@ -246,3 +255,69 @@ async def test_our_dual_era_server_is_modern_or_a_session_as_the_client_asks() -
                 assert client.session.version == "2025-11-25" and transport.session_id
             assert transport.session_id is None  # ended (DELETE) on close
             nursery.cancel_scope.cancel()
+
+
+# --- 2025-11-25 tasks in a session -------------------------------------------------------------
+
+
+async def test_a_session_runs_tool_calls_as_2025_tasks_and_cancels_a_wait_it_leaves() -> None:
+    """On our server's 2025 session: an optional-task tool runs as a task (`params.task`),
+    its status shown, its result read from `tasks/result`; a wait that is cancelled cancels
+    the task (`tasks/cancel`); `update_task` has no 2025-11-25 counterpart."""
+    server = load_jobs()
+    statuses: list[str] = []
+    with trio.fail_after(20):
+        async with server.running(), trio.open_nursery() as nursery:
+            port = await nursery.start(serve_http, server, "127.0.0.1", 0)
+            async with HttpClientTransport(f"http://127.0.0.1:{port}/mcp") as transport:
+                client = Client(transport, era="legacy", poll=FAST)
+                done = await client.call_tool(
+                    "slow_compute", {"seconds": 0.2}, on_status=lambda t: statuses.append(t.status)
+                )
+                assert client.task_support["slow_compute"] == "optional"
+                long = await client.call_tool_or_task("slow_compute", {"seconds": 30})
+                assert isinstance(long, WorkingTask)
+                with trio.move_on_after(0.3):
+                    await client.await_task(long)
+                assert isinstance(await client.get_task(long.task_id), CancelledTask)
+                with pytest.raises(LocalProtocolError, match="no tasks/update"):
+                    await client.update_task(long.task_id, {})
+            nursery.cancel_scope.cancel()
+    assert done.content[0].text == "job done after 0.2s"  # type: ignore[union-attr]
+    assert statuses[0] == "working" and statuses[-1] == "completed"
+
+
+def test_a_2025_task_reads_as_the_clients_task_classes() -> None:
+    base = {"taskId": "t1", "createdAt": "2025-12-01T12:00:00Z", "ttl": 60000}
+    working = legacy_task({**base, "status": "working", "pollInterval": 500, "lastUpdatedAt": "x"})
+    assert isinstance(working, WorkingTask)
+    assert (working.ttl_ms, working.poll_interval_ms, working.last_updated_at) == (60000, 500, "x")
+    asked = legacy_task({**base, "status": "input_required"})
+    assert isinstance(asked, InputRequiredTask) and asked.input_requests == {}
+    result = {"content": [{"type": "text", "text": "ok"}]}
+    done = legacy_task({**base, "status": "completed"}, result=result)
+    assert isinstance(done, CompletedTask) and done.result.is_error is False
+    failed = legacy_task({**base, "status": "failed", "statusMessage": "broke"})
+    assert isinstance(failed, FailedTask) and failed.error.message == "broke"
+    unlimited = legacy_task({"taskId": "t2", "createdAt": "z", "status": "cancelled"})
+    assert isinstance(unlimited, CancelledTask) and unlimited.ttl_ms is None
+    with pytest.raises(RemoteProtocolError, match="malformed task"):
+        legacy_task({"status": "working"})
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "support", "expected"),
+    [
+        ({"tasks": {"requests": {"tools": {"call": {}}}}}, "optional", True),
+        ({"tasks": {"requests": {"tools": {"call": {}}}}}, "required", True),
+        ({"tasks": {"requests": {"tools": {"call": {}}}}}, "forbidden", False),
+        ({"tasks": {"requests": {"tools": {"call": {}}}}}, None, False),  # absent: forbidden
+        ({"tasks": {"requests": {"sampling": {}}}}, "required", False),
+        ({"tasks": {}}, "required", False),
+        ({}, "required", False),
+    ],
+)
+def test_a_call_is_a_task_only_when_server_and_tool_allow(
+    capabilities: dict[str, Any], support: str | None, expected: bool
+) -> None:
+    assert augments(capabilities, support) is expected

@@ -103,8 +103,11 @@ def run_node(argv: Sequence[str], timeout: float = RUN_SECONDS) -> subprocess.Co
     return run_to_end([npm_node(), *argv], timeout)
 
 
-def run_to_end(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run `argv` with no input to its end, its output kept; cut off after `timeout`."""
+def run_to_end(
+    argv: Sequence[str], timeout: float, *, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `argv` to its end, with `stdin` as its input (none by default), its output kept;
+    cut off after `timeout`."""
     return subprocess.run(
         list(argv),
         capture_output=True,
@@ -112,7 +115,8 @@ def run_to_end(argv: Sequence[str], timeout: float) -> subprocess.CompletedProce
         timeout=timeout,
         cwd=ROOT,
         check=False,
-        stdin=subprocess.DEVNULL,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
     )
 
 

@@ -3,12 +3,14 @@ TypeScript SDK's v1 McpServer (@modelcontextprotocol/sdk 1.32.2, legacy_tasks/ts
 and the `mcp` 1.30.0 low-level Server (legacy_tasks/mcp_server.py), both pinned. Asked a
 2026-07-28 request without a session, each refuses it (HTTP 400, a JSON-RPC error without
 an id; `mcp` 1.30.0 first redirects `/mcp` to `/mcp/`); the client opens a 2025 session
-and goes on in it: lists, ping, and the session ended on close; `mcp-tasks tools` works as
-against a 2026-07-28 server. (Their tools all need the 2025-11-25 tasks utility: calling
-them is for when the client speaks it.)"""
+and goes on in it: lists, ping, and the session ended on close. Their tools all need the
+2025-11-25 tasks utility and run as such tasks (an elicitation on the `tasks/result`
+stream, answered by the client's handler); `mcp-tasks call` and `mcp-tasks tools` work as
+against a 2026-07-28 server."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 
@@ -17,6 +19,7 @@ import pytest
 import trio
 
 from mcp_tasks.client import connect_http
+from mcp_tasks.core._wire import ElicitParams, ElicitResult
 
 from .processes import CLIENT_SECONDS, MCP_TASKS, run_to_end
 from .test_legacy_task_clients import mcp_reference, ts_reference
@@ -54,7 +57,38 @@ async def test_the_client_opens_a_session_and_goes_on_in_it(url: str) -> None:
     assert gone.status_code == 404
 
 
-def test_mcp_tasks_tools_works_as_against_a_modern_server(url: str) -> None:
+async def answer(params: ElicitParams) -> ElicitResult:
+    assert params.message == "Proceed?"
+    return ElicitResult(action="accept", content={"answer": "yes"})
+
+
+async def test_tool_calls_run_as_2025_11_25_tasks(url: str) -> None:
+    """Every tool of these servers needs a task: the call says `params.task`, the client
+    polls `tasks/get` and reads `tasks/result`, on whose stream the elicitation comes."""
+    statuses: list[str] = []
+    with trio.fail_after(CLIENT_SECONDS):
+        async with connect_http(url, on_elicit=answer) as client:
+            done = await client.call_tool(
+                "slow",
+                {"seconds": 0.2, "label": "now"},
+                on_status=lambda t: statuses.append(t.status),
+            )
+            asked = await client.call_tool("ask", {"question": "Proceed?"})
+            failed = await client.call_tool("fail", {"reason": "out of paper"})
+    assert done.content[0].text == "now done"  # type: ignore[union-attr]
+    assert statuses[0] == "working" and statuses[-1] == "completed"
+    assert asked.content[0].text == "answer: yes"  # type: ignore[union-attr]
+    assert failed.is_error is True and failed.content[0].text == "out of paper"  # type: ignore[union-attr]
+
+
+def test_mcp_tasks_call_and_tools_work_as_against_a_modern_server(url: str) -> None:
+    done = run_to_end([MCP_TASKS, "call", url, "slow", "seconds=0", "label=cli"], CLIENT_SECONDS)
+    assert (done.returncode, done.stdout) == (0, "cli done\n"), done.stderr
+    assert re.search(r"task \S+ completed", done.stderr)
+    asked = run_to_end(
+        [MCP_TASKS, "call", url, "ask", "question=Proceed?"], CLIENT_SECONDS, stdin="yes\n"
+    )
+    assert (asked.returncode, asked.stdout) == (0, "answer: yes\n"), asked.stderr
     listed = run_to_end([MCP_TASKS, "tools", url], CLIENT_SECONDS)
     assert listed.returncode == 0, listed.stderr
     assert "  slow(seconds: number, label: string)" in listed.stdout
