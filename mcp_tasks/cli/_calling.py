@@ -71,6 +71,7 @@ _HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an RFC 9110 
 _SET_BY_THE_CLIENT: Final = ("content-type", "accept", "mcp-protocol-version", "mcp-method")
 _SET_BY_THE_CLIENT_PREFIXES: Final = ("mcp-name", "mcp-param-", "mcp-session-id")
 TOKEN_VARIABLE: Final = "MCP_TASKS_TOKEN"
+_PROBE_SECONDS: Final = 5.0
 
 
 class _HeaderType(click.ParamType):  # type: ignore[type-arg]
@@ -215,6 +216,8 @@ class Endpoint:
         if self.timeout is not None:
             options["request_timeout_seconds"] = self.timeout
         if self.command is not None:
+            if self.timeout is not None:  # the era's probe waits no longer than a request
+                options["probe_seconds"] = min(self.timeout, _PROBE_SECONDS)
             return partial(connect_stdio, self.command, stderr="capture", **options)
         assert self.url is not None
         if self.timeout is not None:

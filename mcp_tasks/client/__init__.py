@@ -507,11 +507,29 @@ async def connect_http(
 
 @asynccontextmanager
 async def connect_stdio(
-    command: Sequence[str], *, stderr: Literal["inherit", "capture"] = "inherit", **options: Any
+    command: Sequence[str],
+    *,
+    stderr: Literal["inherit", "capture"] = "inherit",
+    era: Era | None = None,
+    probe_seconds: float = 5.0,
+    **options: Any,
 ) -> AsyncIterator[Client]:
-    """A `Client` for a server command it spawns and talks to over stdio."""
+    """A `Client` for a server command it spawns and talks to over stdio.
+
+    Without `era`, the server is asked `server/discover` (2026-07-28) first: a result or a
+    modern error code, and the client goes on with that process; any other error, the
+    process ending, or no answer in `probe_seconds`, and that process is closed and a new
+    one started for a 2025 session (`initialize`)."""
+    if era is None:
+        async with open_stdio_transport(list(command), stderr=stderr) as transport:
+            client = Client(transport, **options)
+            if await client.probe(probe_seconds) == "modern":
+                client.era = "modern"
+                yield client
+                return
+        era = "legacy"  # (a fresh process: the probed one may be in any state)
     async with open_stdio_transport(list(command), stderr=stderr) as transport:
-        yield Client(transport, **options)
+        yield Client(transport, era=era, **options)
 
 
 def _cache_hints(result: dict[str, Any]) -> dict[str, Any]:

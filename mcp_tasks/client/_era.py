@@ -13,15 +13,17 @@ sessions (`session_id`: HTTP) falls back.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any, Final
 
+import anyio
 import msgspec
 
 from ..core import wire as w
 from ..core._client import ClientCore
-from ..core._client_era import Era, LegacySession, falls_back
+from ..core._client_era import MODERN_CODES, Era, LegacySession, falls_back
 from ..core._errors import INTERNAL_ERROR, METHOD_NOT_FOUND
-from ..transports import ClientTransport, UnexpectedAnswer
+from ..transports import ClientTransport, TransportError, UnexpectedAnswer
 from ._callbacks import ElicitHandler, RootsHandler, SamplingHandler
 
 FALL_BACK_STATUSES: Final = frozenset({400, 404, 405})
@@ -39,6 +41,7 @@ class EraKeeper:
     _ids: itertools.count[int]
     era: Era | None
     session: LegacySession
+    request_timeout_seconds: float | None
 
     def in_session(self) -> bool:
         """Whether requests go in a 2025 session (`era` is "legacy")."""
@@ -46,6 +49,25 @@ class EraKeeper:
 
     def keeps_sessions(self) -> bool:
         return hasattr(self.transport, "session_id")
+
+    async def probe(self, seconds: float) -> Era:
+        """Over stdio, where nothing but the answer tells: `server/discover`, 2026-07-28. A
+        result or a modern error code (-32020, -32021, -32022) says modern; any other error
+        (-32601 included: every modern server serves discover), the process ending, or no
+        answer in `seconds` says legacy."""
+        try:
+            with anyio.fail_after(seconds):
+                request_id = next(self._ids)
+                body, headers = self.core.request(request_id, "server/discover", None)
+                response = await self.transport.request(
+                    body, request_id=request_id, headers=headers
+                )
+        except (TimeoutError, TransportError):
+            return "legacy"
+        error = response.get("error")
+        if isinstance(error, dict) and error.get("code") not in MODERN_CODES - {METHOD_NOT_FOUND}:
+            return "legacy"  # (a modern server knows server/discover: -32601 is a 2025 one's)
+        return "modern"
 
     def answer_says_legacy(self, response: dict[str, Any] | None, odd: Exception | None) -> bool:
         """Whether the answer to a first, modern request is a 2025 server's."""
@@ -58,11 +80,16 @@ class EraKeeper:
     async def open_session(self) -> None:
         """`initialize` a 2025 session (again, after the server forgot the last one)."""
         transport: Any = self.transport
-        transport.session_id = None
+        if self.keeps_sessions():
+            transport.session_id = None
         transport.on_server_request = self.answer_server_request
         request_id = next(self._ids)
         body, headers = self.session.initialize_request(request_id)
-        response = await self.transport.request(body, request_id=request_id, headers=headers)
+        limit = self.request_timeout_seconds
+        with anyio.move_on_after(math.inf if limit is None else limit) as scope:
+            response = await self.transport.request(body, request_id=request_id, headers=headers)
+        if scope.cancelled_caught:
+            raise TransportError(f"no answer to initialize within {limit:g} s")
         self.session.accept(self.core.result_of(response, request_id))
         body, headers = self.session.initialized()
         await self.transport.notify(body, headers=headers)

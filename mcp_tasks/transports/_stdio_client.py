@@ -22,11 +22,16 @@ for one request, further notifications to it are dropped. An error response with
 (the server could not read a request) goes to the one request in flight, or, with several,
 fails them all: it cannot be matched.
 
+A request from the server (a 2025 session's `elicitation/create`, `sampling/createMessage`,
+`roots/list`, `ping`) goes to `on_server_request` when it is set, one at a time, in a task
+of the transport's own; its answer is written back as a line. Without the handler it is a
+protocol violation, as in 2026-07-28.
+
 Failure is a state of the session: a line that is not JSON or not a JSON-RPC response or
-notification, a server->client request, a line over `max_line_bytes`, stdout at its end or
-the process gone. Once failed, every waiting request raises TransportError at once, with
-"server process exited with code N" and, when stderr is captured, its last lines; so does
-every later call.
+notification, a server->client request nobody answers, a line over `max_line_bytes`,
+stdout at its end or the process gone. Once failed, every waiting request raises
+TransportError at once, with "server process exited with code N" and, when stderr is
+captured, its last lines; so does every later call.
 
 Cancelling a request that waits sends `notifications/cancelled {requestId}`. `aclose`
 closes stdin (the server exits at EOF), waits `close_timeout_seconds`, then terminates and,
@@ -50,7 +55,13 @@ from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..core._depth import MAX_DEPTH, too_deep
-from ._client_base import NotificationHandler, TransportError, preview, response_kind
+from ._client_base import (
+    NotificationHandler,
+    ServerRequestHandler,
+    TransportError,
+    preview,
+    response_kind,
+)
 from ._stdio import LINE_TOO_LONG, LineBuffer
 
 __all__ = ["DEFAULT_MAX_CLIENT_LINE_BYTES", "StdioClientTransport", "open_stdio_transport"]
@@ -63,6 +74,7 @@ _STDERR_KEEP_BYTES: Final = 64 * 1024
 _STDERR_SHOWN_LINES: Final = 10
 _EXIT_WAIT_SECONDS: Final = 2.0
 _MAX_QUEUED_NOTIFICATIONS: Final = 1000
+_MAX_QUEUED_SERVER_REQUESTS: Final = 64
 
 Stderr = Literal["inherit", "capture"]
 _Item = dict[str, Any] | TransportError
@@ -121,6 +133,7 @@ async def open_stdio_transport(
     try:
         async with anyio.create_task_group() as readers:
             readers.start_soon(transport._read_stdout)
+            readers.start_soon(transport._answer_server_requests)
             if stderr == "capture":
                 readers.start_soon(transport._read_stderr)
             try:
@@ -174,6 +187,11 @@ class StdioClientTransport:
         self._stderr_done = anyio.Event()
         if process.stderr is None:
             self._stderr_done.set()
+        self.on_server_request: ServerRequestHandler | None = None
+        """Answers the requests a 2025 server sends (None: they are a protocol violation)."""
+        self._asked, self._to_answer = anyio.create_memory_object_stream[dict[str, Any]](
+            _MAX_QUEUED_SERVER_REQUESTS
+        )
 
     @property
     def pid(self) -> int:
@@ -306,6 +324,13 @@ class StdioClientTransport:
         if self._failure is None:
             self._fail(await self._exit_message("the server process closed its stdout"))
 
+    async def _answer_server_requests(self) -> None:
+        async for message in self._to_answer:
+            assert self.on_server_request is not None
+            answer = await self.on_server_request(message)
+            with suppress(TransportError):  # (the session failed: the requests waiting say so)
+                await self._write(answer)
+
     async def _read_stderr(self) -> None:
         assert self._process.stderr is not None
         try:
@@ -333,6 +358,12 @@ class StdioClientTransport:
             self._route_response(message)
         elif kind == "notification":
             self._route_notification(message)
+        elif kind == "request" and self.on_server_request is not None:
+            try:
+                self._asked.send_nowait(message)
+            except anyio.WouldBlock:
+                limit = _MAX_QUEUED_SERVER_REQUESTS
+                self._fail(f"the server sent more than {limit} requests not yet answered")
         elif kind == "request":
             method = message["method"]
             self._fail(f"the server sent a request ({method!r}): protocol violation")

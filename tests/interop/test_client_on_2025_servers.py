@@ -6,11 +6,12 @@ an id; `mcp` 1.30.0 first redirects `/mcp` to `/mcp/`); the client opens a 2025 
 and goes on in it: lists, ping, and the session ended on close. Their tools all need the
 2025-11-25 tasks utility and run as such tasks (an elicitation on the `tasks/result`
 stream, answered by the client's handler); `mcp-tasks call` and `mcp-tasks tools` work as
-against a 2026-07-28 server."""
+against a 2026-07-28 server. Over stdio the same servers are found by the probe."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 
@@ -18,7 +19,7 @@ import httpx2 as httpx
 import pytest
 import trio
 
-from mcp_tasks.client import connect_http
+from mcp_tasks.client import connect_http, connect_stdio
 from mcp_tasks.core._wire import ElicitParams, ElicitResult
 
 from .processes import CLIENT_SECONDS, MCP_TASKS, run_to_end
@@ -92,3 +93,28 @@ def test_mcp_tasks_call_and_tools_work_as_against_a_modern_server(url: str) -> N
     listed = run_to_end([MCP_TASKS, "tools", url], CLIENT_SECONDS)
     assert listed.returncode == 0, listed.stderr
     assert "  slow(seconds: number, label: string)" in listed.stdout
+
+
+@pytest.mark.parametrize(
+    "start", [ts_reference, mcp_reference], ids=["ts-sdk-1.32.2", "mcp-1.30.0"]
+)
+async def test_over_stdio_the_probe_finds_a_2025_server_and_its_tasks_run(start: Start) -> None:
+    """`server/discover` answered -32601 (or not at all): a fresh process, a session."""
+    with start("stdio") as argv, trio.fail_after(CLIENT_SECONDS):
+        async with connect_stdio(argv[1:], stderr="capture", on_elicit=answer) as client:
+            assert client.era == "legacy"
+            done = await client.call_tool("slow", {"seconds": 0.1, "label": "piped"})
+            asked = await client.call_tool("ask", {"question": "Proceed?"})
+            await client.ping()
+    assert done.content[0].text == "piped done"  # type: ignore[union-attr]
+    assert asked.content[0].text == "answer: yes"  # type: ignore[union-attr]
+
+
+def test_mcp_tasks_call_over_stdio_reaches_a_2025_server() -> None:
+    with ts_reference("stdio") as argv:
+        command = shlex.join(argv[1:])
+        done = run_to_end(
+            [MCP_TASKS, "call", "--stdio", command, "slow", "seconds=0", "label=cli"],
+            CLIENT_SECONDS,
+        )
+    assert (done.returncode, done.stdout) == (0, "cli done\n"), done.stderr
