@@ -382,7 +382,7 @@ class _RedisSignals:
     @asynccontextmanager
     async def listen(self) -> AsyncIterator[AsyncIterator[Signal]]:
         store = self._store
-        pubsub = store._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        pubsub = store._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call, unused-ignore]
         await store._run(lambda: pubsub.subscribe(store._channel))
         try:
             yield _Messages(store, pubsub)
