@@ -58,6 +58,7 @@ from ..core._client import (
 from ..core._client_era import Era, LegacySession, legacy_task
 from ..transports import (
     ClientTransport,
+    HttpAuthorization,
     HttpClientTransport,
     ServerUnreachable,
     TransportError,
@@ -495,12 +496,16 @@ async def connect_http(
     *,
     headers: Mapping[str, str] | None = None,
     timeout_seconds: float = 30.0,
+    auth: HttpAuthorization | None = None,
     **options: Any,
 ) -> AsyncIterator[Client]:
     """A `Client` for the Streamable HTTP endpoint at `url` (e.g. http://127.0.0.1:8000/mcp);
-    `headers` go with every request (credentials: `{"Authorization": "Bearer …"}`),
-    `timeout_seconds` bounds the connect and each read, `options` go to `Client`."""
-    transport = HttpClientTransport(url, headers=headers, timeout_seconds=timeout_seconds)
+    `headers` go with every request (a fixed credential: `{"Authorization": "Bearer …"}`),
+    `auth` logs in where the server asks (`mcp_tasks.oauth.OAuth`), `timeout_seconds`
+    bounds the connect and each read, `options` go to `Client`."""
+    transport = HttpClientTransport(
+        url, headers=headers, timeout_seconds=timeout_seconds, auth=auth
+    )
     async with transport:
         yield Client(transport, **options)
 

@@ -14,6 +14,7 @@ import anyio
 
 from ..core import RemoteProtocolError
 from ..core._client import ClientCore, RetryPolicy, RpcError
+from ..core._client_era import after_version_refusal
 from ..transports import (
     ClientTransport,
     ServerUnreachable,
@@ -66,6 +67,7 @@ class RequestSender(EraKeeper):
         retries = 0
         unreachable_for = 0.0
         sessions_opened = 0
+        version_refused = False
         notified = partial(self._notified, on_notification)
         trace_meta = None if observed is None else observed.meta
         while True:
@@ -84,19 +86,7 @@ class RequestSender(EraKeeper):
                 sessions_opened += 1
                 continue
             except ServerUnreachable as away:
-                wait = self.retry.reconnect_delay(
-                    method,
-                    may_have_arrived=away.may_have_arrived,
-                    waited=unreachable_for,
-                    draw=self._random.random(),
-                )
-                if wait is None:
-                    if not unreachable_for:
-                        raise
-                    tried = f"{away} (tried again for {unreachable_for:.1f} s)"
-                    raise ServerUnreachable(tried, may_have_arrived=away.may_have_arrived) from away
-                unreachable_for += wait
-                await self._wait_to_retry(method, wait, away)
+                unreachable_for += await self._wait_to_reconnect(method, away, unreachable_for)
                 continue
             if self.era is None:
                 if not self.answer_says_legacy(response, None):
@@ -107,6 +97,10 @@ class RequestSender(EraKeeper):
             try:
                 return self.core.result_of(response, request_id)
             except RpcError as error:
+                if not version_refused and (turn := after_version_refusal(error, self.era)):
+                    version_refused = True  # (once: a server that refuses every version)
+                    if turn == "modern" or await self._fall_back():
+                        continue
                 wait = self.retry.delay(error, retries, self._random.random())
                 if wait is None:
                     if observed is not None:
@@ -114,6 +108,25 @@ class RequestSender(EraKeeper):
                     raise
                 retries += 1
                 await self._wait_to_retry(method, wait, error)
+
+    async def _wait_to_reconnect(
+        self, method: str, away: ServerUnreachable, unreachable_for: float
+    ) -> float:
+        """Waits before sending again to a server that could not be reached, and says how
+        long; or raises `away` when `self.retry` allows no more."""
+        wait = self.retry.reconnect_delay(
+            method,
+            may_have_arrived=away.may_have_arrived,
+            waited=unreachable_for,
+            draw=self._random.random(),
+        )
+        if wait is None:
+            if not unreachable_for:
+                raise away
+            tried = f"{away} (tried again for {unreachable_for:.1f} s)"
+            raise ServerUnreachable(tried, may_have_arrived=away.may_have_arrived) from away
+        await self._wait_to_retry(method, wait, away)
+        return wait
 
     async def _reopen(self, odd: SessionExpired | UnexpectedAnswer) -> bool:
         """After a session the server forgot, a new one; after an answer that is none to a

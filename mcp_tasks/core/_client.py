@@ -52,7 +52,9 @@ ResultKind = Literal["complete", "input_required", "task"]
 _KINDS: Final = frozenset({"complete", "input_required", "task"})
 _TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 token
 X_MCP_HEADER: Final = "x-mcp-header"
-_PRIMITIVE: Final = frozenset({"string", "number", "integer", "boolean"})
+_PRIMITIVE: Final = frozenset({"string", "integer", "boolean"})
+"""The types an `x-mcp-header` may mark (SEP-2243: not `number`, whose text form is not
+one value in every language)."""
 _MAX_SCHEMA_NODES: Final = 10_000
 _Result = TypeVar("_Result")
 
@@ -286,7 +288,7 @@ def header_marks(tool: Tool) -> dict[str, str] | str:
     """Argument name -> the Name of its `Mcp-Param-{Name}` header, from the `x-mcp-header`
     marks of the tool's top-level properties; or what makes them invalid (SEP-2243): a
     Name that is not an HTTP token (empty, a space, a colon, beyond ASCII, a control
-    character), on a property not of a primitive type, used twice in any case, or a mark
+    character), on a property not a string, integer or boolean, used twice in any case, or a mark
     below the top level."""
     properties = tool.input_schema.get("properties")
     if not isinstance(properties, dict):
@@ -305,7 +307,10 @@ def header_marks(tool: Tool) -> dict[str, str] | str:
             return f"argument {argument!r}: x-mcp-header {name!r} is not an HTTP token"
         kind = schema.get("type")
         if not isinstance(kind, str) or kind not in _PRIMITIVE:  # (a list is no one type)
-            return f"argument {argument!r}: x-mcp-header on type {kind!r}, not a primitive"
+            return (
+                f"argument {argument!r}: x-mcp-header on type {kind!r}, not a string, "
+                "integer or boolean"
+            )
         if name.lower() in seen:
             return f"x-mcp-header {name!r} is used twice"
         seen.add(name.lower())

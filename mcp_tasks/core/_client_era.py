@@ -28,7 +28,7 @@ from ._errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     RemoteProtocolError,
 )
-from ._wire import ClientCapabilities, Implementation, RequestId
+from ._wire import PROTOCOL_VERSION, ClientCapabilities, Implementation, RequestId
 
 Era = Literal["modern", "legacy"]
 MODERN_CODES: Final = frozenset(
@@ -47,6 +47,24 @@ def falls_back(response: Mapping[str, Any]) -> bool:
     if response.get("id") is not None or not isinstance(error, dict):
         return False
     return error.get("code") not in MODERN_CODES
+
+
+def after_version_refusal(error: RemoteProtocolError, era: Era | None) -> Era | None:
+    """What to do when the server refuses a request's protocol version (-32022), by the
+    versions it lists in `data.supported`: send it again as it was ("modern": it lists
+    2026-07-28), open a 2025 session ("legacy": it lists a 2025 revision only, and none is
+    open yet), or nothing (None: the error is the caller's)."""
+    if getattr(error, "code", None) != UNSUPPORTED_PROTOCOL_VERSION:
+        return None
+    data = getattr(error, "data", None)
+    supported = data.get("supported") if isinstance(data, dict) else None
+    if not isinstance(supported, list):
+        return None
+    if era != "legacy" and PROTOCOL_VERSION in supported:
+        return "modern"
+    if era is None and any(version in LEGACY_VERSIONS for version in supported):
+        return "legacy"
+    return None
 
 
 class LegacySession:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         UnexpectedAnswer,
         same_id,
     )
-    from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpClientTransport
+    from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpAuthorization, HttpClientTransport
     from ._http_rules import Authenticator, HttpConfig, Unauthorized
     from ._http_server import serve_http
     from ._port import Connection, HostedHandler, MessageHandler, Notify, SendNotification
@@ -59,7 +59,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "UnexpectedAnswer",
         "same_id",
     ),
-    "._http_client": ("DEFAULT_MAX_MESSAGE_BYTES", "HttpClientTransport"),
+    "._http_client": ("DEFAULT_MAX_MESSAGE_BYTES", "HttpAuthorization", "HttpClientTransport"),
     "._http_rules": ("Authenticator", "HttpConfig", "Unauthorized"),
     "._http_server": ("serve_http",),
     "._port": ("Connection", "HostedHandler", "MessageHandler", "Notify", "SendNotification"),
@@ -87,6 +87,7 @@ __all__ = [
     "ClientTransport",
     "Connection",
     "HostedHandler",
+    "HttpAuthorization",
     "HttpClientTransport",
     "HttpConfig",
     "MessageHandler",

@@ -39,7 +39,7 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, suppress
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 import httpx2
@@ -58,7 +58,7 @@ from ._client_base import (
     same_id,
 )
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "HttpClientTransport"]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "HttpAuthorization", "HttpClientTransport"]
 
 DEFAULT_MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 _PREVIEW_BYTES: Final = 512
@@ -70,10 +70,27 @@ other is a malformed answer)."""
 _SESSION: Final = "mcp-session-id"
 _MAX_SESSION_ID: Final = 1024
 _DELETE_SECONDS: Final = 5.0
+_MAX_AUTHORIZED_TRIES: Final = 16
+"""A bound on the sends of one request that `auth` could otherwise loop on."""
 _POST_HEADERS: Final = {
     "content-type": "application/json",
     "accept": "application/json, text/event-stream",
 }
+
+
+class HttpAuthorization(Protocol):
+    """What gives a transport its `Authorization` header and answers a server's challenges
+    (`mcp_tasks.oauth.OAuth`)."""
+
+    async def authorization(self) -> str | None:
+        """The header value for the next request (None: send none)."""
+        ...
+
+    async def challenged(
+        self, status: int, www_authenticate: list[str], sent: str | None, attempt: int
+    ) -> bool:
+        """Whether to send the request again after a 401 or 403 (with a new header)."""
+        ...
 
 
 class HttpClientTransport:
@@ -92,6 +109,7 @@ class HttpClientTransport:
         http_client: httpx2.AsyncClient | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         headers: Mapping[str, str] | None = None,
+        auth: HttpAuthorization | None = None,
     ) -> None:
         if timeout_seconds <= 0:
             raise ValueError("timeout_seconds must be positive")
@@ -105,6 +123,9 @@ class HttpClientTransport:
         self._timeout = httpx2.Timeout(timeout_seconds)
         self._headers = {**_POST_HEADERS, **(headers or {})}
         """Sent with every POST (credentials, say: `{"Authorization": "Bearer …"}`)."""
+        self.auth = auth
+        """Authorizes every request, and answers a 401 (or a 403 asking for more scope)
+        with a new token and the request sent again."""
         self.session_id: str | None = None
         """The 2025 session's `Mcp-Session-Id`, once a server gave one."""
         self.on_server_request: ServerRequestHandler | None = None
@@ -135,7 +156,10 @@ class HttpClientTransport:
             return
         headers = {**self._headers, _SESSION: session}
         with anyio.move_on_after(min(self.timeout_seconds, _DELETE_SECONDS), shield=True):
-            with suppress(httpx2.HTTPError):
+            with suppress(httpx2.HTTPError, TransportError):
+                authorization = await self.auth.authorization() if self.auth else None
+                if authorization is not None:
+                    headers["authorization"] = authorization
                 await self._client.delete(
                     self.url, headers=headers, timeout=self._timeout, follow_redirects=True
                 )
@@ -150,9 +174,23 @@ class HttpClientTransport:
     ) -> dict[str, Any]:
         """POST a request; its JSON-RPC response, read from JSON or from an SSE stream."""
         with self._failures_named():
-            async with self._post(message, headers) as response:
-                self._session_of(response)
-                return await self._read_answer(response, request_id, on_notification)
+            for attempt in range(_MAX_AUTHORIZED_TRIES):
+                sent = await self.auth.authorization() if self.auth else None
+                async with self._post(message, headers, sent) as response:
+                    if not await self._authorized_again(response, sent, attempt):
+                        self._session_of(response)
+                        return await self._read_answer(response, request_id, on_notification)
+        raise TransportError(f"{self.url} refused every token it was given")
+
+    async def _authorized_again(
+        self, response: httpx2.Response, sent: str | None, attempt: int
+    ) -> bool:
+        """Whether `response` is a challenge that `auth` answered with a new token (the
+        request is then sent again; the challenge's body is not read)."""
+        if self.auth is None or response.status_code not in (401, 403):
+            return False
+        challenges = response.headers.get_list("www-authenticate")
+        return await self.auth.challenged(response.status_code, challenges, sent, attempt)
 
     def _session_of(self, response: httpx2.Response) -> None:
         """Keep the session id a server gives (at `initialize`); a 404 to a request that
@@ -169,14 +207,22 @@ class HttpClientTransport:
     async def notify(self, message: bytes, *, headers: Mapping[str, str]) -> None:
         """POST a notification; anything but 202 Accepted is a TransportError."""
         with self._failures_named():
-            async with self._post(message, headers) as response:
-                if response.status_code == 202:
-                    return
-                body = await self._read_preview(response)
-                raise TransportError(
-                    f"{self.url} answered a notification with HTTP {response.status_code} "
-                    f"({_media_type(response) or 'no Content-Type'}), not 202: {preview(body)}"
-                )
+            for attempt in range(_MAX_AUTHORIZED_TRIES):
+                sent = await self.auth.authorization() if self.auth else None
+                async with self._post(message, headers, sent) as response:
+                    if not await self._authorized_again(response, sent, attempt):
+                        await self._accepted(response)
+                        return
+        raise TransportError(f"{self.url} refused every token it was given")
+
+    async def _accepted(self, response: httpx2.Response) -> None:
+        if response.status_code == 202:
+            return
+        body = await self._read_preview(response)
+        raise TransportError(
+            f"{self.url} answered a notification with HTTP {response.status_code} "
+            f"({_media_type(response) or 'no Content-Type'}), not 202: {preview(body)}"
+        )
 
     # --- reading an answer ---------------------------------------------------------------
 
@@ -308,10 +354,12 @@ class HttpClientTransport:
     # --- sending -------------------------------------------------------------------------
 
     def _post(
-        self, message: bytes, headers: Mapping[str, str]
+        self, message: bytes, headers: Mapping[str, str], authorization: str | None = None
     ) -> AbstractAsyncContextManager[httpx2.Response]:
         """The `client.stream` context manager for one POST."""
         all_headers = {**self._headers, **headers}
+        if authorization is not None:
+            all_headers["authorization"] = authorization
         if self.session_id is not None:
             all_headers[_SESSION] = self.session_id
         return self._client.stream(

@@ -38,10 +38,7 @@ VALID = [
     tool("unmarked", {"query": {"type": "string"}}),
     tool(
         "every_primitive",
-        {
-            f"a{n}": marked(f"H{n}", kind)
-            for n, kind in enumerate(["string", "number", "integer", "boolean"])
-        },
+        {f"a{n}": marked(f"H{n}", kind) for n, kind in enumerate(["string", "integer", "boolean"])},
     ),
 ]
 INVALID = {
@@ -49,6 +46,7 @@ INVALID = {
     "on_object": tool("on_object", {"data": marked("Data", "object")}),
     "on_array": tool("on_array", {"items": {**marked("Items", "array"), "items": {}}}),
     "on_null": tool("on_null", {"nil": marked("Nil", "null")}),
+    "on_number": tool("on_number", {"score": marked("Score", "number")}),
     "untyped": tool("untyped", {"value": {"x-mcp-header": "Value"}}),
     "type_list": tool("type_list", {"value": marked("Value", ["string", "null"])}),
     "nested": tool(
@@ -81,7 +79,7 @@ def test_an_invalid_mark_says_what_is_wrong(name: str) -> None:
 def test_valid_marks_are_kept_by_argument() -> None:
     assert header_marks(as_tool(VALID[0])) == {"region": "Region"}
     assert header_marks(as_tool(VALID[1])) == {}
-    assert header_marks(as_tool(VALID[2])) == {"a0": "H0", "a1": "H1", "a2": "H2", "a3": "H3"}
+    assert header_marks(as_tool(VALID[2])) == {"a0": "H0", "a1": "H1", "a2": "H2"}
 
 
 def test_learning_a_list_keeps_the_callable_tools_and_names_the_others() -> None:

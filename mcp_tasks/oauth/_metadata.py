@@ -1,0 +1,174 @@
+"""What a client reads on the way to a token, and the rules it reads it by (no I/O).
+
+A protected MCP server answers 401 with a `WWW-Authenticate: Bearer` challenge. From it and
+the server's URL come the places to look for its Protected Resource Metadata (RFC 9728); from
+that document the authorization server's issuer, and from the issuer the places to look for
+its metadata (RFC 8414, then OpenID Connect Discovery). Every identifier is kept as the
+string it came as: an issuer is compared with `==`, a resource is sent back as received.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+from urllib.parse import SplitResult, urlsplit, urlunsplit
+
+import msgspec
+
+__all__ = [
+    "AuthorizationServerMetadata",
+    "Challenge",
+    "ProtectedResourceMetadata",
+    "authorization_server_urls",
+    "choose_scopes",
+    "parse_challenge",
+    "protected_resource_urls",
+    "resource_covers",
+]
+
+_PARAMETER: Final = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))')
+_MAX_CHALLENGE: Final = 8192
+
+
+class Challenge(msgspec.Struct, frozen=True):
+    """The parameters of a `Bearer` challenge (RFC 6750 section 3, RFC 9728 section 5.1)."""
+
+    resource_metadata: str | None = None
+    scope: str | None = None
+    error: str | None = None
+    error_description: str | None = None
+
+    @property
+    def scopes(self) -> list[str]:
+        return self.scope.split() if self.scope else []
+
+
+def parse_challenge(headers: list[str]) -> Challenge | None:
+    """The `Bearer` challenge among `WWW-Authenticate` header values (None when there is
+    none). Values may be quoted, with backslash escapes; unknown parameters are ignored."""
+    for header in headers:
+        if len(header) > _MAX_CHALLENGE:
+            continue
+        start = _bearer_start(header)
+        if start is None:
+            continue
+        found: dict[str, str] = {}
+        for match in _PARAMETER.finditer(header, start):
+            name, quoted, plain = match.groups()
+            if name.lower() != "bearer" and name.lower() not in found:
+                value = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else plain
+                found[name.lower()] = value
+        return Challenge(
+            resource_metadata=found.get("resource_metadata"),
+            scope=found.get("scope"),
+            error=found.get("error"),
+            error_description=found.get("error_description"),
+        )
+    return None
+
+
+def _bearer_start(header: str) -> int | None:
+    match = re.search(r"(?:^|,)\s*Bearer(?:\s+|$)", header, re.IGNORECASE)
+    return None if match is None else match.end()
+
+
+class ProtectedResourceMetadata(msgspec.Struct, frozen=True):
+    """RFC 9728 section 2, the fields a client uses (MCP asks for at least one server)."""
+
+    resource: str
+    authorization_servers: list[str]
+    scopes_supported: list[str] | None = None
+
+
+class AuthorizationServerMetadata(msgspec.Struct, frozen=True):
+    """RFC 8414 section 2 (and OpenID Connect Discovery), the fields a client uses."""
+
+    issuer: str
+    authorization_endpoint: str | None = None
+    token_endpoint: str | None = None
+    registration_endpoint: str | None = None
+    scopes_supported: list[str] | None = None
+    response_types_supported: list[str] | None = None
+    grant_types_supported: list[str] | None = None
+    code_challenge_methods_supported: list[str] | None = None
+    token_endpoint_auth_methods_supported: list[str] | None = None
+    authorization_response_iss_parameter_supported: bool = False
+    client_id_metadata_document_supported: bool = False
+
+
+def protected_resource_urls(server_url: str, from_challenge: str | None) -> list[str]:
+    """Where to look for the server's Protected Resource Metadata, in order: the URL the
+    challenge names, then the well-known URL with the server's path (RFC 9728 section
+    3.1), then the one at the root."""
+    parts = urlsplit(server_url)
+    path = parts.path.rstrip("/")
+    urls = [from_challenge] if from_challenge else []
+    if path:
+        urls.append(_at(parts.scheme, parts.netloc, "/.well-known/oauth-protected-resource" + path))
+    urls.append(_at(parts.scheme, parts.netloc, "/.well-known/oauth-protected-resource"))
+    return list(dict.fromkeys(urls))
+
+
+def authorization_server_urls(issuer: str) -> list[str]:
+    """Where to look for an authorization server's metadata, in the order MCP gives: RFC
+    8414's well-known URL with the issuer's path inserted, OpenID's inserted, OpenID's
+    appended (the last two are one URL for an issuer without a path)."""
+    parts = urlsplit(issuer)
+    path = parts.path.rstrip("/")
+    scheme, host = parts.scheme, parts.netloc
+    if not path:
+        return [
+            _at(scheme, host, "/.well-known/oauth-authorization-server"),
+            _at(scheme, host, "/.well-known/openid-configuration"),
+        ]
+    return [
+        _at(scheme, host, "/.well-known/oauth-authorization-server" + path),
+        _at(scheme, host, "/.well-known/openid-configuration" + path),
+        _at(scheme, host, path + "/.well-known/openid-configuration"),
+    ]
+
+
+def _at(scheme: str, host: str, path: str) -> str:
+    return urlunsplit((scheme, host, path, "", ""))
+
+
+def resource_covers(resource: str, server_url: str) -> bool:
+    """Whether the metadata's `resource` names the server at `server_url`: the same
+    scheme, host and port, and a path that is the server's or a parent of it."""
+    given, server = urlsplit(resource), urlsplit(server_url)
+    if (given.scheme.lower(), _host_port(given)) != (server.scheme.lower(), _host_port(server)):
+        return False
+    prefix = given.path.rstrip("/")
+    path = server.path.rstrip("/")
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def _host_port(parts: SplitResult) -> tuple[str, int | None]:
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    try:
+        port = parts.port if parts.port is not None else default
+    except ValueError:
+        port = -1
+    return ((parts.hostname or "").lower(), port)
+
+
+def choose_scopes(
+    challenged: list[str],
+    resource_scopes: list[str] | None,
+    server: AuthorizationServerMetadata,
+    *,
+    asked_before: list[str],
+    want_offline: bool,
+) -> list[str]:
+    """The scopes to ask for: those the challenge names (joined to those asked before, for a
+    step-up), else those the resource lists, else none. `offline_access` is added for a
+    refresh token only when the authorization server lists it."""
+    if challenged:
+        scopes = [*asked_before, *challenged]
+    elif asked_before:
+        scopes = list(asked_before)
+    else:
+        scopes = list(resource_scopes or [])
+    if want_offline and scopes and "offline_access" in (server.scopes_supported or []):
+        scopes.append("offline_access")
+    return list(dict.fromkeys(scopes))
