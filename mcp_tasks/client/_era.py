@@ -94,6 +94,15 @@ class EraKeeper:
         body, headers = self.session.initialized()
         await self.transport.notify(body, headers=headers)
         self.era = "legacy"
+        listen = getattr(transport, "listen_to_session", None)
+        if listen is not None:  # (HTTP: resumable streams and the session's GET stream)
+            transport.resumes_streams = True
+            listen(self.session.headers(), self._session_notice)
+
+    async def _session_notice(self, message: dict[str, Any]) -> None:
+        """A notification on the session's own stream (a list that changed, say)."""
+        if message.get("method") == "notifications/tools/list_changed":
+            self.core.tool_headers.forget()
 
     async def answer_server_request(self, message: dict[str, Any]) -> bytes:
         """The answer to a request the 2025 server sent: ping, elicitation, sampling, roots,

@@ -27,11 +27,13 @@ A 2025 session (the client falls back to one for a server of the 2025 revisions)
 here: the `Mcp-Session-Id` the server gives the `initialize` answer is sent on every later
 POST, a 404 to one of them is `SessionExpired`, requests the server sends on a response
 stream go to `on_server_request` and its answer is POSTed back, and `aclose` ends the
-session with a DELETE.
+session with a DELETE. With `resumes_streams` (a 2025 session), a response stream that ends
+before its answer, after events with ids, is resumed: a GET with `Last-Event-ID`, after the
+wait the server's `retry:` asked for. Inside `async with`, `listen_to_session` opens the
+session's own GET stream in the background, where the server's requests and notifications
+come too (reopened after its `retry:` wait when it ends; a 405 means the server has none).
 
-The SSE reader is `_EventStream` (no I/O in it): lines end with LF or CRLF (a lone CR,
-which SSE also allows, is not a line end here), `data:` fields are joined with newlines,
-comments and other fields are skipped, and events whose type is not `message` are ignored.
+The SSE reader is `EventStream` (`_sse_reader.py`, no I/O).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from typing import Any, Final, Protocol
 import anyio
 import httpx2
 import msgspec
+from anyio.abc import TaskGroup
 
 from ..core._depth import MAX_DEPTH, too_deep
 from ._client_base import (
@@ -57,6 +60,7 @@ from ._client_base import (
     response_kind,
     same_id,
 )
+from ._sse_reader import EventStream
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "HttpAuthorization", "HttpClientTransport"]
 
@@ -70,6 +74,10 @@ other is a malformed answer)."""
 _SESSION: Final = "mcp-session-id"
 _MAX_SESSION_ID: Final = 1024
 _DELETE_SECONDS: Final = 5.0
+_MAX_RESUMES: Final = 8
+"""Resumptions of one response stream in a row that brought no event: then it is given up."""
+_SESSION_STREAM_FAILURES: Final = 5
+_MAX_SESSION_STREAM_WAIT: Final = 30.0
 _MAX_AUTHORIZED_TRIES: Final = 16
 """A bound on the sends of one request that `auth` could otherwise loop on."""
 _POST_HEADERS: Final = {
@@ -131,8 +139,16 @@ class HttpClientTransport:
         self.on_server_request: ServerRequestHandler | None = None
         """Answers the requests a 2025 server sends on a response stream (None: they are a
         protocol violation, as in 2026-07-28)."""
+        self.session_headers: dict[str, str] = {}
+        """What goes with the client's answers to the server's requests (the session's
+        `MCP-Protocol-Version`)."""
+        self.resumes_streams = False
+        """A 2025 session's response streams are resumed when cut (see the module)."""
+        self._background: TaskGroup | None = None
 
     async def __aenter__(self) -> HttpClientTransport:
+        self._background = anyio.create_task_group()
+        await self._background.__aenter__()
         return self
 
     async def __aexit__(
@@ -141,7 +157,22 @@ class HttpClientTransport:
         exc_value: BaseException | None,
         traceback: types.TracebackType | None,
     ) -> None:
-        await self.aclose()
+        background, self._background = self._background, None
+        try:
+            if background is not None:
+                background.cancel_scope.cancel()
+                await background.__aexit__(None, None, None)
+        finally:
+            await self.aclose()
+
+    def listen_to_session(
+        self, headers: Mapping[str, str], on_notification: NotificationHandler | None
+    ) -> None:
+        """Open the 2025 session's GET stream in the background (only inside `async
+        with`, and while there is a session)."""
+        self.session_headers = dict(headers)
+        if self._background is not None and self.session_id is not None:
+            self._background.start_soon(self._session_stream, dict(headers), on_notification)
 
     async def aclose(self) -> None:
         await self.end_session()
@@ -179,7 +210,9 @@ class HttpClientTransport:
                 async with self._post(message, headers, sent) as response:
                     if not await self._authorized_again(response, sent, attempt):
                         self._session_of(response)
-                        return await self._read_answer(response, request_id, on_notification)
+                        return await self._read_answer(
+                            response, request_id, on_notification, headers
+                        )
         raise TransportError(f"{self.url} refused every token it was given")
 
     async def _authorized_again(
@@ -231,13 +264,18 @@ class HttpClientTransport:
         response: httpx2.Response,
         request_id: str | int,
         on_notification: NotificationHandler | None,
+        headers: Mapping[str, str],
     ) -> dict[str, Any]:
         media_type = _media_type(response)
         if media_type == "application/json":
             body = await self._read_body(response)
             return self._json_response(response.status_code, body, request_id)
         if media_type == "text/event-stream" and response.status_code == 200:
-            return await self._read_event_stream(response, request_id, on_notification)
+            events = EventStream(self.max_message_bytes)
+            found = await self._answer_on_stream(response, events, request_id, on_notification)
+            if found is None:
+                found = await self._resume(events, request_id, on_notification, headers)
+            return found
         body = await self._read_preview(response)
         shown = repr(media_type) if media_type else "no Content-Type"
         what = (
@@ -262,13 +300,87 @@ class HttpClientTransport:
             )
         return message
 
-    async def _read_event_stream(
+    async def _resume(
         self,
-        response: httpx2.Response,
+        events: EventStream,
         request_id: str | int,
         on_notification: NotificationHandler | None,
+        headers: Mapping[str, str],
     ) -> dict[str, Any]:
-        events = _EventStream(self.max_message_bytes)
+        """The answer to `request_id`, read from the stream resumed after it was cut."""
+        for _ in range(_MAX_RESUMES):
+            if not self.resumes_streams or events.last_event_id is None:
+                break
+            seen = events.last_event_id
+            await anyio.sleep(events.retry_seconds(default=1.0))
+            async with self._get(headers, seen) as response:
+                if response.status_code != 200 or _media_type(response) != "text/event-stream":
+                    raise UnexpectedAnswer(
+                        f"{self.url} answered the resumption of request {request_id!r} "
+                        f"with HTTP {response.status_code}",
+                        status=response.status_code,
+                    )
+                events.restart()
+                found = await self._answer_on_stream(response, events, request_id, on_notification)
+            if found is not None:
+                return found
+        raise ServerUnreachable(
+            f"the event stream from {self.url} ended before the response to request {request_id!r}",
+            may_have_arrived=True,
+        )
+
+    def _get(
+        self, headers: Mapping[str, str], last_event_id: str | None
+    ) -> AbstractAsyncContextManager[httpx2.Response]:
+        """A GET of the session's stream (resuming after `last_event_id`)."""
+        all_headers = {**self._headers, **headers, "accept": "text/event-stream"}
+        all_headers.pop("content-type", None)
+        if self.session_id is not None:
+            all_headers[_SESSION] = self.session_id
+        if last_event_id is not None:
+            all_headers["last-event-id"] = last_event_id
+        return self._client.stream(
+            "GET",
+            self.url,
+            headers=all_headers,
+            timeout=httpx2.Timeout(self.timeout_seconds, read=None),
+        )
+
+    async def _session_stream(
+        self, headers: dict[str, str], on_notification: NotificationHandler | None
+    ) -> None:
+        """The session's GET stream, kept open (reopened after the server's `retry:` wait,
+        longer after each failure in a row) until the session ends, the server says it
+        has none, or it failed `_SESSION_STREAM_FAILURES` times in a row. Nothing here can
+        fail the client: a failure only ends the listening."""
+        events = EventStream(self.max_message_bytes)
+        failures = 0
+        while self.session_id is not None and failures < _SESSION_STREAM_FAILURES:
+            try:
+                if self.auth is not None:
+                    authorization = await self.auth.authorization()
+                    if authorization is not None:
+                        headers["authorization"] = authorization
+                async with self._get(headers, events.last_event_id) as response:
+                    if response.status_code != 200 or _media_type(response) != "text/event-stream":
+                        return  # (405: the server offers no such stream)
+                    events.restart()
+                    failures = 0
+                    await self._answer_on_stream(response, events, None, on_notification)
+            except (httpx2.HTTPError, httpx2.StreamError, TransportError):
+                failures += 1
+            wait = events.retry_seconds(default=1.0) * 2 ** max(failures - 1, 0)
+            await anyio.sleep(min(wait, _MAX_SESSION_STREAM_WAIT))
+
+    async def _answer_on_stream(
+        self,
+        response: httpx2.Response,
+        events: EventStream,
+        request_id: str | int | None,
+        on_notification: NotificationHandler | None,
+    ) -> dict[str, Any] | None:
+        """Reads events until the response to `request_id` (returned), answering the
+        server's requests and passing notifications on; None when the stream ends first."""
         async for chunk in response.aiter_bytes():
             try:
                 datas = events.feed(chunk)
@@ -282,21 +394,18 @@ class HttpClientTransport:
                     await self._answer_server_request(message)
                 elif on_notification is not None:
                     await on_notification(message)
-        raise ServerUnreachable(
-            f"the event stream from {self.url} ended before the response to request {request_id!r}",
-            may_have_arrived=True,
-        )
+        return None
 
     async def _answer_server_request(self, message: dict[str, Any]) -> None:
         assert self.on_server_request is not None  # (else _decode refused the request)
         answer = await self.on_server_request(message)
-        await self.notify(answer, headers={})
+        await self.notify(answer, headers=self.session_headers)
 
-    def _decode_event(self, data: bytes, request_id: str | int) -> dict[str, Any]:
+    def _decode_event(self, data: bytes, request_id: str | int | None) -> dict[str, Any]:
         message = self._decode(data, "event on the SSE stream", allow_notification=True)
         if "method" in message or ("error" in message and message.get("id") is None):
             return message  # (an error without an id, on this request's stream: its own)
-        if not same_id(message.get("id"), request_id):
+        if request_id is None or not same_id(message.get("id"), request_id):
             raise TransportError(
                 f"{self.url} sent, on the stream of request {request_id!r}, the response "
                 f"to {message.get('id')!r}"
@@ -445,54 +554,3 @@ def _refused(error: BaseException) -> bool:
 def _media_type(response: httpx2.Response) -> str:
     content_type = response.headers.get("content-type", "")
     return content_type.split(";", 1)[0].strip().lower()
-
-
-class _EventStream:
-    """Cuts an SSE byte stream into the data of its `message` events, holding no line or
-    event past `max_event_bytes` (ValueError)."""
-
-    def __init__(self, max_event_bytes: int) -> None:
-        self.max_event_bytes = max_event_bytes
-        self._partial = bytearray()
-        self._data: list[bytes] = []
-        self._size = 0
-        self._event_type = b""
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        datas: list[bytes] = []
-        self._partial += chunk
-        start = 0
-        while (end := self._partial.find(b"\n", start)) != -1:
-            line = bytes(self._partial[start:end]).removesuffix(b"\r")
-            start = end + 1
-            data = self._line(line)
-            if data is not None:
-                datas.append(data)
-        del self._partial[:start]
-        if self._size + len(self._partial) > self.max_event_bytes:
-            raise ValueError(f"an SSE event is larger than {self.max_event_bytes} bytes")
-        return datas
-
-    def _line(self, line: bytes) -> bytes | None:
-        if not line:
-            return self._dispatch()
-        if line.startswith(b":"):
-            return None  # a comment (keep-alive)
-        name, colon, value = line.partition(b":")
-        value = value.removeprefix(b" ") if colon else b""
-        if name == b"data":
-            self._data.append(value)
-            self._size += len(value) + 1
-            if self._size > self.max_event_bytes:
-                raise ValueError(f"an SSE event is larger than {self.max_event_bytes} bytes")
-        elif name == b"event":
-            self._event_type = value
-        return None
-
-    def _dispatch(self) -> bytes | None:
-        data, event_type = self._data, self._event_type
-        self._data, self._size, self._event_type = [], 0, b""
-        joined = b"\n".join(data)
-        if not joined or event_type not in (b"", b"message"):
-            return None  # (an empty data buffer is no event: a priming event, SEP-1699)
-        return joined

@@ -107,6 +107,8 @@ class Server2025:
         if seen.method == "DELETE":
             self.live.discard(seen.headers.get("mcp-session-id", ""))
             return reply("200 OK")
+        if seen.method == "GET":  # (a server without the session's own stream)
+            return reply("405 Method Not Allowed")
         if body.get("method") == "initialize":
             session = f"s{len(self.sessions) + 1}"
             self.sessions.append(session)
@@ -140,6 +142,10 @@ async def test_a_2025_server_gets_a_session_and_every_request_goes_in_it() -> No
                 await client.ping()
                 assert (client.era, client.session.version) == ("legacy", "2025-06-18")
                 assert (await client.discover())["serverInfo"] == {"name": "old", "version": "1"}
+    listening = [seen for seen in served.seen if seen.method == "GET"]
+    assert [seen.headers["mcp-session-id"] for seen in listening] == ["s1"]  # asked once
+    assert listening[0].headers["accept"] == "text/event-stream"
+    served.seen = [seen for seen in served.seen if seen.method != "GET"]
     methods = [(seen.method, (seen.body or {}).get("method")) for seen in served.seen]
     assert methods == [
         ("POST", "tools/list"),  # 2026-07-28: refused outside a session
