@@ -31,6 +31,7 @@ from mcp_tasks.oauth import HeadlessAgent, OAuth
 
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 REDIRECT_URI = "http://localhost:3000/callback"
+DEADLINE_SECONDS = 60.0
 
 Steps = Callable[[Client, dict[str, Any]], Awaitable[None]]
 
@@ -173,6 +174,13 @@ async def run(url: str) -> None:
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     steps = STEPS.get(scenario, call_every_tool)
     auth = _oauth(url, scenario, context) if scenario.startswith("auth/") else None
+    with anyio.fail_after(DEADLINE_SECONDS):  # (never outlive the runner, whatever happens)
+        await _steps_run(url, version, auth, steps, context)
+
+
+async def _steps_run(
+    url: str, version: str, auth: OAuth | None, steps: Steps, context: dict[str, Any]
+) -> None:
     async with AsyncExitStack() as stack:
         client = await stack.enter_async_context(
             connect_http(

@@ -29,6 +29,7 @@ import msgspec
 import trio
 
 from ..client import (
+    AuthorizationError,
     Client,
     RetryPolicy,
     RpcError,
@@ -352,6 +353,9 @@ def _exit_code_for(error: BaseException) -> int:
         task_id = getattr(error, "task_id", None)
         say(f"cancelled task {task_id}" if task_id else "interrupted")
         return EXIT_INTERRUPTED
+    if isinstance(error, AuthorizationError):
+        say(f"not authorized: {error}")
+        return EXIT_ERROR
     if isinstance(error, TransportError):
         say(f"cannot reach the server: {error}")
         return EXIT_TRANSPORT

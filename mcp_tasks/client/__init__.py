@@ -57,6 +57,7 @@ from ..core._client import (
 )
 from ..core._client_era import Era, LegacySession, legacy_task
 from ..transports import (
+    AuthorizationError,
     ClientTransport,
     HttpAuthorization,
     HttpClientTransport,
@@ -545,6 +546,7 @@ def _cache_hints(result: dict[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "REPEATABLE_METHODS",
+    "AuthorizationError",
     "Client",
     "ClientTransport",
     "ElicitHandler",

@@ -360,7 +360,8 @@ class OAuth:
                 server = await fetch_server_metadata(http, login.issuer)
             except AuthorizationError:
                 return
-        if resource.authorization_servers[0] == login.issuer:
+        same_server = resource.authorization_servers[0] == login.issuer
+        if same_server and resource_covers(resource.resource, self.server_url):
             await self._refresh(server, resource, login)
 
     # --- what is held --------------------------------------------------------------------

@@ -26,7 +26,9 @@ __all__ = [
     "resource_covers",
 ]
 
-_PARAMETER: Final = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))')
+_TOKEN: Final = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_PARAMETER: Final = re.compile(rf'({_TOKEN})\s*=\s*(?:"((?:[^"\\]|\\.)*)"|({_TOKEN}))')
+_SCHEME: Final = re.compile(rf"(?P<scheme>{_TOKEN})(?:\s+(?P<rest>.*))?", re.DOTALL)
 _MAX_CHALLENGE: Final = 8192
 
 
@@ -45,31 +47,66 @@ class Challenge(msgspec.Struct, frozen=True):
 
 def parse_challenge(headers: list[str]) -> Challenge | None:
     """The `Bearer` challenge among `WWW-Authenticate` header values (None when there is
-    none). Values may be quoted, with backslash escapes; unknown parameters are ignored."""
+    none), read as RFC 9110 section 11.6.1 writes them: a scheme, then a token68 or
+    `name=value` parameters (values a token or a quoted string with backslash escapes),
+    challenges and parameters separated by commas. Unknown parameters are ignored; so is
+    a header over 8 KiB."""
     for header in headers:
         if len(header) > _MAX_CHALLENGE:
             continue
-        start = _bearer_start(header)
-        if start is None:
-            continue
-        found: dict[str, str] = {}
-        for match in _PARAMETER.finditer(header, start):
-            name, quoted, plain = match.groups()
-            if name.lower() != "bearer" and name.lower() not in found:
-                value = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else plain
-                found[name.lower()] = value
-        return Challenge(
-            resource_metadata=found.get("resource_metadata"),
-            scope=found.get("scope"),
-            error=found.get("error"),
-            error_description=found.get("error_description"),
-        )
+        found = _bearer_parameters(header)
+        if found is not None:
+            return Challenge(
+                resource_metadata=found.get("resource_metadata"),
+                scope=found.get("scope"),
+                error=found.get("error"),
+                error_description=found.get("error_description"),
+            )
     return None
 
 
-def _bearer_start(header: str) -> int | None:
-    match = re.search(r"(?:^|,)\s*Bearer(?:\s+|$)", header, re.IGNORECASE)
-    return None if match is None else match.end()
+def _bearer_parameters(header: str) -> dict[str, str] | None:
+    scheme: str | None = None
+    bearer: dict[str, str] | None = None
+    for element in _elements(header):
+        parameter = _PARAMETER.fullmatch(element)
+        if parameter is None:
+            opening = _SCHEME.fullmatch(element)
+            if opening is None:
+                continue  # (not a challenge: skipped)
+            scheme = opening["scheme"].lower()
+            if scheme == "bearer" and bearer is None:
+                bearer = {}
+            rest = opening["rest"]
+            parameter = _PARAMETER.fullmatch(rest) if rest else None
+            if parameter is None:
+                continue  # (no parameter, or a token68)
+        if scheme == "bearer" and bearer is not None:
+            name, quoted, plain = parameter.groups()
+            value = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else plain
+            bearer.setdefault(name.lower(), value)
+    return bearer
+
+
+def _elements(header: str) -> list[str]:
+    """`header` cut at the commas outside quoted strings, each part stripped."""
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = escaped = False
+    for char in header:
+        if escaped:
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == "," and not quoted:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    parts.append("".join(current).strip())
+    return [part for part in parts if part]
 
 
 class ProtectedResourceMetadata(msgspec.Struct, frozen=True):

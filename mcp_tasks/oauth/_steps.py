@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx2
 import msgspec
 
-from ..transports._client_base import TransportError
+from ..transports._client_base import AuthorizationError
 from ._metadata import (
     AuthorizationServerMetadata,
     ProtectedResourceMetadata,
@@ -35,10 +35,6 @@ __all__ = [
 _MAX_DOCUMENT_BYTES: Final = 256 * 1024
 _LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 _T = TypeVar("_T")
-
-
-class AuthorizationError(TransportError):
-    """Logging in to a server failed; the message says at which step and why."""
 
 
 def secure(url: str) -> bool:

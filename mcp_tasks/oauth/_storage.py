@@ -8,8 +8,13 @@ refused when another user could read it. Secrets never show in a `repr`.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final, Literal, Protocol
 
@@ -110,48 +115,79 @@ def default_logins_path() -> Path:
     return Path(base) / "mcp-tasks" / "logins.json"
 
 
+_PATH_LOCKS: dict[str, threading.Lock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+
+
+def _path_lock(path: Path) -> threading.Lock:
+    """One lock per file for the whole process (every storage on a file shares it)."""
+    key = os.path.abspath(path)
+    with _PATH_LOCKS_GUARD:
+        return _PATH_LOCKS.setdefault(key, threading.Lock())
+
+
 class FileTokenStorage:
-    """Logins kept in one JSON file (default: `default_logins_path()`)."""
+    """Logins kept in one JSON file (default: `default_logins_path()`). A change is a
+    read, a change and a whole new file put in place, under a lock shared by every storage
+    on the file in this process and an advisory lock (`flock`) on `PATH.lock` for other
+    processes."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else default_logins_path()
-        self._lock = anyio.Lock()
 
     async def load(self, server_url: str) -> Login | None:
-        async with self._lock:
-            logins = await anyio.to_thread.run_sync(self._read)
+        logins = await anyio.to_thread.run_sync(self._read_locked)
         return logins.get(server_url)
 
     async def save(self, server_url: str, login: Login) -> None:
-        async with self._lock:
-            await anyio.to_thread.run_sync(self._change, server_url, login)
+        await anyio.to_thread.run_sync(self._change, server_url, login)
 
     async def forget(self, server_url: str) -> None:
-        async with self._lock:
-            await anyio.to_thread.run_sync(self._change, server_url, None)
+        await anyio.to_thread.run_sync(self._change, server_url, None)
 
     def servers(self) -> list[str]:
         """The servers there is a login for."""
-        return sorted(self._read())
+        return sorted(self._read_locked())
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with _path_lock(self.path):
+            folder = self.path.parent
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            lock_path = folder / f".{self.path.name}.lock"
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+            descriptor = os.open(lock_path, flags, 0o600)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(descriptor)  # (closing releases the flock)
+
+    def _read_locked(self) -> dict[str, Login]:
+        if not self.path.parent.exists():
+            return {}
+        with self._locked():
+            return self._read()
 
     def _change(self, server_url: str, login: Login | None) -> None:
-        logins = self._read()
-        if login is None:
-            if logins.pop(server_url, None) is None:
-                return
-        else:
-            logins[server_url] = login
-        self._write(logins)
+        with self._locked():
+            logins = self._read()
+            if login is None:
+                if logins.pop(server_url, None) is None:
+                    return
+            else:
+                logins[server_url] = login
+            self._write(logins)
 
     def _read(self) -> dict[str, Login]:
-        try:
-            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:  # (O_NONBLOCK: a FIFO in the file's place does not hang the open)
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             return {}
         except OSError as error:
             raise OSError(f"cannot open the logins file {self.path}: {error.strerror}") from None
-        with os.fdopen(descriptor, "rb") as file:
-            mode = os.fstat(file.fileno()).st_mode
+        try:
+            mode = os.fstat(descriptor).st_mode
             if not stat.S_ISREG(mode):
                 raise OSError(f"the logins file {self.path} is not a regular file")
             if mode & 0o077:
@@ -159,6 +195,11 @@ class FileTokenStorage:
                     f"the logins file {self.path} can be read by other users "
                     f"(mode {stat.S_IMODE(mode):o}); make it 600 (chmod 600) or remove it"
                 )
+            os.set_blocking(descriptor, True)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        with os.fdopen(descriptor, "rb") as file:
             data = file.read(_MAX_FILE_BYTES + 1)
         if len(data) > _MAX_FILE_BYTES:
             raise OSError(f"the logins file {self.path} is larger than {_MAX_FILE_BYTES} bytes")
@@ -172,11 +213,8 @@ class FileTokenStorage:
 
     def _write(self, logins: dict[str, Login]) -> None:
         folder = self.path.parent
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        temporary = folder / f".{self.path.name}.{os.getpid()}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-        temporary.unlink(missing_ok=True)
-        descriptor = os.open(temporary, flags, 0o600)
+        descriptor, name = tempfile.mkstemp(dir=folder, prefix=f".{self.path.name}.")
+        temporary = Path(name)  # (mkstemp makes it 0600)
         try:
             with os.fdopen(descriptor, "wb") as file:
                 file.write(msgspec.json.encode(_File(format=_FORMAT, logins=logins)))

@@ -27,7 +27,9 @@ from .._support.lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._client_base import (
+        AuthorizationError,
         ClientTransport,
+        HttpAuthorization,
         NotificationHandler,
         ServerRequestHandler,
         ServerUnreachable,
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
         UnexpectedAnswer,
         same_id,
     )
-    from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpAuthorization, HttpClientTransport
+    from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpClientTransport
     from ._http_rules import Authenticator, HttpConfig, Unauthorized
     from ._http_server import serve_http
     from ._port import Connection, HostedHandler, MessageHandler, Notify, SendNotification
@@ -50,7 +52,9 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "._client_base": (
+        "AuthorizationError",
         "ClientTransport",
+        "HttpAuthorization",
         "NotificationHandler",
         "ServerRequestHandler",
         "ServerUnreachable",
@@ -59,7 +63,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "UnexpectedAnswer",
         "same_id",
     ),
-    "._http_client": ("DEFAULT_MAX_MESSAGE_BYTES", "HttpAuthorization", "HttpClientTransport"),
+    "._http_client": ("DEFAULT_MAX_MESSAGE_BYTES", "HttpClientTransport"),
     "._http_rules": ("Authenticator", "HttpConfig", "Unauthorized"),
     "._http_server": ("serve_http",),
     "._port": ("Connection", "HostedHandler", "MessageHandler", "Notify", "SendNotification"),
@@ -84,6 +88,7 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "NO_TELEMETRY",
     "Authenticator",
+    "AuthorizationError",
     "ClientTransport",
     "Connection",
     "HostedHandler",

@@ -17,7 +17,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 __all__ = [
+    "AuthorizationError",
     "ClientTransport",
+    "HttpAuthorization",
     "NotificationHandler",
     "ServerRequestHandler",
     "ServerUnreachable",
@@ -33,9 +35,30 @@ ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[bytes]]
 the encoded JSON-RPC response."""
 
 
+class HttpAuthorization(Protocol):
+    """What gives a transport its `Authorization` header and answers a server's challenges
+    (`mcp_tasks.oauth.OAuth`)."""
+
+    async def authorization(self) -> str | None:
+        """The header value for the next request (None: send none)."""
+        ...
+
+    async def challenged(
+        self, status: int, www_authenticate: list[str], sent: str | None, attempt: int
+    ) -> bool:
+        """Whether to send the request again after a 401 or 403 (with a new header)."""
+        ...
+
+
 class TransportError(Exception):
     """The peer is unreachable, went away, or answered something that is not a JSON-RPC
     response; the message says which, and where."""
+
+
+class AuthorizationError(TransportError):
+    """The server wants credentials the client does not have: a 401 with no way to log in,
+    a login that failed (the message says at which step and why), or a server that still
+    refuses every token it is given."""
 
 
 class UnexpectedAnswer(TransportError):

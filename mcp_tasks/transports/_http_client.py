@@ -41,7 +41,7 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, suppress
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import anyio
 import httpx2
@@ -50,6 +50,8 @@ from anyio.abc import TaskGroup
 
 from ..core._depth import MAX_DEPTH, too_deep
 from ._client_base import (
+    AuthorizationError,
+    HttpAuthorization,
     NotificationHandler,
     ServerRequestHandler,
     ServerUnreachable,
@@ -60,24 +62,20 @@ from ._client_base import (
     response_kind,
     same_id,
 )
+from ._http_failures import NamedFailures
+from ._http_session_streams import SessionStreams
+from ._http_session_streams import media_type as _media_type
 from ._sse_reader import EventStream
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "HttpAuthorization", "HttpClientTransport"]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "HttpClientTransport"]
 
 DEFAULT_MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 _PREVIEW_BYTES: Final = 512
 _PROXY_SAYS_SERVER_AWAY: Final = frozenset({502, 503, 504})
 """Statuses that, without a JSON-RPC body, are a proxy's word that the server is not there."""
-_CUT_SHORT: Final = ("Server disconnected", "peer closed connection")
-"""How httpx2's RemoteProtocolError starts when the server went away mid-exchange (any
-other is a malformed answer)."""
 _SESSION: Final = "mcp-session-id"
 _MAX_SESSION_ID: Final = 1024
 _DELETE_SECONDS: Final = 5.0
-_MAX_RESUMES: Final = 8
-"""Resumptions of one response stream in a row that brought no event: then it is given up."""
-_SESSION_STREAM_FAILURES: Final = 5
-_MAX_SESSION_STREAM_WAIT: Final = 30.0
 _MAX_AUTHORIZED_TRIES: Final = 16
 """A bound on the sends of one request that `auth` could otherwise loop on."""
 _POST_HEADERS: Final = {
@@ -86,22 +84,7 @@ _POST_HEADERS: Final = {
 }
 
 
-class HttpAuthorization(Protocol):
-    """What gives a transport its `Authorization` header and answers a server's challenges
-    (`mcp_tasks.oauth.OAuth`)."""
-
-    async def authorization(self) -> str | None:
-        """The header value for the next request (None: send none)."""
-        ...
-
-    async def challenged(
-        self, status: int, www_authenticate: list[str], sent: str | None, attempt: int
-    ) -> bool:
-        """Whether to send the request again after a 401 or 403 (with a new header)."""
-        ...
-
-
-class HttpClientTransport:
+class HttpClientTransport(SessionStreams):
     """Requests and notifications to one Streamable HTTP endpoint, e.g.
     `http://127.0.0.1:8000/mcp`. Pass `http_client` to share a pool (it is then yours to
     close); otherwise the transport makes one and `aclose` closes it."""
@@ -145,6 +128,10 @@ class HttpClientTransport:
         self.resumes_streams = False
         """A 2025 session's response streams are resumed when cut (see the module)."""
         self._background: TaskGroup | None = None
+        self._awaited: dict[str, tuple[anyio.Event, list[Any]]] = {}
+        self._unclaimed: dict[str, dict[str, Any]] = {}
+        """Requests resuming their cut stream, by id: their answer may come on the
+        session's own stream instead."""
 
     async def __aenter__(self) -> HttpClientTransport:
         self._background = anyio.create_task_group()
@@ -164,15 +151,6 @@ class HttpClientTransport:
                 await background.__aexit__(None, None, None)
         finally:
             await self.aclose()
-
-    def listen_to_session(
-        self, headers: Mapping[str, str], on_notification: NotificationHandler | None
-    ) -> None:
-        """Open the 2025 session's GET stream in the background (only inside `async
-        with`, and while there is a session)."""
-        self.session_headers = dict(headers)
-        if self._background is not None and self.session_id is not None:
-            self._background.start_soon(self._session_stream, dict(headers), on_notification)
 
     async def aclose(self) -> None:
         await self.end_session()
@@ -219,11 +197,27 @@ class HttpClientTransport:
         self, response: httpx2.Response, sent: str | None, attempt: int
     ) -> bool:
         """Whether `response` is a challenge that `auth` answered with a new token (the
-        request is then sent again; the challenge's body is not read)."""
-        if self.auth is None or response.status_code not in (401, 403):
+        request is then sent again). A 401 that cannot be answered so, and a 403 asking for
+        more scope than the logins got, are `AuthorizationError` (the challenge is never
+        read as the server's answer)."""
+        status = response.status_code
+        if status not in (401, 403):
             return False
         challenges = response.headers.get_list("www-authenticate")
-        return await self.auth.challenged(response.status_code, challenges, sent, attempt)
+        if self.auth is not None and await self.auth.challenged(status, challenges, sent, attempt):
+            return True
+        wants_scope = any("insufficient_scope" in challenge for challenge in challenges)
+        if status == 401 or (wants_scope and self.auth is not None):
+            said = preview(await self._read_preview(response))
+            if self.auth is None:
+                raise AuthorizationError(
+                    f"{self.url} asks for authorization (HTTP 401): log in (`mcp-tasks "
+                    f"login URL`, or connect with auth=OAuth(...)); it said: {said}"
+                )
+            raise AuthorizationError(
+                f"{self.url} still refuses (HTTP {status}) after {attempt} authorization(s): {said}"
+            )
+        return False
 
     def _session_of(self, response: httpx2.Response) -> None:
         """Keep the session id a server gives (at `initialize`); a 404 to a request that
@@ -300,78 +294,6 @@ class HttpClientTransport:
             )
         return message
 
-    async def _resume(
-        self,
-        events: EventStream,
-        request_id: str | int,
-        on_notification: NotificationHandler | None,
-        headers: Mapping[str, str],
-    ) -> dict[str, Any]:
-        """The answer to `request_id`, read from the stream resumed after it was cut."""
-        for _ in range(_MAX_RESUMES):
-            if not self.resumes_streams or events.last_event_id is None:
-                break
-            seen = events.last_event_id
-            await anyio.sleep(events.retry_seconds(default=1.0))
-            async with self._get(headers, seen) as response:
-                if response.status_code != 200 or _media_type(response) != "text/event-stream":
-                    raise UnexpectedAnswer(
-                        f"{self.url} answered the resumption of request {request_id!r} "
-                        f"with HTTP {response.status_code}",
-                        status=response.status_code,
-                    )
-                events.restart()
-                found = await self._answer_on_stream(response, events, request_id, on_notification)
-            if found is not None:
-                return found
-        raise ServerUnreachable(
-            f"the event stream from {self.url} ended before the response to request {request_id!r}",
-            may_have_arrived=True,
-        )
-
-    def _get(
-        self, headers: Mapping[str, str], last_event_id: str | None
-    ) -> AbstractAsyncContextManager[httpx2.Response]:
-        """A GET of the session's stream (resuming after `last_event_id`)."""
-        all_headers = {**self._headers, **headers, "accept": "text/event-stream"}
-        all_headers.pop("content-type", None)
-        if self.session_id is not None:
-            all_headers[_SESSION] = self.session_id
-        if last_event_id is not None:
-            all_headers["last-event-id"] = last_event_id
-        return self._client.stream(
-            "GET",
-            self.url,
-            headers=all_headers,
-            timeout=httpx2.Timeout(self.timeout_seconds, read=None),
-        )
-
-    async def _session_stream(
-        self, headers: dict[str, str], on_notification: NotificationHandler | None
-    ) -> None:
-        """The session's GET stream, kept open (reopened after the server's `retry:` wait,
-        longer after each failure in a row) until the session ends, the server says it
-        has none, or it failed `_SESSION_STREAM_FAILURES` times in a row. Nothing here can
-        fail the client: a failure only ends the listening."""
-        events = EventStream(self.max_message_bytes)
-        failures = 0
-        while self.session_id is not None and failures < _SESSION_STREAM_FAILURES:
-            try:
-                if self.auth is not None:
-                    authorization = await self.auth.authorization()
-                    if authorization is not None:
-                        headers["authorization"] = authorization
-                async with self._get(headers, events.last_event_id) as response:
-                    if response.status_code != 200 or _media_type(response) != "text/event-stream":
-                        return  # (405: the server offers no such stream)
-                    events.restart()
-                    failures = 0
-                    await self._answer_on_stream(response, events, None, on_notification)
-            except (httpx2.HTTPError, httpx2.StreamError, TransportError):
-                failures += 1
-            wait = events.retry_seconds(default=1.0) * 2 ** max(failures - 1, 0)
-            await anyio.sleep(min(wait, _MAX_SESSION_STREAM_WAIT))
-
     async def _answer_on_stream(
         self,
         response: httpx2.Response,
@@ -388,7 +310,9 @@ class HttpClientTransport:
                 raise TransportError(f"{self.url}: {error}") from None
             for data in datas:
                 message = self._decode_event(data, request_id)
-                if "method" not in message:
+                if "method" not in message and request_id is None:
+                    self._deliver(message)  # (on the session's own stream)
+                elif "method" not in message:
                     return message
                 if "id" in message:
                     await self._answer_server_request(message)
@@ -405,7 +329,7 @@ class HttpClientTransport:
         message = self._decode(data, "event on the SSE stream", allow_notification=True)
         if "method" in message or ("error" in message and message.get("id") is None):
             return message  # (an error without an id, on this request's stream: its own)
-        if request_id is None or not same_id(message.get("id"), request_id):
+        if request_id is not None and not same_id(message.get("id"), request_id):
             raise TransportError(
                 f"{self.url} sent, on the stream of request {request_id!r}, the response "
                 f"to {message.get('id')!r}"
@@ -480,77 +404,5 @@ class HttpClientTransport:
             follow_redirects=True,  # (a 307 to `/mcp/`: the POST goes there, its body kept)
         )
 
-    def _failures_named(self) -> _NamedFailures:
-        return _NamedFailures(self.url, self.timeout_seconds)
-
-
-class _NamedFailures:
-    """Turns httpx2's errors into TransportError naming what happened and the URL."""
-
-    def __init__(self, url: str, timeout_seconds: float) -> None:
-        self.url = url
-        self.timeout_seconds = timeout_seconds
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: types.TracebackType | None,
-    ) -> None:
-        if error is None or not isinstance(error, httpx2.HTTPError | httpx2.StreamError):
-            return
-        if isinstance(error, httpx2.TimeoutException):
-            what = f"timed out ({type(error).__name__}, timeout_seconds={self.timeout_seconds:g})"
-        elif isinstance(error, httpx2.ConnectError):
-            what = "cannot connect"
-        elif isinstance(error, httpx2.RemoteProtocolError):
-            what = "the server's HTTP answer was cut short or malformed"
-        elif isinstance(error, httpx2.NetworkError):
-            what = "the connection failed (closed or reset)"
-        else:
-            what = "the HTTP request failed"
-        detail = str(error) or type(error).__name__
-        message = f"{what}: {self.url}: {detail}"
-        may_have_arrived = _went_away(error)
-        if may_have_arrived is not None:
-            raise ServerUnreachable(message, may_have_arrived=may_have_arrived) from error
-        raise TransportError(message) from error
-
-
-def _went_away(error: BaseException) -> bool | None:
-    """Whether `error` is what a server going away looks like: False when the connection
-    was refused (the request never left), True when it broke after the request may have
-    arrived, None when it is something else (a timeout, a bad name, TLS, a bad answer)."""
-    if isinstance(error, httpx2.TimeoutException):
-        return None
-    if isinstance(error, httpx2.ConnectError):
-        return False if _refused(error) else None
-    if isinstance(error, httpx2.RemoteProtocolError):
-        return True if str(error).startswith(_CUT_SHORT) else None
-    if isinstance(error, httpx2.NetworkError):
-        return True
-    return None
-
-
-def _refused(error: BaseException) -> bool:
-    """Whether a ConnectionRefusedError is among the causes of `error` (anyio and trio put
-    it below an OSError, or in a group of the attempts)."""
-    seen: list[BaseException] = [error]
-    for _ in range(32):  # chains are a few links long; never loop on a cycle
-        if not seen:
-            return False
-        found = seen.pop()
-        if isinstance(found, ConnectionRefusedError):
-            return True
-        seen.extend(cause for cause in (found.__cause__, found.__context__) if cause is not None)
-        if isinstance(found, BaseExceptionGroup):
-            seen.extend(found.exceptions)
-    return False
-
-
-def _media_type(response: httpx2.Response) -> str:
-    content_type = response.headers.get("content-type", "")
-    return content_type.split(";", 1)[0].strip().lower()
+    def _failures_named(self) -> NamedFailures:
+        return NamedFailures(self.url, self.timeout_seconds)

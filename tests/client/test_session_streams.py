@@ -171,6 +171,37 @@ async def test_a_response_stream_cut_before_its_answer_is_resumed_with_last_even
 
 
 @pytest.mark.trio
+async def test_an_answer_sent_on_the_sessions_own_stream_ends_the_wait() -> None:
+    cut = trio.Event()
+    calls: list[int] = []
+    resumptions: list[str] = []
+
+    async def answer(request: Seen, stream: trio.SocketStream) -> None:
+        method, headers, body = request
+        if method == "POST":  # the call's stream is cut; the resumption is 5 s away
+            calls.append(body["id"])
+            await stream.send_all(head("200 OK", content_type="text/event-stream"))
+            await stream.send_all(event(None, event_id="p1", retry_ms=5000))
+            cut.set()
+            return
+        if "last-event-id" in headers:
+            resumptions.append(headers["last-event-id"])
+            await trio.sleep_forever()
+        await stream.send_all(head("200 OK", content_type="text/event-stream"))
+        await cut.wait()  # the session's own stream carries the answer
+        result = {"content": [{"type": "text", "text": "on the session stream"}]}
+        await stream.send_all(event({"jsonrpc": "2.0", "id": calls[0], "result": result}, "g1"))
+        await trio.sleep_forever()
+
+    async with scripted(answer) as (_, url):
+        with trio.fail_after(4):  # (less than the retry wait: the answer did not wait for it)
+            async with connect_http(url, era="legacy") as client:
+                result = await client.call_tool("slow", {})
+    assert result.content[0].text == "on the session stream"
+    assert resumptions == []
+
+
+@pytest.mark.trio
 async def test_a_stream_that_never_resumes_is_given_up() -> None:
     async def answer(request: Seen, stream: trio.SocketStream) -> None:
         method, headers, _ = request
