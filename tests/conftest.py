@@ -35,3 +35,14 @@ def redis_url() -> Iterator[str]:
     """A redis-server of the test session's own (see tests/redis_server.py)."""
     with running_redis() as url:
         yield url
+
+
+@pytest.fixture(autouse=True)
+def forget_remembered_eras() -> Iterator[None]:
+    """Each test's clients find their servers' eras themselves: a port a test reuses may
+    serve another kind of server than the last test's (the process remembers per URL)."""
+    from mcp_tasks.client import _era  # noqa: PLC0415
+
+    _era._ERAS.clear()
+    yield
+    _era._ERAS.clear()

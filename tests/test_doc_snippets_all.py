@@ -26,7 +26,7 @@ from redis_server import free_port
 
 from mcp_tasks import Server, TextContent, ToolContext
 from mcp_tasks import client as client_module
-from mcp_tasks.client import RpcError, connect_http, connect_stdio
+from mcp_tasks.client import AuthorizationError, RpcError, connect_http, connect_stdio
 from mcp_tasks.core import (
     START_TASK,
     CallToolResult,
@@ -53,6 +53,7 @@ RUN_ELSEWHERE: dict[str, list[str] | None] = {
     "security.md": ["single_use_request_state=True"],  # tests/test_docs.py
     "tools.md": None,  # tests/runtime/test_tools_docs.py
     "testing.md": None,  # tests/test_testing_docs.py
+    "oauth.md": None,  # tests/oauth/test_oauth_docs.py
     "replay.md": None,  # tests/test_replay_docs.py
     "writing-a-transport.md": None,  # tests/test_line_transport.py (the example's own lines)
 }
@@ -430,7 +431,7 @@ async def test_the_security_page_authenticator_lets_in_only_a_known_bearer_token
                 assert "supportedVersions" in await client.discover()
             for wrong in ({}, {"Authorization": "Bearer not-a-token"}):
                 async with connect_http(url, headers=wrong) as client:
-                    with pytest.raises(RpcError, match="send a valid bearer token"):
+                    with pytest.raises(AuthorizationError, match="send a valid bearer token"):
                         await client.discover()
     assert names["lookup"](token) == "alice" and names["lookup"]("") is None
 

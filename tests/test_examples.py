@@ -36,4 +36,5 @@ def test_bearer_auth_example_keeps_each_callers_tasks_apart() -> None:
     lines = out.stdout.splitlines()
     assert lines[0] == "alice: her task MINE"
     assert lines[1].startswith("bob: -32602 Unknown task: 'tsk_")
-    assert lines[2] == "nobody: Unauthorized: send Authorization: Bearer <token>"
+    assert lines[2].startswith("nobody: http://127.0.0.1:")
+    assert "(HTTP 401: Unauthorized: send Authorization: Bearer <token>)" in lines[2]

@@ -26,6 +26,7 @@ from ..runtime import Server
 from ..store import STORE_URL_HELP, StoreLocked, TaskStore, open_store
 from ._calling import call, list_command, parse_arguments, task, tools
 from ._environment import name_variables
+from ._login import login, logout
 from ._replay import replay_command
 from ._serving import (
     LOOPS,
@@ -313,6 +314,8 @@ main.add_command(task)
 main.add_command(tools)
 main.add_command(list_command)
 main.add_command(replay_command)
+main.add_command(login)
+main.add_command(logout)
 name_variables(main)
 
 if __name__ == "__main__":

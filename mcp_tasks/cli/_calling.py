@@ -9,7 +9,8 @@ draws its status on stderr and asks elicitation questions there. SIGINT is recei
 signal, not a KeyboardInterrupt: it cancels the scope around the call, and the Client answers
 that cancellation with `tasks/cancel`. Errors are mapped to exit codes in one place,
 `_exit_code_for`. Every command takes the same connection options (`Endpoint`): the server's
-URL or `--stdio CMD`, `--header`, `--timeout`, `--token` (or `MCP_TASKS_TOKEN`).
+URL or `--stdio CMD`, `--header`, `--timeout`, `--token` (or `MCP_TASKS_TOKEN`), and
+`--logins` (the tokens `mcp-tasks login` kept, used when no Authorization is given).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import click
@@ -45,6 +47,7 @@ from ..core import LocalProtocolError, RemoteProtocolError
 from ..core._errors import METHOD_NOT_FOUND
 from ..core._wire import CallToolResult
 from ._listing import Catalog, catalog_json, describe_catalog
+from ._login import logins_option, stored_logins
 from ._serving import say
 from ._terminal import EXIT_ERROR, Terminal, print_result, retry_reason
 
@@ -145,6 +148,7 @@ def connection_options(function: Callable[..., Any]) -> Callable[..., Any]:
                 show_envvar=True,
                 help="A bearer token, sent as 'Authorization: Bearer TOKEN' (HTTP only).",
             ),
+            logins_option,
         ]
     ):
         function = option(function)
@@ -163,6 +167,7 @@ class Endpoint:
         timeout: float | None = None,
         token: str | None = None,
         reconnect_seconds: float = RetryPolicy().reconnect_seconds,
+        logins: Path | None = None,
     ) -> None:
         if stdio_command is not None and url is not None:
             raise click.UsageError("give either URL or --stdio CMD, not both.")
@@ -178,6 +183,7 @@ class Endpoint:
         self.timeout = timeout
         self.retry = RetryPolicy(reconnect_seconds=reconnect_seconds)
         self.headers = self._headers(headers, token)
+        self.logins = logins
 
     def _command(self, stdio_command: str | None) -> list[str] | None:
         if stdio_command is None:
@@ -223,6 +229,8 @@ class Endpoint:
         assert self.url is not None
         if self.timeout is not None:
             options["timeout_seconds"] = self.timeout
+        if not any(name.lower() == "authorization" for name in self.headers):
+            options["auth"] = stored_logins(self.url, self.logins)  # (`mcp-tasks login`'s)
         return partial(connect_http, self.url, headers=self.headers, **options)
 
 

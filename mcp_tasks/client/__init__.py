@@ -77,6 +77,7 @@ from ._callbacks import (
     maybe_await,
     missing_handler,
 )
+from ._era import recalled_era, remember_era
 from ._resume import ResumeEntry, ResumeLog
 from ._sending import RequestSender
 from ._session_tasks import SessionTasks
@@ -501,6 +502,7 @@ async def connect_http(
     **options: Any,
 ) -> AsyncIterator[Client]:
     """A `Client` for the Streamable HTTP endpoint at `url` (e.g. http://127.0.0.1:8000/mcp);
+    the era the last client found at `url` in this process is tried first;
     `headers` go with every request (a fixed credential: `{"Authorization": "Bearer …"}`),
     `auth` logs in where the server asks (`mcp_tasks.oauth.OAuth`), `timeout_seconds`
     bounds the connect and each read, `options` go to `Client`."""
@@ -508,7 +510,13 @@ async def connect_http(
         url, headers=headers, timeout_seconds=timeout_seconds, auth=auth
     )
     async with transport:
-        yield Client(transport, **options)
+        client = Client(transport, **options)
+        if "era" not in options and recalled_era(url) == "legacy":
+            client.era, client.era_guessed = "legacy", True  # (no modern request first)
+        try:
+            yield client
+        finally:
+            remember_era(url, client.era)
 
 
 @asynccontextmanager

@@ -22,11 +22,31 @@ import msgspec
 from ..core import wire as w
 from ..core._client import ClientCore
 from ..core._client_era import MODERN_CODES, Era, LegacySession, falls_back
-from ..core._errors import INTERNAL_ERROR, METHOD_NOT_FOUND
+from ..core._errors import INTERNAL_ERROR, METHOD_NOT_FOUND, RemoteProtocolError
 from ..transports import ClientTransport, TransportError, UnexpectedAnswer
 from ._callbacks import ElicitHandler, RootsHandler, SamplingHandler
 
 FALL_BACK_STATUSES: Final = frozenset({400, 404, 405})
+_MAX_REMEMBERED: Final = 256
+_ERAS: dict[str, Era] = {}
+"""The era found at each URL by this process's clients, the latest last (at most
+`_MAX_REMEMBERED`)."""
+
+
+def remember_era(url: str, era: Era | None) -> None:
+    """Keep the era a client found at `url`, for the next client there."""
+    if era is None:
+        return
+    _ERAS.pop(url, None)
+    _ERAS[url] = era
+    while len(_ERAS) > _MAX_REMEMBERED:
+        del _ERAS[next(iter(_ERAS))]
+
+
+def recalled_era(url: str) -> Era | None:
+    return _ERAS.get(url)
+
+
 """HTTP statuses whose unreadable answer to a modern request means a 2025 server."""
 
 
@@ -40,6 +60,9 @@ class EraKeeper:
     on_roots: RootsHandler | None
     _ids: itertools.count[int]
     era: Era | None
+    era_guessed: bool = False
+    """The era was taken from an earlier client's finding, not from this server's answer:
+    a modern refusal of `initialize` then means the server changed, and it is asked anew."""
     session: LegacySession
     request_timeout_seconds: float | None
 
@@ -76,6 +99,18 @@ class EraKeeper:
         if response is not None:
             return falls_back(response)
         return isinstance(odd, UnexpectedAnswer) and odd.status in FALL_BACK_STATUSES
+
+    async def open_guessed_session(self) -> None:
+        """Open the session a client starts in; when its era was only remembered and the
+        server answers `initialize` with a modern error, it is a modern server now."""
+        try:
+            await self.open_session()
+        except RemoteProtocolError as error:
+            if not (self.era_guessed and getattr(error, "code", None) in MODERN_CODES):
+                raise
+            self.era = None  # (asked anew by the next request)
+        finally:
+            self.era_guessed = False
 
     async def open_session(self) -> None:
         """`initialize` a 2025 session (again, after the server forgot the last one)."""

@@ -72,7 +72,7 @@ class RequestSender(EraKeeper):
         trace_meta = None if observed is None else observed.meta
         while True:
             if self.era == "legacy" and self.session.version is None:
-                await self.open_session()  # (a client made with era="legacy")
+                await self.open_guessed_session()  # (a client made with era="legacy")
             request_id = next(self._ids)
             if self.era == "legacy":
                 body, headers = self.session.request(request_id, method, params)

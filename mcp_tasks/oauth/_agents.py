@@ -79,8 +79,9 @@ class LoopbackBrowser:
         listening.listen(8)
         listener = await anyio.abc.SocketListener.from_socket(listening)
         found: list[str] = []
-        async with listener:
-            self._open_url(authorization_url)
+        async with listener, anyio.create_task_group() as opening:
+            # (in a thread: a browser command may not return before the page is used)
+            opening.start_soon(_in_thread, self._open_url, authorization_url)
             with anyio.fail_after(self.timeout_seconds):
                 while not found:
                     connection = await listener.accept()
@@ -88,7 +89,12 @@ class LoopbackBrowser:
                         target = await _serve_one(connection, self._path)
                     if target is not None:
                         found.append(urljoin(self.redirect_uri, target))
+            opening.cancel_scope.cancel()
         return found[0]
+
+
+async def _in_thread(open_url: Callable[[str], object], url: str) -> None:
+    await anyio.to_thread.run_sync(open_url, url, abandon_on_cancel=True)
 
 
 async def _serve_one(connection: anyio.abc.SocketStream, path: str) -> str | None:

@@ -225,11 +225,16 @@ async def request_tokens(
     """Asks the token endpoint for tokens with `grant_type` and `parameters` (empty ones
     left out), authenticating the client the way its registration says."""
     # (authlib is the `oauth` extra: imported when a token is first asked for)
-    from authlib.integrations.httpx_client import (  # noqa: PLC0415
-        AsyncOAuth2Client,
-        OAuthError,
-    )
-    from authlib.oauth2.rfc7523 import PrivateKeyJWT  # noqa: PLC0415
+    try:
+        from authlib.integrations.httpx_client import (  # noqa: PLC0415
+            AsyncOAuth2Client,
+            OAuthError,
+        )
+        from authlib.oauth2.rfc7523 import PrivateKeyJWT  # noqa: PLC0415
+    except ImportError:
+        raise AuthorizationError(
+            "asking for tokens needs authlib: pip install 'mcp-tasks[oauth]'"
+        ) from None
 
     assert server.token_endpoint is not None
     signing_key = None

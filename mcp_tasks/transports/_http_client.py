@@ -208,14 +208,14 @@ class HttpClientTransport(SessionStreams):
             return True
         wants_scope = any("insufficient_scope" in challenge for challenge in challenges)
         if status == 401 or (wants_scope and self.auth is not None):
-            said = preview(await self._read_preview(response))
+            said = _refusal(await self._read_preview(response))
             if self.auth is None:
                 raise AuthorizationError(
-                    f"{self.url} asks for authorization (HTTP 401): log in (`mcp-tasks "
-                    f"login URL`, or connect with auth=OAuth(...)); it said: {said}"
+                    f"{self.url} asks for authorization (HTTP 401: {said}); log in with "
+                    "`mcp-tasks login URL`, or connect with auth=OAuth(...)"
                 )
             raise AuthorizationError(
-                f"{self.url} still refuses (HTTP {status}) after {attempt} authorization(s): {said}"
+                f"{self.url} still refuses (HTTP {status}: {said}) after {attempt} authorization(s)"
             )
         return False
 
@@ -406,3 +406,14 @@ class HttpClientTransport(SessionStreams):
 
     def _failures_named(self) -> NamedFailures:
         return NamedFailures(self.url, self.timeout_seconds)
+
+
+def _refusal(body: bytes) -> str:
+    """What a refusal's body says: a JSON-RPC error's message, else the start of the body."""
+    try:
+        message = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return preview(body)
+    error = message.get("error") if isinstance(message, dict) else None
+    text = error.get("message") if isinstance(error, dict) else None
+    return text[:300] if isinstance(text, str) else preview(body)

@@ -167,6 +167,48 @@ async def test_a_2025_server_gets_a_session_and_every_request_goes_in_it() -> No
     assert old.live == set()  # the DELETE ended it
 
 
+async def test_the_next_client_at_the_url_opens_its_session_without_asking() -> None:
+    old = Server2025()
+    async with peer(old) as (served, url):
+        with trio.fail_after(10):
+            async with connect_http(url) as client:
+                await client.list_tools()
+            served.seen.clear()
+            async with connect_http(url) as again:
+                await again.list_tools()
+                assert again.era == "legacy"
+    posts = [seen.body["method"] for seen in served.seen if seen.method == "POST"]
+    assert posts == ["initialize", "notifications/initialized", "tools/list"]
+
+
+async def test_a_remembered_era_the_server_no_longer_speaks_is_asked_anew() -> None:
+    old = Server2025()
+    async with peer(old) as (_, url):
+        with trio.fail_after(10):
+            async with connect_http(url) as client:
+                await client.list_tools()  # (remembered: "legacy")
+
+    def modern(seen: Seen) -> bytes:  # the same URL, now a 2026-07-28 server
+        body = seen.body if isinstance(seen.body, dict) else {}
+        if body.get("method") == "initialize":
+            error = {"code": -32022, "message": "Unsupported protocol version"}
+            return reply("400 Bad Request", {"jsonrpc": "2.0", "id": body["id"], "error": error})
+        result = {**TOOLS, "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+        return reply("200 OK", {"jsonrpc": "2.0", "id": body["id"], "result": result})
+
+    served = Peer(modern)
+    async with trio.open_nursery() as nursery:
+        host, port = url.removeprefix("http://").removesuffix("/mcp").split(":")
+        await nursery.start(partial(trio.serve_tcp, host=host), served.handle, int(port))
+        with trio.fail_after(10):
+            async with connect_http(url) as client:
+                assert [tool.name for tool in await client.list_tools()] == ["echo"]
+                assert client.era == "modern"
+        nursery.cancel_scope.cancel()
+    methods = [seen.body["method"] for seen in served.seen]
+    assert methods == ["initialize", "tools/list"]
+
+
 async def test_a_session_the_server_forgot_is_opened_again() -> None:
     old = Server2025()
     async with peer(old) as (_, url):
