@@ -16,7 +16,7 @@ import trio
 from mcp_tasks.oauth import FileTokenStorage
 from oauth.realm import realm
 
-pytestmark = pytest.mark.trio
+pytestmark = [pytest.mark.trio, pytest.mark.slow]  # (real processes: CI runs them once)
 
 BROWSER = Path(__file__).resolve().parent / "browser.py"
 MCP_TASKS = [sys.executable, "-m", "mcp_tasks.cli"]

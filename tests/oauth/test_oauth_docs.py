@@ -16,7 +16,7 @@ from doc_snippets import Page
 
 from oauth.realm import realm
 
-pytestmark = pytest.mark.trio
+pytestmark = [pytest.mark.trio, pytest.mark.slow]  # (real processes: CI runs them once)
 
 BROWSER = Path(__file__).resolve().parent / "browser.py"
 
