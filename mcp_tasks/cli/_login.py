@@ -62,6 +62,19 @@ def _announce(url: str) -> None:
 )
 @click.option("--client-secret", metavar="SECRET", help="The secret of --client-id, if it has one.")
 @click.option(
+    "--private-key",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="A PEM private key: --client-id authenticates with private_key_jwt (ES256; "
+    "--signing-algorithm for another) instead of a secret.",
+)
+@click.option(
+    "--signing-algorithm",
+    default="ES256",
+    metavar="ALG",
+    help="The JWS algorithm of the --private-key assertions (ES256, RS256, PS256, EdDSA...).",
+)
+@click.option(
     "--client-metadata-url",
     metavar="URL",
     help="This client's Client ID Metadata Document (https), used where the authorization "
@@ -70,7 +83,7 @@ def _announce(url: str) -> None:
 @click.option(
     "--client-credentials",
     is_flag=True,
-    help="No user: get the token with --client-id and --client-secret alone.",
+    help="No user: get the token with --client-id and its --client-secret or --private-key.",
 )
 @click.option(
     "--port",
@@ -90,6 +103,8 @@ def login(  # noqa: PLR0917 - click passes every option
     logins: Path | None,
     client_id: str | None,
     client_secret: str | None,
+    private_key: Path | None,
+    signing_algorithm: str,
     client_metadata_url: str | None,
     client_credentials: bool,
     port: int,
@@ -99,8 +114,15 @@ def login(  # noqa: PLR0917 - click passes every option
     says) and keep the tokens for `call`, `task` and `tools`."""
     if not url.startswith(("http://", "https://")):
         raise click.BadParameter(f"{url!r} is not an http(s) URL", param_hint="URL")
-    if client_credentials and (client_id is None or client_secret is None):
-        raise click.UsageError("--client-credentials needs --client-id and --client-secret.")
+    if client_credentials and (
+        client_id is None or (client_secret is None) == (private_key is None)
+    ):
+        raise click.UsageError(
+            "--client-credentials needs --client-id, and --client-secret or --private-key."
+        )
+    if private_key is not None and client_id is None:
+        raise click.UsageError("--private-key is the key of a --client-id.")
+    key = private_key.read_text() if private_key is not None else None
     storage = FileTokenStorage(logins or default_logins_path())
     browser = (
         None
@@ -113,6 +135,8 @@ def login(  # noqa: PLR0917 - click passes every option
         storage=storage,
         client_id=client_id,
         client_secret=client_secret,
+        private_key=key,
+        signing_algorithm=signing_algorithm,
         client_metadata_url=client_metadata_url,
         grant="client_credentials" if client_credentials else "authorization_code",
     )

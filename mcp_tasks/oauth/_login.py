@@ -26,6 +26,7 @@ to those asked before on a step-up), else the metadata's `scopes_supported`, els
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import time
 from base64 import urlsafe_b64encode
@@ -57,6 +58,8 @@ from ._steps import (
 from ._storage import Login, MemoryTokenStorage, Registration, Tokens, TokenStorage
 
 __all__ = ["OAuth"]
+
+_log = logging.getLogger("mcp_tasks.oauth")
 
 Grant = Literal["authorization_code", "client_credentials"]
 _SECRET_METHODS: Final = ("client_secret_basic", "client_secret_post")
@@ -367,14 +370,22 @@ class OAuth:
     # --- what is held --------------------------------------------------------------------
 
     async def _stored(self) -> Login | None:
+        """The login held, read from the storage once (a storage that cannot be read is
+        logged and gone on without: the server says whether a login is needed)."""
         if not self._loaded:
-            self._login = await self.storage.load(self.server_url)
             self._loaded = True
+            try:
+                self._login = await self.storage.load(self.server_url)
+            except OSError as error:
+                _log.warning("the stored logins cannot be read, going on without: %s", error)
         return self._login
 
     async def _keep(self, login: Login) -> None:
         self._login = login
-        await self.storage.save(self.server_url, login)
+        try:
+            await self.storage.save(self.server_url, login)
+        except OSError as error:
+            _log.warning("the login cannot be stored, kept for this process only: %s", error)
 
     def _header(self) -> str | None:
         if self._login is None or self._login.tokens is None:

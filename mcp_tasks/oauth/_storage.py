@@ -166,7 +166,12 @@ class FileTokenStorage:
     def _read_locked(self) -> dict[str, Login]:
         if not self.path.parent.exists():
             return {}
-        with self._locked():
+        try:
+            with self._locked():
+                return self._read()
+        except PermissionError:  # (a folder this user may read but not write: no lock)
+            if os.access(self.path.parent, os.W_OK):
+                raise
             return self._read()
 
     def _change(self, server_url: str, login: Login | None) -> None:

@@ -111,3 +111,25 @@ async def test_a_login_the_authorization_server_refuses_fails_saying_why(tmp_pat
     assert "login failed" in said and "client_credentials" in said
     assert "not-the-secret" not in said
     assert not logins.exists()
+
+
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        (["--client-credentials"], "needs --client-id"),
+        (["--client-credentials", "--client-id", "svc"], "--client-secret or --private-key"),
+        (
+            ["--client-credentials", "--client-id", "svc", "--client-secret", "s", "--private-key"],
+            "--client-secret or --private-key",
+        ),
+        (["--private-key"], "is the key of a --client-id"),
+    ],
+)
+async def test_login_options_that_do_not_go_together_are_refused(
+    tmp_path: Path, words: list[str], said: str
+) -> None:
+    key = tmp_path / "key.pem"
+    key.write_text("not read")
+    words = [*words, str(key)] if words[-1] == "--private-key" else words
+    code, _, err = await run("login", "http://127.0.0.1:9/mcp", *words)
+    assert code == 2 and said in err

@@ -5,6 +5,7 @@ it, never through a symbolic link, a damaged one refused naming it; no secret in
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from mcp_tasks.oauth import (
     FileTokenStorage,
     Login,
     MemoryTokenStorage,
+    OAuth,
     Registration,
     Tokens,
     TokenStorage,
@@ -287,3 +289,27 @@ async def test_the_file_is_never_readable_by_others_whatever_the_umask(logins_pa
         os.umask(previous)
     assert stat.S_IMODE(logins_path.stat().st_mode) == 0o600
     assert stat.S_IMODE(logins_path.parent.stat().st_mode) == 0o700
+
+
+async def test_a_client_whose_logins_file_cannot_be_read_goes_on_without(
+    logins_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    logins_path.parent.mkdir(mode=0o700, parents=True)
+    logins_path.write_bytes(b"{not json")
+    logins_path.chmod(0o600)
+    oauth = OAuth(SERVER, storage=FileTokenStorage(logins_path))
+    with caplog.at_level(logging.WARNING, "mcp_tasks.oauth"):
+        assert await oauth.authorization() is None  # (the server says if a login is needed)
+    assert "cannot be read" in caplog.text and str(logins_path) in caplog.text
+
+
+async def test_a_login_that_cannot_be_stored_is_kept_for_the_process(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "config").write_text("a file where the folder should be")
+    oauth = OAuth(SERVER, storage=FileTokenStorage(tmp_path / "config" / "logins.json"))
+    with caplog.at_level(logging.WARNING, "mcp_tasks.oauth"):
+        await oauth._keep(FULL)  # what a login ends with
+    assert await oauth.authorization() == f"Bearer {FULL.tokens.access_token}"  # type: ignore[union-attr]
+    assert "cannot be stored" in caplog.text
+    assert FULL.tokens.access_token not in caplog.text  # type: ignore[union-attr]
