@@ -132,7 +132,7 @@ class EraKeeper:
         listen = getattr(transport, "listen_to_session", None)
         if listen is not None:  # (HTTP: resumable streams and the session's GET stream)
             transport.resumes_streams = True
-            listen(self.session.headers(), self._session_notice)
+            await listen(self.session.headers(), self._session_notice)
 
     async def _session_notice(self, message: dict[str, Any]) -> None:
         """A notification on the session's own stream (a list that changed, say)."""

@@ -54,6 +54,7 @@ from ._steps import (
     register_dynamically,
     request_tokens,
     secure,
+    shown,
 )
 from ._storage import Login, MemoryTokenStorage, Registration, Tokens, TokenStorage
 
@@ -166,13 +167,13 @@ class OAuth:
             )
             if not resource_covers(resource.resource, self.server_url):
                 raise AuthorizationError(
-                    f"the server's protected resource metadata names {resource.resource!r}, "
+                    f"the server's protected resource metadata names {shown(resource.resource)!r}, "
                     f"which is not {self.server_url}: no authorization server is asked"
                 )
             issuer = resource.authorization_servers[0]
             if self.issuer is not None and self._client_id is not None and issuer != self.issuer:
                 raise AuthorizationError(
-                    f"the server now names the authorization server {issuer!r}; the client "
+                    f"the server now names the authorization server {shown(issuer)!r}; the client "
                     f"is registered at {self.issuer!r}, and its credentials are not sent "
                     "elsewhere"
                 )
@@ -213,7 +214,9 @@ class OAuth:
         """The authorization-code grant: the user agent's visit, then the code exchanged."""
         agent = self._agent()
         if server.authorization_endpoint is None or server.token_endpoint is None:
-            raise AuthorizationError(f"the authorization server {server.issuer!r} has no endpoints")
+            raise AuthorizationError(
+                f"the authorization server {shown(server.issuer)!r} has no endpoints"
+            )
         verifier = secrets.token_urlsafe(64)
         challenge = urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=")
         state = secrets.token_urlsafe(24)
@@ -281,7 +284,7 @@ class OAuth:
                 http, server, client_name=self.client_name, redirect_uri=redirect_uri
             )
         raise AuthorizationError(
-            f"the authorization server {server.issuer!r} offers no client registration "
+            f"the authorization server {shown(server.issuer)!r} offers no client registration "
             "(no registration_endpoint, no Client ID Metadata Documents): give a client_id"
         )
 
@@ -311,7 +314,7 @@ class OAuth:
     ) -> Tokens:
         if server.token_endpoint is None:
             raise AuthorizationError(
-                f"the authorization server {server.issuer!r} has no token endpoint"
+                f"the authorization server {shown(server.issuer)!r} has no token endpoint"
             )
         return await request_tokens(
             server,

@@ -37,6 +37,12 @@ _LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 _T = TypeVar("_T")
 
 
+def shown(text: str, limit: int = 200) -> str:
+    """`text` a peer gave (a URL, an issuer, an error), cut to `limit` characters for a
+    message."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def secure(url: str) -> bool:
     """Whether credentials may go to `url`: https, or http to this machine."""
     parts = urlsplit(url)
@@ -57,7 +63,7 @@ async def _fetch_json(http: httpx2.AsyncClient, url: str, kind: type[_T]) -> _T 
                 if len(body) > _MAX_DOCUMENT_BYTES:
                     return f"larger than {_MAX_DOCUMENT_BYTES} bytes"
     except httpx2.HTTPError as error:
-        return f"{type(error).__name__}: {error}"
+        return f"{type(error).__name__}: {shown(str(error))}"
     try:
         return msgspec.json.decode(bytes(body), type=kind)
     except msgspec.DecodeError as error:
@@ -71,14 +77,14 @@ async def fetch_resource_metadata(
     tried: list[str] = []
     for url in urls:
         if not secure(url):
-            tried.append(f"{url}: not https")
+            tried.append(f"{shown(url)}: not https")
             continue
         found = await _fetch_json(http, url, ProtectedResourceMetadata)
         if isinstance(found, ProtectedResourceMetadata):
             if found.authorization_servers:
                 return found
             found = "names no authorization server"
-        tried.append(f"{url}: {found}")
+        tried.append(f"{shown(url)}: {shown(found)}")
     raise AuthorizationError(
         "the server asks for authorization but its protected resource metadata was not "
         "found (" + "; ".join(tried) + ")"
@@ -91,19 +97,22 @@ async def fetch_server_metadata(
     """The metadata of the authorization server `issuer`, from the first well-known URL
     that has a document for exactly that issuer; the server must take PKCE with S256."""
     if not secure(issuer):
-        raise AuthorizationError(f"the authorization server {issuer!r} is not https")
+        raise AuthorizationError(f"the authorization server {shown(issuer)!r} is not https")
     tried: list[str] = []
     for url in authorization_server_urls(issuer):
         found = await _fetch_json(http, url, AuthorizationServerMetadata)
         if isinstance(found, str):
-            tried.append(f"{url}: {found}")
+            tried.append(f"{shown(url)}: {shown(found)}")
             continue
         if found.issuer != issuer:
-            tried.append(f"{url}: names issuer {found.issuer!r}, not {issuer!r} (not used)")
+            tried.append(
+                f"{shown(url)}: names issuer {shown(found.issuer)!r}, not {shown(issuer)!r} "
+                "(not used)"
+            )
             continue
         if "S256" not in (found.code_challenge_methods_supported or []):
             raise AuthorizationError(
-                f"the authorization server {issuer!r} does not list PKCE S256 in "
+                f"the authorization server {shown(issuer)!r} does not list PKCE S256 in "
                 "code_challenge_methods_supported"
             )
         for name in ("authorization_endpoint", "token_endpoint", "registration_endpoint"):
@@ -112,7 +121,9 @@ async def fetch_server_metadata(
                 raise AuthorizationError(f"the authorization server's {name} is not https")
         return found
     raise AuthorizationError(
-        f"no metadata found for the authorization server {issuer!r} (" + "; ".join(tried) + ")"
+        f"no metadata found for the authorization server {shown(issuer)!r} ("
+        + "; ".join(tried)
+        + ")"
     )
 
 
@@ -140,7 +151,7 @@ async def register_dynamically(
         raise AuthorizationError(f"client registration failed: {type(error).__name__}") from None
     if response.status_code not in (200, 201) or len(response.content) > _MAX_DOCUMENT_BYTES:
         raise AuthorizationError(
-            f"client registration at {server.registration_endpoint} answered HTTP "
+            f"client registration at {shown(server.registration_endpoint)} answered HTTP "
             f"{response.status_code}{_oauth_error(response)}"
         )
     try:
@@ -196,7 +207,7 @@ def check_redirect(
     if given_issuer is not None and given_issuer != issuer:
         raise AuthorizationError(
             f"the authorization response came from issuer {given_issuer[:200]!r}, not "
-            f"{issuer!r} (a mix-up attack, or a misconfigured server): not used"
+            f"{shown(issuer)!r} (a mix-up attack, or a misconfigured server): not used"
         )
     if query.get("state") != state:
         raise AuthorizationError("the authorization response's state does not match: not used")
@@ -258,15 +269,15 @@ async def request_tokens(
             token = await oauth.fetch_token(server.token_endpoint, grant_type=grant_type, **given)
     except OAuthError as error:
         raise AuthorizationError(
-            f"the token endpoint refused the {grant_type} grant: {error.error}"
+            f"the token endpoint refused the {grant_type} grant: {shown(str(error.error), 100)}"
             + (f" ({str(error.description)[:200]})" if error.description else "")
         ) from None
     except httpx2.HTTPError as error:
         raise AuthorizationError(
-            f"the token request failed: {type(error).__name__}: {server.token_endpoint}"
+            f"the token request failed: {type(error).__name__}: {shown(server.token_endpoint)}"
         ) from None
     except ValueError as error:  # a key authlib cannot read, a body that is not JSON
-        raise AuthorizationError(f"the token request failed: {error}") from None
+        raise AuthorizationError(f"the token request failed: {shown(str(error))}") from None
     return _tokens(dict(token), asked_at, parameters.get("scope", ""))
 
 

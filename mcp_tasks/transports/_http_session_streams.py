@@ -5,11 +5,14 @@ session's stream instead is taken from there."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import Any, Final
 
 import anyio
+import anyio.abc
 import httpx2
 from anyio.abc import TaskGroup
 
@@ -58,14 +61,19 @@ class SessionStreams:
     ) -> dict[str, Any] | None:
         raise NotImplementedError  # (HttpClientTransport's)
 
-    def listen_to_session(
+    async def listen_to_session(
         self, headers: Mapping[str, str], on_notification: NotificationHandler | None
     ) -> None:
         """Open the 2025 session's GET stream in the background (only inside `async
-        with`, and while there is a session)."""
+        with`, and while there is a session). Returns once the server answered the GET (or
+        `timeout_seconds` passed): the stream is open before the next request is sent, so
+        a server never takes it for the resumption of a later request's stream."""
         self.session_headers = dict(headers)
-        if self._background is not None and self.session_id is not None:
-            self._background.start_soon(self._session_stream, dict(headers), on_notification)
+        if self._background is None or self.session_id is None:
+            return
+        opening = partial(self._session_stream, dict(headers), on_notification)
+        with anyio.move_on_after(self.timeout_seconds):
+            await self._background.start(opening)
 
     async def _resume(
         self,
@@ -152,7 +160,11 @@ class SessionStreams:
         )
 
     async def _session_stream(
-        self, headers: dict[str, str], on_notification: NotificationHandler | None
+        self,
+        headers: dict[str, str],
+        on_notification: NotificationHandler | None,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """The session's GET stream, kept open (reopened after the server's `retry:` wait,
         longer after each failure in a row) until the session ends, the server says it
@@ -160,20 +172,45 @@ class SessionStreams:
         fail the client: a failure only ends the listening."""
         events = EventStream(self.max_message_bytes)
         failures = 0
-        while self.session_id is not None and failures < _SESSION_STREAM_FAILURES:
+        answered = _Once(task_status)
+        try:
+            while self.session_id is not None and failures < _SESSION_STREAM_FAILURES:
+                await self._session_stream_once(headers, events, on_notification, answered)
+                failures = 0
+                wait = events.retry_seconds(default=1.0)
+                await anyio.sleep(min(wait, _MAX_SESSION_STREAM_WAIT))
+        except _NoSessionStream:
+            pass
+        answered.now()  # (not when cancelled: then nobody waits)
+
+    async def _session_stream_once(
+        self,
+        headers: dict[str, str],
+        events: EventStream,
+        on_notification: NotificationHandler | None,
+        answered: _Once,
+    ) -> None:
+        """One GET of the session's stream, read to its end; `_NoSessionStream` when the
+        server has none (405, or anything but an event stream)."""
+        for failures in itertools.count():
             try:
                 if self.auth is not None:
                     authorization = await self.auth.authorization()
                     if authorization is not None:
                         headers["authorization"] = authorization
                 async with self._get(headers, events.last_event_id) as response:
+                    answered.now()
                     if response.status_code != 200 or media_type(response) != "text/event-stream":
-                        return  # (405: the server offers no such stream)
+                        raise _NoSessionStream  # (405: the server offers no such stream)
                     events.restart()
-                    failures = 0
                     await self._answer_on_stream(response, events, None, on_notification)
+                    return
             except (httpx2.HTTPError, httpx2.StreamError, TransportError):
-                failures += 1
+                answered.now()
+                if failures + 1 >= _SESSION_STREAM_FAILURES:
+                    raise _NoSessionStream from None
+            wait = events.retry_seconds(default=1.0) * 2**failures
+            await anyio.sleep(min(wait, _MAX_SESSION_STREAM_WAIT))
             wait = events.retry_seconds(default=1.0) * 2 ** max(failures - 1, 0)
             await anyio.sleep(min(wait, _MAX_SESSION_STREAM_WAIT))
 
@@ -189,6 +226,22 @@ class SessionStreams:
         elif not waiting[0].is_set():
             waiting[1].append(message)
             waiting[0].set()
+
+
+class _NoSessionStream(Exception):
+    """The server has no session stream, or it failed too often in a row."""
+
+
+class _Once:
+    """Tells `task_status` once that the session's stream was answered (or will not be)."""
+
+    def __init__(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+        self._task_status: anyio.abc.TaskStatus[None] | None = task_status
+
+    def now(self) -> None:
+        if self._task_status is not None:
+            self._task_status.started()
+            self._task_status = None
 
 
 def _id_key(request_id: object) -> str:

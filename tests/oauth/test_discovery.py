@@ -127,6 +127,19 @@ async def test_no_document_for_the_issuer_is_an_error_saying_why(
     assert "HTTP 404" in str(raised.value)
 
 
+async def test_what_a_document_names_is_cut_short_in_the_error(
+    served: tuple[Documents, str],
+) -> None:
+    documents, origin = served
+    huge = origin + "/" + "x" * 20_000
+    documents.documents["/.well-known/oauth-authorization-server"] = server_metadata(huge)
+    async with httpx2.AsyncClient() as http:
+        with pytest.raises(AuthorizationError, match="names issuer") as raised:
+            await fetch_server_metadata(http, origin)
+    assert len(str(raised.value)) < 2_000  # (the document's issuer is shown cut, with "...")
+    assert "x" * 150 + "...'" in str(raised.value)
+
+
 @pytest.mark.parametrize("methods", [None, [], ["plain"]])
 async def test_an_authorization_server_without_pkce_s256_is_refused(
     served: tuple[Documents, str], methods: list[str] | None
