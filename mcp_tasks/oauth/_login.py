@@ -36,6 +36,7 @@ from urllib.parse import urlencode
 import anyio
 import httpx2
 
+from .._support.documents import secure, shown
 from ._agents import UserAgent
 from ._metadata import (
     AuthorizationServerMetadata,
@@ -53,8 +54,6 @@ from ._steps import (
     fetch_server_metadata,
     register_dynamically,
     request_tokens,
-    secure,
-    shown,
 )
 from ._storage import Login, MemoryTokenStorage, Registration, Tokens, TokenStorage
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from typing import Final
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit
 
 import msgspec
+
+from .._support.documents import authorization_server_urls, url_at
 
 __all__ = [
     "AuthorizationServerMetadata",
@@ -30,6 +32,7 @@ _TOKEN: Final = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _PARAMETER: Final = re.compile(rf'({_TOKEN})\s*=\s*(?:"((?:[^"\\]|\\.)*)"|({_TOKEN}))')
 _SCHEME: Final = re.compile(rf"(?P<scheme>{_TOKEN})(?:\s+(?P<rest>.*))?", re.DOTALL)
 _MAX_CHALLENGE: Final = 8192
+_WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
 
 
 class Challenge(msgspec.Struct, frozen=True):
@@ -141,32 +144,11 @@ def protected_resource_urls(server_url: str, from_challenge: str | None) -> list
     path = parts.path.rstrip("/")
     urls = [from_challenge] if from_challenge else []
     if path:
-        urls.append(_at(parts.scheme, parts.netloc, "/.well-known/oauth-protected-resource" + path))
-    urls.append(_at(parts.scheme, parts.netloc, "/.well-known/oauth-protected-resource"))
+        urls.append(
+            url_at(parts.scheme, parts.netloc, "/.well-known/oauth-protected-resource" + path)
+        )
+    urls.append(url_at(parts.scheme, parts.netloc, "/.well-known/oauth-protected-resource"))
     return list(dict.fromkeys(urls))
-
-
-def authorization_server_urls(issuer: str) -> list[str]:
-    """Where to look for an authorization server's metadata, in the order MCP gives: RFC
-    8414's well-known URL with the issuer's path inserted, OpenID's inserted, OpenID's
-    appended (the last two are one URL for an issuer without a path)."""
-    parts = urlsplit(issuer)
-    path = parts.path.rstrip("/")
-    scheme, host = parts.scheme, parts.netloc
-    if not path:
-        return [
-            _at(scheme, host, "/.well-known/oauth-authorization-server"),
-            _at(scheme, host, "/.well-known/openid-configuration"),
-        ]
-    return [
-        _at(scheme, host, "/.well-known/oauth-authorization-server" + path),
-        _at(scheme, host, "/.well-known/openid-configuration" + path),
-        _at(scheme, host, path + "/.well-known/openid-configuration"),
-    ]
-
-
-def _at(scheme: str, host: str, path: str) -> str:
-    return urlunsplit((scheme, host, path, "", ""))
 
 
 def resource_covers(resource: str, server_url: str) -> bool:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx2
 import msgspec
 
+from .._support.documents import LOOPBACK, MAX_DOCUMENT_BYTES, fetch_json, secure, shown
 from ..transports._client_base import AuthorizationError
 from ._metadata import (
     AuthorizationServerMetadata,
@@ -32,43 +33,6 @@ __all__ = [
     "secure",
 ]
 
-_MAX_DOCUMENT_BYTES: Final = 256 * 1024
-_LOOPBACK: Final = frozenset({"localhost", "127.0.0.1", "::1"})
-_T = TypeVar("_T")
-
-
-def shown(text: str, limit: int = 200) -> str:
-    """`text` a peer gave (a URL, an issuer, an error), cut to `limit` characters for a
-    message."""
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def secure(url: str) -> bool:
-    """Whether credentials may go to `url`: https, or http to this machine."""
-    parts = urlsplit(url)
-    if parts.scheme == "https":
-        return True
-    return parts.scheme == "http" and (parts.hostname or "") in _LOOPBACK
-
-
-async def _fetch_json(http: httpx2.AsyncClient, url: str, kind: type[_T]) -> _T | str:
-    """The document at `url` decoded as `kind`, or why not (a short reason)."""
-    try:
-        async with http.stream("GET", url, headers={"accept": "application/json"}) as response:
-            if response.status_code != 200:
-                return f"HTTP {response.status_code}"
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > _MAX_DOCUMENT_BYTES:
-                    return f"larger than {_MAX_DOCUMENT_BYTES} bytes"
-    except httpx2.HTTPError as error:
-        return f"{type(error).__name__}: {shown(str(error))}"
-    try:
-        return msgspec.json.decode(bytes(body), type=kind)
-    except msgspec.DecodeError as error:
-        return f"not the expected document ({error})"
-
 
 async def fetch_resource_metadata(
     http: httpx2.AsyncClient, urls: Sequence[str]
@@ -79,7 +43,7 @@ async def fetch_resource_metadata(
         if not secure(url):
             tried.append(f"{shown(url)}: not https")
             continue
-        found = await _fetch_json(http, url, ProtectedResourceMetadata)
+        found = await fetch_json(http, url, ProtectedResourceMetadata)
         if isinstance(found, ProtectedResourceMetadata):
             if found.authorization_servers:
                 return found
@@ -100,7 +64,7 @@ async def fetch_server_metadata(
         raise AuthorizationError(f"the authorization server {shown(issuer)!r} is not https")
     tried: list[str] = []
     for url in authorization_server_urls(issuer):
-        found = await _fetch_json(http, url, AuthorizationServerMetadata)
+        found = await fetch_json(http, url, AuthorizationServerMetadata)
         if isinstance(found, str):
             tried.append(f"{shown(url)}: {shown(found)}")
             continue
@@ -143,13 +107,13 @@ async def register_dynamically(
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
-        "application_type": "native" if host in _LOOPBACK else "web",
+        "application_type": "native" if host in LOOPBACK else "web",
     }
     try:
         response = await http.post(server.registration_endpoint, json=body)
     except httpx2.HTTPError as error:
         raise AuthorizationError(f"client registration failed: {type(error).__name__}") from None
-    if response.status_code not in (200, 201) or len(response.content) > _MAX_DOCUMENT_BYTES:
+    if response.status_code not in (200, 201) or len(response.content) > MAX_DOCUMENT_BYTES:
         raise AuthorizationError(
             f"client registration at {shown(server.registration_endpoint)} answered HTTP "
             f"{response.status_code}{_oauth_error(response)}"
@@ -177,7 +141,7 @@ async def register_dynamically(
 def _oauth_error(response: httpx2.Response) -> str:
     """`: error (description)` from an OAuth error body, or nothing."""
     try:
-        body = msgspec.json.decode(response.content[:_MAX_DOCUMENT_BYTES])
+        body = msgspec.json.decode(response.content[:MAX_DOCUMENT_BYTES])
     except msgspec.DecodeError:
         return ""
     if not isinstance(body, dict) or not isinstance(body.get("error"), str):

@@ -34,6 +34,20 @@ ToolHandler = Callable[..., Any]
 """A tool's function: async, or plain (run in a worker thread)."""
 _Tool = typing.TypeVar("_Tool", bound=ToolHandler)
 ListKind = typing.Literal["tools", "prompts", "resources"]
+_NONE: frozenset[str] = frozenset()
+
+
+def _scopes_of(scopes: Iterable[str]) -> frozenset[str]:
+    """The `scopes=` of a registration, checked when the decorator is made."""
+    if isinstance(scopes, str):
+        raise TypeError(f"scopes={scopes!r}: give a list of scopes, not one string")
+    needed = frozenset(scopes)
+    for scope in needed:
+        if not isinstance(scope, str) or not scope or not scope.isprintable():
+            raise ValueError(f"{scope!r} is not a scope")
+        if any(c in scope for c in ' "\\'):
+            raise ValueError(f"{scope!r} is not a scope (no space, quote or backslash)")
+    return needed
 
 
 class Registry:
@@ -43,6 +57,39 @@ class Registry:
     def __init__(self, core: ServerCore, listeners: ListenStreams) -> None:
         self.core = core
         self.listeners = listeners
+        self._scopes: dict[tuple[str, str], frozenset[str]] = {}
+        """The scopes an operation needs: by ("tool", name), ("prompt", name), ("resource",
+        uri) and ("template", uri template)."""
+
+    # --- scopes --------------------------------------------------------------------------
+
+    @property
+    def scoped_operations(self) -> bool:
+        """Whether any tool, prompt or resource needs scopes (`scopes=`)."""
+        return bool(self._scopes)
+
+    def scopes_needed(self, method: str, target: str) -> frozenset[str]:
+        """The scopes a `tools/call`, `prompts/get` or `resources/read` of `target` (a
+        name, a uri) was registered with (`scopes=`): what an HTTP endpoint protected by
+        a `ResourceServer` requires of the request's token (403 without them)."""
+        if method == "tools/call":
+            return self._scopes.get(("tool", target), _NONE)
+        if method == "prompts/get":
+            return self._scopes.get(("prompt", target), _NONE)
+        if method == "resources/read":
+            match = self.core.catalog.find_resource(target)
+            if match is None:
+                return _NONE
+            if match.template is None:
+                return self._scopes.get(("resource", target), _NONE)
+            return self._scopes.get(("template", match.template), _NONE)
+        return _NONE
+
+    def _require(self, kind: str, name: str, needed: frozenset[str]) -> None:
+        if needed:
+            self._scopes[kind, name] = needed
+        else:
+            self._scopes.pop((kind, name), None)
 
     # --- tools -------------------------------------------------------------------------
 
@@ -60,6 +107,7 @@ class Registry:
         input_before_task: bool = False,
         output_schema: dict[str, Any] | None = None,
         sensitive: Iterable[str] = (),
+        scopes: Iterable[str] = (),
     ) -> Callable[[_Tool], _Tool]:
         """Register a tool handler: `(ctx, name: str, times: int = 1)`, `(ctx, args)` or
         `(ctx)`; async, or a plain function run in a worker thread.
@@ -77,10 +125,13 @@ class Registry:
         `single_use_request_state=True` accepts each input round's `requestState` once
         (remembered in the store until it expires): answers cannot be replayed.
         `sensitive` names arguments a journal (`Server.record`) writes as "[redacted]".
+        `scopes` are OAuth scopes a caller's token must hold to call it, over HTTP protected
+        by a `ResourceServer` (403 `insufficient_scope` without them; see docs/auth.md).
         """
         published = input_schema
         hidden = frozenset(sensitive)  # the parameter hides nothing the body needs
         published_output = output_schema
+        needed = _scopes_of(scopes)
 
         def register(handler: _Tool) -> _Tool:
             tool_name = name or handler.__name__
@@ -114,6 +165,7 @@ class Registry:
                 output_type=signature.output_type,
                 is_async=signature.is_async,
             )
+            self._require("tool", tool_name, needed)
             self.core.catalog.add_tool(spec, entry)
             self.notify_list_changed("tools")
             return handler
@@ -124,19 +176,28 @@ class Registry:
         """Take a tool away; `subscriptions/listen` streams that asked are told. Its tasks
         already running go on to their end."""
         self.core.catalog.remove_tool(name)
+        self._scopes.pop(("tool", name), None)
         self.notify_list_changed("tools")
 
     # --- prompts -------------------------------------------------------------------------
 
     def prompt(
-        self, name: str | None = None, *, title: str | None = None, description: str | None = None
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        scopes: Iterable[str] = (),
     ) -> Callable[[Handler], Handler]:
         """Register an async prompt handler `(ctx)` or `(ctx, args)`.
 
         `args` is a msgspec Struct of `str` fields: they are the prompt's arguments, the ones
         without a default required. The handler returns the messages (`str` for one user
         message, a list of `PromptMessage`, or a `GetPromptResult`), or `InputRequired`.
+        `scopes`: the OAuth scopes a caller needs (as for `tool`).
         """
+
+        needed = _scopes_of(scopes)
 
         def register(handler: Handler) -> Handler:
             parameters = handler_parameters("prompt", handler)
@@ -155,6 +216,7 @@ class Registry:
                 description=description or first_paragraph(handler),
                 arguments_type=args_type,
             )
+            self._require("prompt", spec.name, needed)
             self.core.catalog.add_prompt(spec, PromptEntry(spec, handler))
             self.notify_list_changed("prompts")
             return handler
@@ -164,6 +226,7 @@ class Registry:
     def remove_prompt(self, name: str) -> None:
         """Take a prompt away; `subscriptions/listen` streams that asked are told."""
         self.core.catalog.remove_prompt(name)
+        self._scopes.pop(("prompt", name), None)
         self.notify_list_changed("prompts")
 
     # --- resources -----------------------------------------------------------------------
@@ -177,19 +240,24 @@ class Registry:
         description: str | None = None,
         mime_type: str | None = None,
         ttl_ms: int = 0,
+        scopes: Iterable[str] = (),
     ) -> Callable[[Handler], Handler]:
         """Register an async handler `(ctx)` that reads the resource at `uri`.
 
         It returns `str` (text contents), `bytes` (a base64 blob), `ResourceContents` or a
         list of them, or `InputRequired`. `ttl_ms` is the cache freshness its read result
         advises (`ttlMs`).
+        `scopes`: the OAuth scopes a caller needs (as for `tool`).
         """
+
+        needed = _scopes_of(scopes)
 
         def register(handler: Handler) -> Handler:
             handler_parameters("resource", handler, most=1)
             spec = ResourceSpec(
                 uri=uri, ttl_ms=ttl_ms, **listing(handler, name, title, description, mime_type)
             )
+            self._require("resource", uri, needed)
             self.core.catalog.add_resource(spec, ResourceEntry(handler, mime_type))
             self.notify_list_changed("resources")
             return handler
@@ -199,6 +267,7 @@ class Registry:
     def remove_resource(self, uri: str) -> None:
         """Take a resource away; `subscriptions/listen` streams that asked are told."""
         self.core.catalog.remove_resource(uri)
+        self._scopes.pop(("resource", uri), None)
         self.notify_list_changed("resources")
 
     def resource_template(
@@ -210,10 +279,14 @@ class Registry:
         description: str | None = None,
         mime_type: str | None = None,
         ttl_ms: int = 0,
+        scopes: Iterable[str] = (),
     ) -> Callable[[Handler], Handler]:
         """Register an async handler `(ctx, **variables)` for the uris `uri_template` fits,
         e.g. `"files://{name}"` and `async def file(ctx, name: str)`. Raise
-        `ResourceNotFound` for a uri that fits but names nothing."""
+        `ResourceNotFound` for a uri that fits but names nothing. `scopes`: the OAuth scopes
+        a caller needs (as for `tool`)."""
+
+        needed = _scopes_of(scopes)
 
         def register(handler: Handler) -> Handler:
             spec = ResourceTemplateSpec(
@@ -229,6 +302,7 @@ class Registry:
                     f"resource template {handler.__name__!r} must take (ctx, "
                     f"{', '.join(spec.variables)}): the variables of {uri_template!r}"
                 )
+            self._require("template", uri_template, needed)
             self.core.catalog.add_template(spec, ResourceEntry(handler, mime_type))
             self.notify_list_changed("resources")
             return handler
@@ -290,5 +364,12 @@ class Registering:
     remove_resource = handed_on("registry", Registry.remove_resource)
     resource_template = handed_on("registry", Registry.resource_template)
     completion = handed_on("registry", Registry.completion)
+    scopes_needed = handed_on("registry", Registry.scopes_needed)
+
+    @property
+    def scoped_operations(self) -> bool:
+        """Whether any tool, prompt or resource needs scopes (`scopes=`)."""
+        return self.registry.scoped_operations
+
     notify_list_changed = handed_on("registry", Registry.notify_list_changed)
     notify_resource_updated = handed_on("registry", Registry.notify_resource_updated)

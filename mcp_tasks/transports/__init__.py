@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         same_id,
     )
     from ._http_client import DEFAULT_MAX_MESSAGE_BYTES, HttpClientTransport
-    from ._http_rules import Authenticator, HttpConfig, Unauthorized
+    from ._http_rules import AuthenticationUnavailable, Authenticator, HttpConfig, Unauthorized
     from ._http_server import serve_http
     from ._port import Connection, HostedHandler, MessageHandler, Notify, SendNotification
     from ._stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
@@ -64,7 +64,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "same_id",
     ),
     "._http_client": ("DEFAULT_MAX_MESSAGE_BYTES", "HttpClientTransport"),
-    "._http_rules": ("Authenticator", "HttpConfig", "Unauthorized"),
+    "._http_rules": ("AuthenticationUnavailable", "Authenticator", "HttpConfig", "Unauthorized"),
     "._http_server": ("serve_http",),
     "._port": ("Connection", "HostedHandler", "MessageHandler", "Notify", "SendNotification"),
     "._telemetry": ("NO_TELEMETRY", "Telemetry"),
@@ -87,6 +87,7 @@ __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "NO_TELEMETRY",
+    "AuthenticationUnavailable",
     "Authenticator",
     "AuthorizationError",
     "ClientTransport",

@@ -195,7 +195,7 @@ class AsgiApp:
             path = raw_path  # absolute-form, as the server passed it on: its host is checked
         try:
             refusal, principal = await exchange.admit(
-                rules, method, path, found, headers, authenticate=self.config.authenticate
+                rules, method, path, found, headers, authenticate=rules.authenticate
             )
         except Refusal as refused:  # framed two ways: its body is dropped all the same
             refusal, principal = refused, None
@@ -211,6 +211,10 @@ class AsgiApp:
                 body = await self._read_body(receive, found.get(b"content-length"), intake)
             except Refusal as refused:
                 await self._send_refusal(send, refused, close=True)
+                return
+            forbidden = None if body is None else rules.forbidden(body, self.server)
+            if forbidden is not None:
+                await self._send_refusal(send, forbidden)
                 return
             if body is not None:
                 event_stream = rules.allows_event_stream(found.get(b"accept"))

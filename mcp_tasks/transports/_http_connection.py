@@ -242,7 +242,7 @@ class HttpConnection:
             request.target,
             found,
             request.headers,
-            authenticate=self.config.authenticate,
+            authenticate=self.serving.rules.authenticate,
         )
         if self.h11.they_are_waiting_for_100_continue:
             if refusal is not None:
@@ -256,6 +256,8 @@ class HttpConnection:
                 if refusal is not None:
                     raise refusal from None
                 raise
+            if refusal is None:
+                refusal = self.serving.rules.forbidden(body, self.serving.server)
             if refusal is not None:
                 await self._refuse(refusal, close=False)  # the body was read: keep the connection
                 return

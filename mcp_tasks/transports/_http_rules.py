@@ -52,7 +52,10 @@ from ._port import SessionHeaders
 if TYPE_CHECKING:  # the ASGI app reads these rules without h11
     import h11
 
+    from ..auth import ResourceServer
+
 __all__ = [
+    "AuthenticationUnavailable",
     "Authenticator",
     "HttpConfig",
     "Refusal",
@@ -89,16 +92,39 @@ _READ_HEADERS: Final = frozenset(
 _PARAM_PREFIX: Final = b"mcp-param-"
 _REMEMBERED_VERDICTS: Final = 64
 _UNCHECKED: Final = "Unauthorized: the credentials could not be checked"
+_REFUSED_AS: Final = {
+    400: ("Bad request", "bad_credentials"),
+    401: ("Unauthorized", "unauthorized"),
+    403: ("Forbidden", "forbidden"),
+}
 
 
 class Unauthorized(Exception):
     """Raise in an authenticator: the request is answered 401 with `message` and a
-    `WWW-Authenticate: challenge` header, and its body is never read."""
+    `WWW-Authenticate: challenge` header, and its body is never read. `status` 403: the
+    credentials are good but do not reach this far (`insufficient_scope`); 400: they
+    are malformed."""
 
-    def __init__(self, message: str, *, challenge: str = 'Bearer realm="mcp"') -> None:
+    def __init__(
+        self, message: str, *, challenge: str = 'Bearer realm="mcp"', status: int = 401
+    ) -> None:
+        if status not in (400, 401, 403):
+            raise ValueError(f"an authenticator refuses with 400, 401 or 403, not {status}")
         super().__init__(message)
         self.message = message
         self.challenge = challenge
+        self.status = status
+
+
+class AuthenticationUnavailable(Exception):
+    """Raise in an authenticator when the credentials cannot be checked now (the keys or
+    the introspection endpoint did not answer): 503 with `Retry-After`, so that clients
+    try again rather than throw their token away."""
+
+    def __init__(self, message: str, *, retry_after_seconds: int = 5) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after_seconds = max(1, retry_after_seconds)
 
 
 Authenticator = Callable[[Mapping[str, str]], "str | Awaitable[str]"]
@@ -151,6 +177,11 @@ class HttpConfig:
     caller's principal (a non-empty string), or raises `Unauthorized` (HTTP 401). Every
     task is bound to the principal that created it. None: no authentication, every
     request is nobody's, and any task id opens its task."""
+    resource_server: ResourceServer | None = None
+    """Protect the endpoint with OAuth (`mcp_tasks.auth.ResourceServer`): its metadata is
+    served at the well-known paths, every request needs a bearer token it accepts (the
+    token's principal is the request's), and operations need their scopes. Not together
+    with `authenticate`."""
     health_path: str | None = "/healthz"
     """Liveness (GET or HEAD): 200 `{"status":"ok"}` while the process serves. Like
     `ready_path`, it needs no authentication and passes any Host and Origin: load
@@ -166,6 +197,8 @@ class HttpConfig:
     `Mcp-Method` and `Mcp-Name` headers, status, duration, client address."""
 
     def __post_init__(self) -> None:
+        if self.resource_server is not None and self.authenticate is not None:
+            raise ValueError("give authenticate or resource_server, not both")
         for name in ("endpoint", "health_path", "ready_path"):
             path = getattr(self, name)
             if path is not None and not path.startswith("/"):
@@ -213,8 +246,11 @@ class Refusal(Exception):
         allow: bytes | None = None,
         challenge: str | None = None,
         retry_after_seconds: int | None = None,
+        request_id: int | str | None = None,
     ) -> None:
         super().__init__(message)
+        self.request_id = request_id
+        """The id of the request refused, when its body was read (else the error has none)."""
         self.status = status
         self.message = message
         self.reason = reason
@@ -228,9 +264,9 @@ class Refusal(Exception):
             self.extra_headers.append((b"retry-after", str(retry_after_seconds).encode()))
 
     def body(self) -> bytes:
-        """The JSON-RPC error the refusal is sent as (no id: the body was not read)."""
+        """The JSON-RPC error the refusal is sent as (no id unless the body was read)."""
         if self.retry_after_seconds is None:
-            return error_body(None, INVALID_REQUEST, self.message)
+            return error_body(self.request_id, INVALID_REQUEST, self.message)
         # The server's state, not the request, is why: -32603, as the core words it.
         wait_ms = {"retryAfterMs": self.retry_after_seconds * 1000}
         return error_body(None, INTERNAL_ERROR, self.message, wait_ms)
@@ -246,6 +282,9 @@ class RequestRules:
         self._sessions = sessions
         """Whether the server serves 2025 sessions now (`GET` and `DELETE` then allowed)."""
         self.endpoint = config.endpoint.encode()
+        protection = config.resource_server
+        self.authenticate = config.authenticate if protection is None else protection.authenticate
+        """Who sends each request: `HttpConfig.authenticate`, or the resource server's."""
         self.check_host = loopback or bool(config.allowed_hosts)
         self._host_verdicts: dict[bytes, bool] = {}
         self._json_verdicts: dict[bytes, bool] = {}
@@ -298,6 +337,15 @@ class RequestRules:
             message = "Content-Length and Transfer-Encoding together: refused"
             raise Refusal(400, message, reason="framing")
         return None
+
+    def forbidden(self, body: bytes, handler: object) -> Refusal | None:
+        """403 when the operation in `body` needs scopes the request's token lacks
+        (`ResourceServer.refusal_for_body`); None without a resource server, or when
+        `handler` has no operation that needs scopes of its own (`ScopedOperations`)."""
+        protection = self.config.resource_server
+        if protection is None or not getattr(handler, "scoped_operations", False):
+            return None
+        return protection.refusal_for_body(body, handler.scopes_needed)  # type: ignore[attr-defined]
 
     def _not_post(self, method: bytes, found: dict[bytes, bytes]) -> Refusal | None:
         """`GET` (a 2025 session's own SSE stream) and `DELETE` (its end) while the server
@@ -420,8 +468,13 @@ async def principal_of(
         found = authenticate(headers)
         principal = await found if inspect.isawaitable(found) else found
     except Unauthorized as refused:
-        message = f"Unauthorized: {refused.message}"
-        raise Refusal(401, message, reason="unauthorized", challenge=refused.challenge) from None
+        word, reason = _REFUSED_AS[refused.status]
+        message = f"{word}: {refused.message}"
+        raise Refusal(refused.status, message, reason=reason, challenge=refused.challenge) from None
+    except AuthenticationUnavailable as unavailable:
+        message = f"Service unavailable: {unavailable.message}"
+        wait = unavailable.retry_after_seconds
+        raise Refusal(503, message, reason="auth_unavailable", retry_after_seconds=wait) from None
     except Exception:
         logger.exception("the authenticator failed")
         raise Refusal(401, _UNCHECKED, reason="unauthorized") from None
