@@ -54,6 +54,7 @@ RUN_ELSEWHERE: dict[str, list[str] | None] = {
     "tools.md": None,  # tests/runtime/test_tools_docs.py
     "testing.md": None,  # tests/test_testing_docs.py
     "oauth.md": None,  # tests/oauth/test_oauth_docs.py
+    "auth.md": None,  # tests/auth/test_auth_docs.py
     "replay.md": None,  # tests/test_replay_docs.py
     "writing-a-transport.md": None,  # tests/test_line_transport.py (the example's own lines)
 }

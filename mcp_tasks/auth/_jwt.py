@@ -37,9 +37,15 @@ from typing import Any, Final
 import anyio
 import httpx2
 import msgspec
-from joserfc import jws, jwt
-from joserfc.errors import ClaimError, ExpiredTokenError, JoseError
-from joserfc.jwk import KeySet
+
+try:
+    from joserfc import jws, jwt
+    from joserfc.errors import ClaimError, ExpiredTokenError, JoseError
+    from joserfc.jwk import KeySet
+except ImportError as missing:  # pragma: no cover - the extra is installed in the tests
+    raise ImportError(
+        "JwtVerifier and IntrospectionVerifier need joserfc: pip install 'mcp-tasks[auth]'"
+    ) from missing
 
 from .._support.documents import authorization_server_urls, fetch_json, secure, shown
 from ._tokens import AccessToken, InvalidToken, VerifierUnavailable
@@ -260,7 +266,7 @@ def access_token_of(claims: dict[str, Any]) -> AccessToken:
     scope = claims.get("scope", claims.get("scp", ""))
     scopes = scope.split() if isinstance(scope, str) else [str(item) for item in scope or ()]
     audience = claims.get("aud", ())
-    client = claims.get("client_id", claims.get("azp"))
+    client = claims.get("client_id", claims.get("azp", claims.get("cid")))
     expires = claims.get("exp")
     return AccessToken(
         subject=str(claims["sub"]),

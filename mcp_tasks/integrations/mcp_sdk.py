@@ -93,8 +93,9 @@ from ..runtime._context import ToolContext
 from ..store import TaskStore
 from ..transports import HttpConfig
 from . import _sdk_task
+from ._sdk_auth import SdkTokenVerifier
 
-__all__ = ["TaskSupport", "TasksExtension", "start_task"]
+__all__ = ["SdkTokenVerifier", "TaskSupport", "TasksExtension", "start_task"]
 
 logger = logging.getLogger("mcp_tasks.integrations.mcp_sdk")
 
