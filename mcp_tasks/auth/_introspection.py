@@ -5,13 +5,16 @@ of its own (HTTP Basic, the id and secret form-encoded first, RFC 6749 section 2
 token is accepted when the answer says `active`, names this server in `aud`, names the
 issuer in `iss` (when it names one) and has not expired. Answers are kept by the token's
 SHA-256 (never the token), a good one until it expires or `cache_seconds` pass, whichever
-is first, so a busy client costs one introspection a minute, not one a request.
+is first, so a busy client costs one introspection a minute, not one a request. An
+endpoint that fails is not asked again for `cooldown_seconds`: meanwhile tokens not in the
+cache are answered 503 with `Retry-After`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Sequence
 from typing import Any, Final
@@ -46,6 +49,7 @@ class IntrospectionVerifier:
         cache_seconds: float = 60.0,
         max_cached: int = 10_000,
         timeout_seconds: float = 5.0,
+        cooldown_seconds: float = 5.0,
     ) -> None:
         audiences = (audience,) if isinstance(audience, str) else tuple(audience)
         if not issuer or not audiences or not all(audiences):
@@ -65,6 +69,10 @@ class IntrospectionVerifier:
         self.timeout_seconds = timeout_seconds
         self._credentials = httpx2.BasicAuth(quote_plus(client_id), quote_plus(client_secret))
         self._cache: dict[bytes, tuple[float, AccessToken | str]] = {}
+        self.cooldown_seconds = cooldown_seconds
+        self._down_until = -math.inf
+        """Until when (monotonic) the endpoint is not asked: it failed last time."""
+        self._failure = ""
         self.introspections = 0
         """How many times the endpoint was asked."""
 
@@ -78,7 +86,7 @@ class IntrospectionVerifier:
         now = time.time()
         cached = self._cache.get(key)
         if cached is None or cached[0] <= now:
-            verdict = self._judge(await self._introspect(token), now)
+            verdict = self._judge(await self._introspect_or_wait(token), now)
             until = now + self.cache_seconds
             if isinstance(verdict, AccessToken) and verdict.expires_at is not None:
                 until = min(until, verdict.expires_at)
@@ -100,6 +108,22 @@ class IntrospectionVerifier:
                 del cache[next(iter(cache))]
         cache[key] = (until, verdict)
 
+    async def _introspect_or_wait(self, token: str) -> dict[str, Any]:
+        """The endpoint's answer; while it is down (it failed less than `cooldown_seconds`
+        ago), `VerifierUnavailable` at once: an outage costs it one request a cooldown, and
+        the log one line."""
+        wait = self._down_until - time.monotonic()
+        if wait > 0:
+            raise VerifierUnavailable(self._failure, retry_after_seconds=math.ceil(wait))
+        try:
+            return await self._introspect(token)
+        except VerifierUnavailable as failed:
+            self._failure = str(failed)
+            self._down_until = time.monotonic() + self.cooldown_seconds
+            failed.retry_after_seconds = max(1, math.ceil(self.cooldown_seconds))
+            logger.warning("tokens cannot be introspected now: %s", failed)
+            raise
+
     async def _introspect(self, token: str) -> dict[str, Any]:
         endpoint = self.endpoint
         if endpoint is None:
@@ -116,10 +140,11 @@ class IntrospectionVerifier:
             async with httpx2.AsyncClient(timeout=self.timeout_seconds) as http:
                 response = await http.post(endpoint, data=form, auth=self._credentials)
         except httpx2.HTTPError as error:
-            logger.warning("the introspection endpoint did not answer: %s", type(error).__name__)
-            raise VerifierUnavailable("the introspection endpoint did not answer") from None
+            kind = type(error).__name__
+            raise VerifierUnavailable(
+                f"the introspection endpoint did not answer ({kind})"
+            ) from None
         if response.status_code != 200 or len(response.content) > MAX_DOCUMENT_BYTES:
-            logger.warning("the introspection endpoint answered HTTP %d", response.status_code)
             raise VerifierUnavailable(
                 f"the introspection endpoint answered HTTP {response.status_code}"
             )

@@ -14,11 +14,13 @@ and the first that fails is the answer (`InvalidToken`: 401 `invalid_token`):
 
 The key set comes from the issuer's metadata (`jwks_uri`, RFC 8414 or OpenID discovery),
 or from `jwks_url`. It is kept for `keys_max_age_seconds`, and fetched again sooner when a
-token names a key it lacks (the issuer rotated its keys), at most once every
-`cooldown_seconds` (a stream of made-up `kid`s costs the issuer nothing). A
-fetch that fails keeps the keys it had; a token that needs a key that could not be fetched
-is `VerifierUnavailable` (503 and `Retry-After`), not `InvalidToken`: a client that saw
-401 would throw its token away and send its user to log in again.
+token names a key it lacks (the issuer rotated its keys) or a signature fails with the key
+its `kid` names (the issuer replaced the key under the same `kid`), at most once every
+`cooldown_seconds`: a stream of made-up `kid`s or forged signatures costs the issuer one
+fetch a cooldown. A fetch that fails keeps the keys it had. A token whose key is not in a
+set just fetched is `InvalidToken`; one whose key could not be looked for (the fetch
+failed, or the cooldown has not passed) is `VerifierUnavailable` (503 and `Retry-After`):
+a client that saw 401 would throw its token away and send its user to log in again.
 
 A token verified is remembered by its SHA-256 (never the token itself) for
 `remember_seconds`, or until it expires if that is sooner: a client's next requests cost
@@ -113,7 +115,7 @@ class JwtVerifier:
         leeway_seconds: int = 30,
         require_at_jwt: bool = True,
         keys_max_age_seconds: float = 3600.0,
-        cooldown_seconds: float = 30.0,
+        cooldown_seconds: float = 10.0,
         timeout_seconds: float = 5.0,
         remember_seconds: float = 60.0,
         max_remembered: int = 10_000,
@@ -192,7 +194,15 @@ class JwtVerifier:
         try:
             decoded = jwt.decode(token, keys, algorithms=self.algorithms)
         except JoseError:
-            raise InvalidToken("the token's signature does not verify") from None
+            # The issuer may have replaced the key under this kid: look again, once a
+            # cooldown (a forged signature costs the issuer no more than a made-up kid).
+            renewed = await self._renewed(keys)
+            try:
+                if renewed is None:
+                    raise
+                decoded = jwt.decode(token, renewed, algorithms=self.algorithms)
+            except JoseError:
+                raise InvalidToken("the token's signature does not verify") from None
         registry = jwt.JWTClaimsRegistry(
             leeway=self.leeway_seconds,
             iss={"essential": True, "value": self.issuer},
@@ -212,9 +222,12 @@ class JwtVerifier:
 
     async def _keys_with(self, kid: str | None) -> KeySet:
         """The key set, fetched first when there is none yet, when it is older than
-        `keys_max_age_seconds`, or when it lacks `kid`: at most once a cooldown."""
+        `keys_max_age_seconds`, or when it lacks `kid`: at most once a cooldown. A `kid`
+        still lacking after a fetch is `InvalidToken`; one lacking while no fetch may be
+        made (the cooldown, or a failed fetch) is `VerifierUnavailable`: the token cannot
+        be told good or bad now."""
         now = time.monotonic()
-        keys = self._keys
+        keys, fetches = self._keys, self.fetches
         stale = keys is None or now - self._fetched_at >= self.keys_max_age_seconds
         if (stale or not self._has(kid)) and now - self._tried_at >= self.cooldown_seconds:
             async with self._fetching:
@@ -222,13 +235,29 @@ class JwtVerifier:
                     await self._fetch()
         if self._keys is not None and self._has(kid):
             return self._keys
-        if self._failure is None:
-            raise InvalidToken("the token names no key of its issuer")
-        wait = self._tried_at + self.cooldown_seconds - time.monotonic()
-        raise VerifierUnavailable(
-            f"the keys of {shown(self.issuer)!r} could not be fetched: {self._failure}",
-            retry_after_seconds=max(1, math.ceil(wait)),
-        )
+        wait = max(1, math.ceil(self._tried_at + self.cooldown_seconds - time.monotonic()))
+        if self._failure is not None:
+            raise VerifierUnavailable(
+                f"the keys of {shown(self.issuer)!r} could not be fetched: {self._failure}",
+                retry_after_seconds=wait,
+            )
+        if self.fetches == fetches:
+            raise VerifierUnavailable(
+                "the token names a key its issuer did not have moments ago; the keys are "
+                "looked at again shortly",
+                retry_after_seconds=wait,
+            )
+        raise InvalidToken("the token names no key of its issuer")
+
+    async def _renewed(self, keys: KeySet) -> KeySet | None:
+        """The key set fetched anew when `keys` failed a signature and the cooldown has
+        passed (None: not fetched, or the fetch failed)."""
+        if time.monotonic() - self._tried_at < self.cooldown_seconds:
+            return None
+        async with self._fetching:
+            if self._keys is keys:
+                await self._fetch()
+        return None if self._keys is keys or self._failure is not None else self._keys
 
     def _has(self, kid: str | None) -> bool:
         return kid in self._kids or (kid is None and len(self._kids) == 1)
