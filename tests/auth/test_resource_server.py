@@ -21,7 +21,9 @@ from mcp_tasks import Server, ToolContext
 from mcp_tasks.asgi import asgi_app
 from mcp_tasks.auth import (
     AccessToken,
+    IntrospectionVerifier,
     InvalidToken,
+    JwtVerifier,
     ResourceServer,
     VerifierUnavailable,
     current_access_token,
@@ -374,3 +376,33 @@ def test_a_resource_server_is_checked_when_made(changes: dict[str, Any], message
 def test_authenticate_and_a_resource_server_do_not_go_together() -> None:
     with pytest.raises(ValueError, match="not both"):
         HttpConfig(resource_server=protection(), authenticate=lambda headers: "someone")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "options", "message"),
+    [
+        (("http://auth.example.com", RESOURCE), {}, "not https"),
+        ((ISSUER, RESOURCE), {"algorithms": ["HS256"]}, "shared secret"),
+        ((ISSUER, RESOURCE), {"algorithms": ["none"]}, "shared secret"),
+        ((ISSUER, ""), {}, "an issuer and an audience"),
+        ((ISSUER, RESOURCE), {"leeway_seconds": 3600}, "leeway_seconds"),
+    ],
+)
+def test_a_jwt_verifier_refuses_what_would_make_it_unsafe(
+    arguments: tuple[str, str], options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        JwtVerifier(*arguments, **options)
+
+
+def test_an_introspection_verifier_needs_its_credentials_and_does_not_show_them() -> None:
+    with pytest.raises(ValueError, match="client_secret"):
+        IntrospectionVerifier(ISSUER, RESOURCE, client_id="mcp", client_secret="")
+    verifier = IntrospectionVerifier(ISSUER, RESOURCE, client_id="mcp", client_secret="hush-42")
+    assert "hush-42" not in repr(verifier) and "hush-42" not in repr(vars(verifier))
+
+
+def test_implied_scopes_are_followed_to_the_end() -> None:
+    chain = protection(scope_implies={"a": ["b"], "b": ["c"], "c": ["a"]})
+    assert chain.granted(token("x", "a")) == {"a", "b", "c"}
+    assert chain.missing(token("x", "b"), ["c", "d"]) == ["d"]
