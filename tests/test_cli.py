@@ -147,7 +147,11 @@ def test_the_default_transport_is_http_on_localhost_8000(monkeypatch: pytest.Mon
     chosen: list[tuple[str, int, tuple[str, ...]]] = []
 
     def fake_http(
-        host: str, port: int, allowed_hosts: Sequence[str], access_log: bool = False
+        host: str,
+        port: int,
+        allowed_hosts: Sequence[str],
+        access_log: bool = False,
+        resource_server: object = None,
     ) -> cli_module.Serve:
         chosen.append((host, port, tuple(allowed_hosts)))
 

@@ -32,6 +32,7 @@ __all__ = ["IntrospectionVerifier"]
 logger = logging.getLogger("mcp_tasks.auth")
 
 _MAX_TOKEN_CHARACTERS: Final = 8192
+_DOWN: Final = "the token could not be introspected now"
 
 
 class IntrospectionVerifier:
@@ -72,7 +73,6 @@ class IntrospectionVerifier:
         self.cooldown_seconds = cooldown_seconds
         self._down_until = -math.inf
         """Until when (monotonic) the endpoint is not asked: it failed last time."""
-        self._failure = ""
         self.introspections = 0
         """How many times the endpoint was asked."""
 
@@ -114,15 +114,14 @@ class IntrospectionVerifier:
         the log one line."""
         wait = self._down_until - time.monotonic()
         if wait > 0:
-            raise VerifierUnavailable(self._failure, retry_after_seconds=math.ceil(wait))
+            raise VerifierUnavailable(_DOWN, retry_after_seconds=math.ceil(wait))
         try:
             return await self._introspect(token)
-        except VerifierUnavailable as failed:
-            self._failure = str(failed)
+        except VerifierUnavailable as failed:  # why goes to the log, not to the client
             self._down_until = time.monotonic() + self.cooldown_seconds
-            failed.retry_after_seconds = max(1, math.ceil(self.cooldown_seconds))
             logger.warning("tokens cannot be introspected now: %s", failed)
-            raise
+            wait = max(1, math.ceil(self.cooldown_seconds))
+            raise VerifierUnavailable(_DOWN, retry_after_seconds=wait) from None
 
     async def _introspect(self, token: str) -> dict[str, Any]:
         endpoint = self.endpoint

@@ -237,9 +237,8 @@ class JwtVerifier:
             return self._keys
         wait = max(1, math.ceil(self._tried_at + self.cooldown_seconds - time.monotonic()))
         if self._failure is not None:
-            raise VerifierUnavailable(
-                f"the keys of {shown(self.issuer)!r} could not be fetched: {self._failure}",
-                retry_after_seconds=wait,
+            raise VerifierUnavailable(  # (why is in the log: the client needs no more)
+                "the keys of the token's issuer could not be fetched", retry_after_seconds=wait
             )
         if self.fetches == fetches:
             raise VerifierUnavailable(

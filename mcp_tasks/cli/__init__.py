@@ -4,7 +4,8 @@
 Streamable HTTP (the default, on 127.0.0.1:8000) or over stdio. TARGET is a file path
 (`examples/jobs.py`) or a module (`package.module`), with `:attribute` to pick the server
 (default `server`). `--loop asyncio` (the default; uvloop when installed) or `--loop trio`
-is the event loop the tools run on.
+is the event loop the tools run on. `--auth-issuer URL --auth-audience URL` protects the
+HTTP endpoint with OAuth (`mcp_tasks.auth.ResourceServer`; see `_serve_auth`).
 
 The first SIGINT (Ctrl-C) or SIGTERM stops the transport and leaves `Server.running()`
 normally, so running tasks get the server's shutdown grace; a second one cancels them at
@@ -28,6 +29,7 @@ from ._calling import call, list_command, parse_arguments, task, tools
 from ._environment import name_variables
 from ._login import login, logout
 from ._replay import replay_command
+from ._serve_auth import auth_options, resource_server_for
 from ._serving import (
     LOOPS,
     Serve,
@@ -200,7 +202,10 @@ def main() -> None:
     show_default=True,
     help="Rotate the journal past this size (PATH.1 the newest of five kept).",
 )
+@auth_options
+@click.pass_context
 def serve(  # noqa: PLR0917 - click passes every option
+    ctx: click.Context,
     target: str,
     address: tuple[str, int] | None,
     stdio: bool,
@@ -220,6 +225,10 @@ def serve(  # noqa: PLR0917 - click passes every option
     modern_only: bool,
     record_path: str | None,
     record_max_bytes: int,
+    auth_issuer: str | None,
+    auth_audience: str | None,
+    auth_scopes: tuple[str, ...],
+    auth_introspection_client_id: str | None,
 ) -> None:
     """Serve the mcp_tasks.Server named by TARGET.
 
@@ -228,6 +237,14 @@ def serve(  # noqa: PLR0917 - click passes every option
     """
     if stdio and address is not None:
         raise click.UsageError("--http and --stdio cannot be used together: choose one.")
+    protection = resource_server_for(
+        ctx,
+        stdio=stdio,
+        issuer=auth_issuer,
+        audience=auth_audience,
+        scopes=auth_scopes,
+        client_id=auth_introspection_client_id,
+    )
     configure_logging(log_level, log_format)
     server = load_server(target)
     if otel:
@@ -257,7 +274,9 @@ def serve(  # noqa: PLR0917 - click passes every option
     if stdio and access_log:
         raise click.UsageError("--access-log is for --http: stdio has no HTTP requests.")
     transport = (
-        stdio_transport() if stdio else _http_transport(host, port, allowed_hosts, access_log)
+        stdio_transport()
+        if stdio
+        else _http_transport(host, port, allowed_hosts, access_log, protection)
     )
     try:
         run_on_loop(loop, run_server, server, transport)

@@ -7,7 +7,7 @@ import importlib.util
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import anyio.abc
@@ -16,6 +16,10 @@ import click
 from ..core import TaskOptions
 from ..server import Server
 from ..transports._stdio import serve_stdio
+from ._serve_auth import protection_line
+
+if TYPE_CHECKING:
+    from ..auth import ResourceServer
 
 Serve = Callable[[Server], Awaitable[None]]
 T = TypeVar("T")
@@ -63,13 +67,22 @@ def flush_otel() -> None:
 
 
 def http_transport(
-    host: str, port: int, allowed_hosts: Sequence[str] = (), access_log: bool = False
+    host: str,
+    port: int,
+    allowed_hosts: Sequence[str] = (),
+    access_log: bool = False,
+    resource_server: ResourceServer | None = None,
 ) -> Serve:
+    """Streamable HTTP on `host:port`, protected by `resource_server` when given."""
     try:  # imported here so that stdio never depends on it
         from ..transports._http_server import HttpConfig, serve_http  # noqa: PLC0415
     except ImportError as error:
         raise click.ClickException(f"the HTTP transport is not available: {error}") from None
-    config = HttpConfig(allowed_hosts=frozenset(allowed_hosts), access_log=access_log)
+    config = HttpConfig(
+        allowed_hosts=frozenset(allowed_hosts),
+        access_log=access_log,
+        resource_server=resource_server,
+    )
     endpoint = config.endpoint
 
     async def serve(server: Server) -> None:
@@ -78,6 +91,8 @@ def http_transport(
             shown = f"[{host}]" if ":" in host else host
             name = f"{server.info.name} {server.info.version}"
             say(f"serving {name} on http://{shown}:{bound}{endpoint}")
+            if resource_server is not None:
+                say(protection_line(resource_server))
 
     return serve
 

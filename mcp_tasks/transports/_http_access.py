@@ -47,7 +47,7 @@ _PROBLEMS: Final = {
     "head_too_large": "a head over max_header_bytes",
     "timeout": "a head or body that did not arrive in time",
     "slow_body": "a body that came slower than min_body_bytes_per_second",
-    "unauthorized": "credentials the authenticator did not accept",
+    "unauthorized": "no credentials, or credentials that were not accepted",
     "bad_credentials": "malformed credentials",
     "forbidden": "credentials without the scopes the request needs",
     "auth_unavailable": "credentials that could not be checked (keys or introspection down)",
