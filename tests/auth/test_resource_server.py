@@ -406,3 +406,41 @@ def test_implied_scopes_are_followed_to_the_end() -> None:
     chain = protection(scope_implies={"a": ["b"], "b": ["c"], "c": ["a"]})
     assert chain.granted(token("x", "a")) == {"a", "b", "c"}
     assert chain.missing(token("x", "b"), ["c", "d"]) == ["d"]
+
+
+async def test_a_2025_session_needs_the_token_on_every_request_and_keeps_to_its_principal() -> None:
+    initialize = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "old", "version": "1"},
+            },
+        }
+    ).encode()
+    headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ]
+    async with built_in(HttpConfig(resource_server=protection())) as send:
+        with trio.fail_after(WAIT):
+            refused = await send("POST", "/mcp", headers, initialize)
+            opened = await send(
+                "POST", "/mcp", [*headers, ("authorization", "Bearer reader")], initialize
+            )
+            session = [
+                ("mcp-session-id", opened.headers["mcp-session-id"]),
+                ("mcp-protocol-version", "2025-11-25"),
+                ("accept", "text/event-stream"),
+            ]
+            no_token = await send("DELETE", "/mcp", session, b"")
+            other = await send("DELETE", "/mcp", [*session, ("authorization", "Bearer bob")], b"")
+            own = await send("DELETE", "/mcp", [*session, ("authorization", "Bearer reader")], b"")
+    assert refused.status == 401 and "resource_metadata" in refused.headers["www-authenticate"]
+    assert opened.status == 200, opened.body
+    assert no_token.status == 401
+    assert other.status == 404  # bob's token does not reach alice's session
+    assert own.status in (200, 202, 204), own.body
