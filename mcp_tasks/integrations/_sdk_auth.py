@@ -27,8 +27,8 @@ class SdkTokenVerifier:
 
     async def verify_token(self, token: str) -> SdkAccessToken | None:
         """The SDK's view of the token, or None (the SDK answers 401) when `verifier`
-        refuses it. `VerifierUnavailable` is raised on: the SDK answers it as an error
-        of its own, not as a bad token."""
+        refuses it. `VerifierUnavailable` is raised on: the SDK answers it 500, not as a
+        bad token."""
         try:
             access = await self.verifier.verify(token)
         except InvalidToken:
@@ -44,5 +44,9 @@ class SdkTokenVerifier:
             expires_at=None if access.expires_at is None else int(access.expires_at),
             resource=audience,
             subject=access.subject,
-            claims=dict(access.claims),
+            # (the SDK's principal reads the issuer from the claims: an introspection
+            # answer may not carry it)
+            claims={"iss": access.issuer, **access.claims}
+            if access.issuer
+            else dict(access.claims),
         )
