@@ -6,10 +6,11 @@ registry, and tells the `subscriptions/listen` streams that asked that the list 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypedDict, Unpack, overload
 
 from msgspec import UNSET
 
@@ -35,6 +36,30 @@ ToolHandler = Callable[..., Any]
 _Tool = typing.TypeVar("_Tool", bound=ToolHandler)
 ListKind = typing.Literal["tools", "prompts", "resources"]
 _NONE: frozenset[str] = frozenset()
+
+
+class ToolOptions(TypedDict, total=False):
+    """The keyword options of `Server.tool` (its docstring says what each does)."""
+
+    task_support: TaskSupport
+    description: str | None
+    title: str | None
+    annotations: dict[str, Any] | None
+    input_schema: dict[str, Any] | None
+    resumable: bool
+    single_use_request_state: bool
+    input_before_task: bool
+    output_schema: dict[str, Any] | None
+    sensitive: Iterable[str]
+    scopes: Iterable[str]
+
+
+class PromptOptions(TypedDict, total=False):
+    """The keyword options of `Server.prompt`."""
+
+    title: str | None
+    description: str | None
+    scopes: Iterable[str]
 
 
 def _scopes_of(scopes: Iterable[str]) -> frozenset[str]:
@@ -93,9 +118,15 @@ class Registry:
 
     # --- tools -------------------------------------------------------------------------
 
+    @overload
+    def tool(self, name: _Tool, /) -> _Tool: ...
+    @overload
+    def tool(
+        self, name: str | None = None, **options: Unpack[ToolOptions]
+    ) -> Callable[[_Tool], _Tool]: ...
     def tool(
         self,
-        name: str | None = None,
+        name: str | _Tool | None = None,
         *,
         task_support: TaskSupport = "none",
         description: str | None = None,
@@ -108,9 +139,10 @@ class Registry:
         output_schema: dict[str, Any] | None = None,
         sensitive: Iterable[str] = (),
         scopes: Iterable[str] = (),
-    ) -> Callable[[_Tool], _Tool]:
+    ) -> Callable[[_Tool], _Tool] | _Tool:
         """Register a tool handler: `(ctx, name: str, times: int = 1)`, `(ctx, args)` or
-        `(ctx)`; async, or a plain function run in a worker thread.
+        `(ctx)`; async, or a plain function run in a worker thread. `@server.tool` and
+        `@server.tool()` are the same; `@server.tool("name")` names the tool.
 
         Plain parameters, or one msgspec Struct, dataclass or TypedDict, give the tool's
         `inputSchema`; arguments that do not fit are refused with -32602 naming the
@@ -128,6 +160,10 @@ class Registry:
         `scopes` are OAuth scopes a caller's token must hold to call it, over HTTP protected
         by a `ResourceServer` (403 `insufficient_scope` without them; see docs/auth.md).
         """
+        if callable(name):  # `@server.tool`, without parentheses
+            return self.tool()(name)
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"a tool's name is a string, not {name!r}")
         published = input_schema
         hidden = frozenset(sensitive)  # the parameter hides nothing the body needs
         published_output = output_schema
@@ -181,22 +217,32 @@ class Registry:
 
     # --- prompts -------------------------------------------------------------------------
 
+    @overload
+    def prompt(self, name: Handler, /) -> Handler: ...
+    @overload
+    def prompt(
+        self, name: str | None = None, **options: Unpack[PromptOptions]
+    ) -> Callable[[Handler], Handler]: ...
     def prompt(
         self,
-        name: str | None = None,
+        name: str | Handler | None = None,
         *,
         title: str | None = None,
         description: str | None = None,
         scopes: Iterable[str] = (),
-    ) -> Callable[[Handler], Handler]:
-        """Register an async prompt handler `(ctx)` or `(ctx, args)`.
+    ) -> Callable[[Handler], Handler] | Handler:
+        """Register an async prompt handler `(ctx)` or `(ctx, args)`; `@server.prompt` and
+        `@server.prompt()` are the same.
 
         `args` is a msgspec Struct of `str` fields: they are the prompt's arguments, the ones
         without a default required. The handler returns the messages (`str` for one user
         message, a list of `PromptMessage`, or a `GetPromptResult`), or `InputRequired`.
         `scopes`: the OAuth scopes a caller needs (as for `tool`).
         """
-
+        if callable(name):  # `@server.prompt`, without parentheses
+            return self.prompt()(name)
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"a prompt's name is a string, not {name!r}")
         needed = _scopes_of(scopes)
 
         def register(handler: Handler) -> Handler:
@@ -249,7 +295,8 @@ class Registry:
         advises (`ttlMs`).
         `scopes`: the OAuth scopes a caller needs (as for `tool`).
         """
-
+        if not isinstance(uri, str):  # `@server.resource` without its uri
+            raise TypeError("@server.resource needs the uri: @server.resource('notes://today')")
         needed = _scopes_of(scopes)
 
         def register(handler: Handler) -> Handler:
@@ -286,6 +333,11 @@ class Registry:
         `ResourceNotFound` for a uri that fits but names nothing. `scopes`: the OAuth scopes
         a caller needs (as for `tool`)."""
 
+        if not isinstance(uri_template, str):  # `@server.resource_template` without its uri
+            raise TypeError(
+                "@server.resource_template needs the uri template: "
+                "@server.resource_template('notes://{name}')"
+            )
         needed = _scopes_of(scopes)
 
         def register(handler: Handler) -> Handler:
@@ -356,9 +408,33 @@ class Registering:
 
     registry: Registry
 
-    tool = handed_on("registry", Registry.tool)
+    # `tool` and `prompt` are written out: their overloads (with or without parentheses)
+    # would not survive `handed_on`.
+    @overload
+    def tool(self, name: _Tool, /) -> _Tool: ...
+    @overload
+    def tool(
+        self, name: str | None = None, **options: Unpack[ToolOptions]
+    ) -> Callable[[_Tool], _Tool]: ...
+    @functools.wraps(Registry.tool)
+    def tool(self, name: Any = None, **options: Any) -> Any:
+        """Register a tool handler, as `@server.tool`, `@server.tool()` or
+        `@server.tool("name", task_support="optional", ...)` (`Registry.tool`)."""
+        return self.registry.tool(name, **options)
+
+    @overload
+    def prompt(self, name: Handler, /) -> Handler: ...
+    @overload
+    def prompt(
+        self, name: str | None = None, **options: Unpack[PromptOptions]
+    ) -> Callable[[Handler], Handler]: ...
+    @functools.wraps(Registry.prompt)
+    def prompt(self, name: Any = None, **options: Any) -> Any:
+        """Register a prompt handler, as `@server.prompt`, `@server.prompt()` or
+        `@server.prompt("name", ...)` (`Registry.prompt`)."""
+        return self.registry.prompt(name, **options)
+
     remove_tool = handed_on("registry", Registry.remove_tool)
-    prompt = handed_on("registry", Registry.prompt)
     remove_prompt = handed_on("registry", Registry.remove_prompt)
     resource = handed_on("registry", Registry.resource)
     remove_resource = handed_on("registry", Registry.remove_resource)

@@ -312,3 +312,40 @@ async def answer_and_wait_for(client: Client, task_id: str, response: dict[str, 
             if task["status"] != "input_required" or key not in task.get("inputRequests", {}):
                 return request, task
             await anyio.sleep(0.05)
+
+
+async def test_the_decorators_work_without_parentheses_too() -> None:
+    server = Server("bare", "1")
+
+    @server.tool
+    async def shout(ctx: ToolContext, text: str) -> str:
+        """Say it louder."""
+        return text.upper()
+
+    @server.prompt
+    async def hello(ctx: ToolContext) -> str:
+        return "Say hello."
+
+    async with server.running():
+        client = Client(server)
+        tools = await tools_by_name(client)
+        assert tools["shout"]["description"] == "Say it louder."
+        reply = await client.call("shout", {"text": "hi"})
+        assert reply["result"]["content"][0]["text"] == "HI"
+        prompt = await client.send("prompts/get", {"name": "hello"})
+        assert prompt["result"]["messages"][0]["content"]["text"] == "Say hello."
+    assert callable(shout) and shout.__name__ == "shout"  # the function itself, kept
+
+
+def test_a_decorator_used_wrongly_says_how_to_use_it() -> None:
+    server = Server("wrong", "1")
+
+    async def notes(ctx: ToolContext) -> str:
+        return ""
+
+    with pytest.raises(TypeError, match=r"needs the uri: @server.resource\('notes://today'\)"):
+        server.resource(notes)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="needs the uri template"):
+        server.resource_template(notes)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="a tool's name is a string"):
+        server.tool(42)  # type: ignore[call-overload]
