@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -501,7 +502,8 @@ def _ns(seconds: float) -> int:
 def configure_from_environment(service_name: str | None = None) -> None:
     """Set the global tracer and meter providers from the standard `OTEL_*` environment
     variables, as `mcp-tasks serve --otel` does: `OTEL_TRACES_EXPORTER` and
-    `OTEL_METRICS_EXPORTER` (`otlp`, the default; `console`; `none`),
+    `OTEL_METRICS_EXPORTER` (`otlp`, the default; `console`, written to stderr, never to
+    stdout, which `serve --stdio` speaks on; `none`),
     `OTEL_EXPORTER_OTLP_ENDPOINT` and the rest of the OTLP exporter's variables,
     `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_METRIC_EXPORT_INTERVAL`."""
     attributes = {} if service_name is None else {"service.name": service_name}
@@ -518,7 +520,7 @@ def configure_from_environment(service_name: str | None = None) -> None:
 
         span_exporter = OTLPSpanExporter()
     elif traces == "console":
-        span_exporter = ConsoleSpanExporter()
+        span_exporter = ConsoleSpanExporter(out=sys.stderr)  # (stdout may be the stdio stream)
     tracer_provider = TracerProvider(resource=resource)
     if span_exporter is not None:
         tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
@@ -532,7 +534,7 @@ def configure_from_environment(service_name: str | None = None) -> None:
 
         metric_exporter = OTLPMetricExporter()
     elif metrics_choice == "console":
-        metric_exporter = ConsoleMetricExporter()
+        metric_exporter = ConsoleMetricExporter(out=sys.stderr)
     readers = [] if metric_exporter is None else [PeriodicExportingMetricReader(metric_exporter)]
     metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
 

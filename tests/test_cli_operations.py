@@ -187,3 +187,28 @@ def test_json_log_lines_carry_the_level_and_logger(level: str) -> None:
     started = next(line for line in logged if "Streamable HTTP on" in line["message"])
     assert started["level"] == "INFO" and started["logger"] == "mcp_tasks.transports.http"
     assert started["time"].endswith("Z")
+
+
+def test_console_telemetry_on_stdio_goes_to_stderr_not_into_the_stream() -> None:
+    """`serve --stdio --otel` with the console exporters: stdout carries JSON-RPC only (a
+    span there would break the client), the spans and metrics are on stderr."""
+    env = {"OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "console"}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
+    result = subprocess.run(
+        [sys.executable, "-m", "mcp_tasks.cli", "serve", str(JOBS), "--stdio", "--otel"],
+        input=json.dumps(listing) + "\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [answer["id"] for answer in answers] == [1] and answers[0]["result"]["tools"]
+    assert '"name": "tools/list"' in result.stderr  # the span, on stderr
+    assert "mcp_tasks.requests" in result.stderr or "resource_metrics" in result.stderr

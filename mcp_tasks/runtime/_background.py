@@ -68,28 +68,32 @@ class Background:
         """Expiry, and with a shared store leases and signals, until its scope is cancelled."""
         coordination = self._shared.store.coordination
         async with anyio.create_task_group() as nursery:
-            nursery.start_soon(self._keep_going, self._expire_loop)
+            nursery.start_soon(self._keep_going, self._expire_loop, "expiring tasks")
             if coordination.shared:
-                nursery.start_soon(self._keep_going, self._lease_loop)
+                nursery.start_soon(self._keep_going, self._lease_loop, "renewing task leases")
             if coordination.signals is not None:
-                await nursery.start(self._keep_going, self._signal_loop)
+                following = "following other processes' task changes"
+                await nursery.start(self._keep_going, self._signal_loop, following)
             task_status.started(nursery.cancel_scope)
 
     async def _keep_going(
         self,
         loop: Callable[..., Awaitable[None]],
+        what: str,
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Run `loop` again whenever it fails; its log lines say `what` it does (not the
+        name of a private function)."""
         once = _StartedOnce(task_status)
         while True:
             try:
                 await loop(task_status=once)
                 return
             except StoreUnavailable as error:  # an outage: one line, not a traceback
-                logger.warning("%s: %s; starting it again", loop.__name__, error)
+                logger.warning("%s stopped: %s; starting again", what, error)
             except Exception:
-                logger.exception("%s failed; starting it again", loop.__name__)
+                logger.exception("%s failed; starting again", what)
             once.started()  # serve on without it meanwhile
             await anyio.sleep(self._shared.poll_seconds)
 

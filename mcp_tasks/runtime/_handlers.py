@@ -52,7 +52,7 @@ from ..core.wire import (
     TextContent,
 )
 from ._context import RequestContext, ToolContext
-from ._signatures import is_object_type
+from ._signatures import FIRST, is_object_type
 from ._threads import ToolThreads, ToolThreadsFull
 
 logger = logging.getLogger("mcp_tasks.server")
@@ -71,6 +71,8 @@ class ToolEntry:
     """A value of this type is answered as `structuredContent` (and its JSON as text)."""
     is_async: bool = True
     """False: a plain function, called in a worker thread."""
+    context: str | None = FIRST
+    """How the context is passed (`ToolSignature.context`): first, by this name, or not."""
 
 
 @dataclass(frozen=True)
@@ -226,9 +228,13 @@ async def _call(
     """The tool's function: awaited, or, for a plain function, run in one of `threads` (a
     cancelled call stops waiting for the thread, which runs on to its end, holding its
     place among them). A task's run waits for a free thread; a call waits briefly."""
+    if entry.context == FIRST:
+        args = (context, *args)
+    elif entry.context is not None:
+        kwargs[entry.context] = context
     if entry.is_async:
-        return await entry.function(context, *args, **kwargs)
-    work = functools.partial(entry.function, context, *args, **kwargs)
+        return await entry.function(*args, **kwargs)
+    work = functools.partial(entry.function, *args, **kwargs)
     return await threads.run(entry.spec.name, work, queue=context.task_id is not None)
 
 
@@ -241,7 +247,24 @@ def _tool_outcome(tool_name: str, value: Any, output_type: Any = None) -> ToolOu
         structured = msgspec.to_builtins(value)
         text = msgspec.json.encode(structured).decode()
         return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
+    if value is None:  # nothing to say: done
+        return CallToolResult(content=[])
+    if isinstance(value, bool | int | float | list | tuple | dict):
+        return _json_result(tool_name, value)
     raise TypeError(f"tool {tool_name!r} returned {type(value).__name__}, not a tool outcome")
+
+
+def _json_result(tool_name: str, value: Any) -> CallToolResult:
+    """A number, a boolean, a list or a dict a tool returned: its JSON as text, and a dict
+    as `structuredContent` too (an object, as the spec wants it)."""
+    try:
+        structured = msgspec.to_builtins(value)
+        text = msgspec.json.encode(structured).decode()
+    except (TypeError, msgspec.EncodeError) as error:
+        raise TypeError(f"tool {tool_name!r} returned what is not JSON: {error}") from None
+    if isinstance(structured, dict):
+        return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
+    return CallToolResult.text(text)
 
 
 def _is_instance(value: Any, kind: Any) -> bool:

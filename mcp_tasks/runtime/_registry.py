@@ -200,6 +200,7 @@ class Registry:
                 keywords=signature.keywords,
                 output_type=signature.output_type,
                 is_async=signature.is_async,
+                context=signature.context,
             )
             self._require("tool", tool_name, needed)
             self.core.catalog.add_tool(spec, entry)

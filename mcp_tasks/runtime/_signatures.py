@@ -20,7 +20,7 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -32,8 +32,13 @@ from ..core.wire import (
     CallToolResult,
     ErrorObject,
 )
+from ._context import RequestContext
 
-__all__ = ["ToolSignature", "is_object_type", "read_tool_signature"]
+__all__ = ["FIRST", "ToolSignature", "is_object_type", "read_tool_signature"]
+
+FIRST: Final = ""
+"""`ToolSignature.context` for a context passed first, by position."""
+_CONTEXT_NAMES: Final = frozenset({"ctx", "context"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,9 @@ class ToolSignature:
     output_type: Any
     """The Struct, dataclass or TypedDict the tool returns (None: no output schema)."""
     is_async: bool
+    context: str | None = FIRST
+    """How the context is passed: `FIRST` (the first positional argument), by this
+    keyword, or None (the tool takes none)."""
 
 
 def is_object_type(kind: Any) -> bool:
@@ -61,33 +69,86 @@ def _takes_object(kind: Any) -> bool:
 
 
 def read_tool_signature(name: str, handler: Callable[..., Any]) -> ToolSignature:
+    """What `handler`'s signature says, checked: an error names the tool, the parameter
+    and the fix (a `TypeError` at registration, not a failure at the first call)."""
     if not callable(handler):
         raise TypeError(f"tool {name!r}: {handler!r} is not a function")
     is_async = inspect.iscoroutinefunction(handler)
     parameters = list(inspect.signature(handler).parameters.values())
-    if not parameters:
-        raise TypeError(f"tool {name!r} must take the context first: (ctx, ...)")
     for parameter in parameters:
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise TypeError(f"tool {name!r}: *args and **kwargs cannot be tool arguments")
     hints = typing.get_type_hints(handler, include_extras=True)
     output_type = _output_type(hints.get("return"))
-    rest = parameters[1:]
+    context, rest = _context_of(name, parameters, hints)
     if not rest:
-        return ToolSignature(None, None, output_type, is_async)
+        return ToolSignature(None, None, output_type, is_async, context)
     if len(rest) == 1:
         kind = hints.get(rest[0].name, dict)  # unannotated: the arguments as a dict
         if _takes_object(_plain(kind)):
-            return ToolSignature(kind, None, output_type, is_async)
+            return ToolSignature(kind, None, output_type, is_async, context)
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for parameter in rest:
         kind = hints.get(parameter.name, Any)
+        _check_argument_type(name, parameter.name, kind)
         if parameter.default is parameter.empty:
             fields.append((parameter.name, kind))
         else:
             fields.append((parameter.name, kind, parameter.default))
     arguments = msgspec.defstruct(name, fields, kw_only=True)
-    return ToolSignature(arguments, tuple(p.name for p in rest), output_type, is_async)
+    keywords = tuple(p.name for p in rest)
+    return ToolSignature(arguments, keywords, output_type, is_async, context)
+
+
+def _context_of(
+    name: str, parameters: list[inspect.Parameter], hints: dict[str, Any]
+) -> tuple[str | None, list[inspect.Parameter]]:
+    """Which parameter takes the context (`ToolSignature.context`), and the others: the
+    one annotated `ToolContext` (or `RequestContext`) wherever it stands, else a first
+    parameter without a default that is not annotated or is named `ctx` or `context` (as
+    most tools write it, whatever its annotation), else none: a tool need not take it."""
+    annotated = [
+        parameter
+        for parameter in parameters
+        if isinstance(kind := _plain(hints.get(parameter.name)), type)
+        and issubclass(kind, RequestContext)
+    ]
+    if len(annotated) > 1:
+        names = ", ".join(parameter.name for parameter in annotated)
+        raise TypeError(f"tool {name!r}: one parameter takes the context, not {names}")
+    if annotated:
+        found = annotated[0]
+        rest = [parameter for parameter in parameters if parameter is not found]
+        if found is parameters[0]:
+            return FIRST, rest
+        if found.kind is found.POSITIONAL_ONLY:
+            raise TypeError(
+                f"tool {name!r}: the context {found.name!r} is positional-only and not first: "
+                "put it first, or let it be passed by name"
+            )
+        return found.name, rest
+    first = parameters[0] if parameters else None
+    if (
+        first is not None
+        and first.default is first.empty
+        and (first.name not in hints or first.name in _CONTEXT_NAMES)
+    ):
+        return FIRST, parameters[1:]
+    return None, parameters
+
+
+def _check_argument_type(tool: str, parameter: str, kind: Any) -> None:
+    """A `TypeError` naming the parameter when `kind` has no JSON Schema (so the tool
+    could never be called)."""
+    try:
+        msgspec.json.schema(kind)
+    except (TypeError, ValueError) as error:
+        shown = getattr(kind, "__name__", None) or repr(kind)
+        raise TypeError(
+            f"tool {tool!r}: parameter {parameter!r} has the type {shown}, which cannot come from "
+            "JSON arguments (use str, int, float, bool, a list or dict of them, a Literal, "
+            f"an Enum, a msgspec Struct, a dataclass or a TypedDict): {error}"
+        ) from None
 
 
 def _plain(kind: Any) -> Any:

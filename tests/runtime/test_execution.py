@@ -381,11 +381,12 @@ def test_input_schema_comes_from_the_argument_struct() -> None:
     assert server.core.tools["crash"].input_schema == {"type": "object"}
 
 
-def test_tools_must_take_ctx_and_name_their_arguments() -> None:
+def test_tools_need_no_context_but_must_name_their_arguments() -> None:
     # Issue 19: plain functions (run in a worker thread) and plain parameters are tools too.
+    # Issue 32: a tool without the context is one (it was refused: "must take the context").
     server = Server("t", "1")
-    with pytest.raises(TypeError, match=r"must take the context first"):
-        server.tool(name="nothing")(lambda: None)
+    server.tool(name="nothing")(lambda: "done")
+    assert "nothing" in server.core.catalog.tools
 
     async def spread(ctx: ToolContext, *words: str) -> ToolOutcome:
         return ErrorObject(code=1, message="")

@@ -368,8 +368,9 @@ async def test_an_unreachable_store_costs_requests_not_the_server(
             # The background loops fail too (renewing leases, expiry): logged in a line
             # each (no traceback), and started again; the server serves on.
             await wait_for(lambda: "leases not renewed" in caplog.text)
-            await wait_for(lambda: "_expire_loop: " in caplog.text)
-            background = [r for r in caplog.records if "loop" in r.getMessage()]
+            await wait_for(lambda: "expiring tasks stopped: " in caplog.text)
+            background = [r for r in caplog.records if "stopped: " in r.getMessage()]
+            assert "_loop" not in caplog.text  # (what stopped, not a private function)
             assert background and not any(r.exc_info for r in background)
             assert server.is_running
             with pytest.raises(StoreUnavailable) as caught:

@@ -349,3 +349,92 @@ def test_a_decorator_used_wrongly_says_how_to_use_it() -> None:
         server.resource_template(notes)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="a tool's name is a string"):
         server.tool(42)  # type: ignore[call-overload]
+
+
+async def test_the_context_is_found_by_its_annotation_wherever_it_stands() -> None:
+    server = Server("anywhere", "1")
+    seen: list[str] = []
+
+    @server.tool
+    async def add(a: int, b: int = 2) -> str:
+        """No context at all."""
+        return str(a + b)
+
+    @server.tool
+    async def tag(text: str, ctx: ToolContext) -> str:
+        """The context last."""
+        seen.append(type(ctx).__name__)
+        return f"#{text}"
+
+    @server.tool
+    def count(words: list[str], *, context: ToolContext) -> str:
+        """A plain function, the context by keyword."""
+        seen.append(type(context).__name__)
+        return str(len(words))
+
+    async with server.running():
+        client = Client(server)
+        tools = await tools_by_name(client)
+        assert sorted(tools["add"]["inputSchema"]["properties"]) == ["a", "b"]
+        assert list(tools["tag"]["inputSchema"]["properties"]) == ["text"]
+        assert list(tools["count"]["inputSchema"]["properties"]) == ["words"]
+        assert (await client.call("add", {"a": 1}))["result"]["content"][0]["text"] == "3"
+        assert (await client.call("tag", {"text": "x"}))["result"]["content"][0]["text"] == "#x"
+        counted = await client.call("count", {"words": ["a", "b"]})
+        assert counted["result"]["content"][0]["text"] == "2"
+    assert seen == ["ToolContext", "ToolContext"]
+
+
+def test_a_handler_that_cannot_work_is_refused_when_registered() -> None:
+    server = Server("refused", "1")
+
+    async def two_contexts(ctx: ToolContext, other: ToolContext) -> str:
+        return ""
+
+    async def unjsonable(ctx: ToolContext, when: threading.Event) -> str:
+        return ""
+
+    with pytest.raises(TypeError, match="one parameter takes the context, not ctx, other"):
+        server.tool(two_contexts)
+    with pytest.raises(TypeError, match="tool 'unjsonable': parameter 'when' has the type Event"):
+        server.tool(unjsonable)
+    assert server.core.catalog.tools == {}
+
+
+def returning(value: Any) -> Any:
+    """A tool without arguments nor context that returns `value`."""
+
+    async def tool() -> Any:
+        return value
+
+    return tool
+
+
+async def test_numbers_booleans_lists_dicts_and_none_are_results() -> None:
+    server = Server("returns", "1")
+    answers: dict[str, Any] = {
+        "number": 42,
+        "ratio": 0.5,
+        "flag": True,
+        "items": ["a", 1],
+        "mapping": {"city": "Oslo", "celsius": -3},
+        "nothing": None,
+        "unjsonable": {"when": threading.Event()},
+    }
+    for name, value in answers.items():
+        server.tool(name)(returning(value))
+    async with server.running():
+        client = Client(server)
+        results = {name: (await client.call(name, {})) for name in answers}
+    text = {
+        name: reply["result"]["content"] for name, reply in results.items() if "result" in reply
+    }
+    assert text["number"] == [{"type": "text", "text": "42"}]
+    assert text["ratio"] == [{"type": "text", "text": "0.5"}]
+    assert text["flag"] == [{"type": "text", "text": "true"}]
+    assert text["items"] == [{"type": "text", "text": '["a",1]'}]
+    assert text["nothing"] == []
+    mapping = results["mapping"]["result"]
+    assert mapping["structuredContent"] == {"city": "Oslo", "celsius": -3}
+    assert "structuredContent" not in results["items"]["result"]  # (it must be an object)
+    assert results["unjsonable"]["error"]["code"] == -32603  # the tool's bug: details logged
