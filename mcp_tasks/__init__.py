@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     )
     from .runtime._answers import Accepted, Answer, Cancelled, Declined
     from .runtime._context import RequestContext, ToolContext, sampled_text
+    from .runtime._results import audio_content, image_content, resource_content
     from .server import Connection, ResourceNotFound, Server, ToolError
     from .store import MemoryTaskStore, TaskStore
 
@@ -72,6 +73,7 @@ __version__ = "0.1.0.dev0"  # the one place: pyproject.toml reads it from here
 _EXPORTS: dict[str, tuple[str, ...]] = {
     ".runtime._answers": ("Accepted", "Answer", "Cancelled", "Declined"),
     ".runtime._context": ("RequestContext", "ToolContext", "sampled_text"),
+    ".runtime._results": ("audio_content", "image_content", "resource_content"),
     ".server": ("Connection", "ResourceNotFound", "Server", "ToolError"),
     ".store": ("MemoryTaskStore", "TaskStore"),
 }
@@ -160,5 +162,8 @@ __all__ = [
     "ToolOutcome",
     "ToolSpec",
     "__version__",
+    "audio_content",
+    "image_content",
+    "resource_content",
     "sampled_text",
 ]

@@ -145,6 +145,9 @@ class ToolSpec(Struct, frozen=True, kw_only=True):
     sensitive_arguments: frozenset[str] = frozenset()
     """Arguments a journal (`--record`) writes as "[redacted]" wherever they appear (the
     call, the task's record, the `Mcp-Param-*` headers mirroring them)."""
+    arguments_decoder: Callable[[bytes], Any] | None = None
+    """Decodes the arguments' JSON to `arguments_type` in place of msgspec (a pydantic
+    model's validation), raising `msgspec.ValidationError` when they do not fit."""
 
     def decode_arguments(self, arguments: Raw | None) -> Any:
         """The arguments as `arguments_type` (None without one), or -32602."""
@@ -152,7 +155,8 @@ class ToolSpec(Struct, frozen=True, kw_only=True):
         if arguments_type is None:
             return None
         data = b"{}" if arguments is None else arguments
-        return _decoded("tool", self.name, lambda: _decoder(arguments_type).decode(data))
+        decode = self.arguments_decoder or _decoder(arguments_type).decode
+        return _decoded("tool", self.name, lambda: decode(data))
 
     def __post_init__(self) -> None:
         if self.task_support not in ("none", "optional", "required"):

@@ -34,7 +34,6 @@ from ..core import (
     ResourceNotFound,
     ResourceOutcome,
     ResourceRead,
-    StartTaskOutcome,
     ToolCall,
     ToolError,
     ToolOutcome,
@@ -49,9 +48,9 @@ from ..core.wire import (
     PromptArgument,
     PromptMessage,
     ResourceContents,
-    TextContent,
 )
 from ._context import RequestContext, ToolContext
+from ._results import Output, is_pydantic_model, tool_outcome
 from ._signatures import FIRST, is_object_type
 from ._threads import ToolThreads, ToolThreadsFull
 
@@ -67,8 +66,8 @@ class ToolEntry:
     takes_arguments: bool
     keywords: tuple[str, ...] | None = None
     """Plain parameters: the decoded arguments are passed by these names."""
-    output_type: Any = None
-    """A value of this type is answered as `structuredContent` (and its JSON as text)."""
+    output: Output | None = None
+    """The return annotation's `outputSchema`, and how a value becomes the result."""
     is_async: bool = True
     """False: a plain function, called in a worker thread."""
     context: str | None = FIRST
@@ -114,7 +113,7 @@ async def invoke_tool(
         else:
             named = {key: getattr(arguments, key) for key in entry.keywords}
             value = await _call(entry, threads, context, **named)
-        return _tool_outcome(name, value, entry.output_type)
+        return tool_outcome(name, value, entry.output)
     except anyio.get_cancelled_exc_class():
         context._note_cancelled()  # a plain function still running may check ctx.cancelled
         raise
@@ -238,41 +237,6 @@ async def _call(
     return await threads.run(entry.spec.name, work, queue=context.task_id is not None)
 
 
-def _tool_outcome(tool_name: str, value: Any, output_type: Any = None) -> ToolOutcome:
-    if isinstance(value, CallToolResult | ErrorObject | InputRequired | StartTaskOutcome):
-        return value
-    if isinstance(value, str):
-        return CallToolResult.text(value)
-    if output_type is not None and _is_instance(value, output_type):
-        structured = msgspec.to_builtins(value)
-        text = msgspec.json.encode(structured).decode()
-        return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
-    if value is None:  # nothing to say: done
-        return CallToolResult(content=[])
-    if isinstance(value, bool | int | float | list | tuple | dict):
-        return _json_result(tool_name, value)
-    raise TypeError(f"tool {tool_name!r} returned {type(value).__name__}, not a tool outcome")
-
-
-def _json_result(tool_name: str, value: Any) -> CallToolResult:
-    """A number, a boolean, a list or a dict a tool returned: its JSON as text, and a dict
-    as `structuredContent` too (an object, as the spec wants it)."""
-    try:
-        structured = msgspec.to_builtins(value)
-        text = msgspec.json.encode(structured).decode()
-    except (TypeError, msgspec.EncodeError) as error:
-        raise TypeError(f"tool {tool_name!r} returned what is not JSON: {error}") from None
-    if isinstance(structured, dict):
-        return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
-    return CallToolResult.text(text)
-
-
-def _is_instance(value: Any, kind: Any) -> bool:
-    if typing.is_typeddict(kind):
-        return isinstance(value, dict)
-    return isinstance(value, kind)
-
-
 def _prompt_outcome(name: str, value: Any) -> PromptOutcome:
     if isinstance(value, GetPromptResult | ErrorObject | InputRequired):
         return value
@@ -342,6 +306,8 @@ def schema_for(args_type: Any) -> dict[str, Any]:
         args_type = typing.get_args(args_type)[0]
     if args_type is None or args_type in (dict, Any) or typing.get_origin(args_type) is dict:
         return {"type": "object"}
+    if is_pydantic_model(args_type):
+        return dict(args_type.model_json_schema())
     if not is_object_type(args_type):
         raise TypeError(
             f"tool arguments must be a msgspec.Struct, a dataclass or a TypedDict (or dict), "

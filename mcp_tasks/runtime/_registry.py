@@ -175,8 +175,8 @@ class Registry:
             args_type = signature.arguments_type
             if published_output is not None:
                 shown_output: Any = published_output
-            elif signature.output_type is not None:
-                shown_output = schema_for(signature.output_type)
+            elif signature.output is not None:
+                shown_output = signature.output.schema
             else:
                 shown_output = UNSET
             spec = ToolSpec(
@@ -192,13 +192,14 @@ class Registry:
                 input_before_task=input_before_task,
                 arguments_type=args_type,
                 sensitive_arguments=hidden,
+                arguments_decoder=signature.arguments_decoder,
             )
             entry = ToolEntry(
                 spec,
                 handler,
                 takes_arguments=args_type is not None,
                 keywords=signature.keywords,
-                output_type=signature.output_type,
+                output=signature.output,
                 is_async=signature.is_async,
                 context=signature.context,
             )

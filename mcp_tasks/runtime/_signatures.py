@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,15 +23,9 @@ from typing import Any, Final
 
 import msgspec
 
-from ..core import (
-    InputRequired,
-    StartTaskOutcome,
-)
-from ..core.wire import (
-    CallToolResult,
-    ErrorObject,
-)
 from ._context import RequestContext
+from ._docstrings import parameter_descriptions
+from ._results import Output, is_pydantic_model, output_of
 
 __all__ = ["FIRST", "ToolSignature", "is_object_type", "read_tool_signature"]
 
@@ -47,20 +40,25 @@ class ToolSignature:
     """What the arguments decode to (None: the tool takes none)."""
     keywords: tuple[str, ...] | None
     """Plain parameters: their names, each passed from the decoded Struct's field."""
-    output_type: Any
-    """The Struct, dataclass or TypedDict the tool returns (None: no output schema)."""
+    output: Output | None
+    """The `outputSchema` the return annotation gives, and how values become results
+    (None: no schema)."""
     is_async: bool
     context: str | None = FIRST
     """How the context is passed: `FIRST` (the first positional argument), by this
     keyword, or None (the tool takes none)."""
+    arguments_decoder: Callable[[bytes], Any] | None = None
+    """Decodes the arguments when msgspec cannot: a pydantic model's validation."""
 
 
 def is_object_type(kind: Any) -> bool:
-    """A type whose values are JSON objects with named fields: Struct, dataclass, TypedDict."""
+    """A type whose values are JSON objects with named fields: Struct, dataclass,
+    TypedDict, pydantic model."""
     return isinstance(kind, type) and (
         issubclass(kind, msgspec.Struct)
         or dataclasses.is_dataclass(kind)
         or typing.is_typeddict(kind)
+        or is_pydantic_model(kind)
     )
 
 
@@ -79,25 +77,98 @@ def read_tool_signature(name: str, handler: Callable[..., Any]) -> ToolSignature
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise TypeError(f"tool {name!r}: *args and **kwargs cannot be tool arguments")
     hints = typing.get_type_hints(handler, include_extras=True)
-    output_type = _output_type(hints.get("return"))
+    output = output_of(name, hints.get("return"))
     context, rest = _context_of(name, parameters, hints)
     if not rest:
-        return ToolSignature(None, None, output_type, is_async, context)
+        return ToolSignature(None, None, output, is_async, context)
     if len(rest) == 1:
         kind = hints.get(rest[0].name, dict)  # unannotated: the arguments as a dict
+        if is_pydantic_model(_plain(kind)):
+            decoder = _pydantic_decoder(_plain(kind))
+            return ToolSignature(kind, None, output, is_async, context, decoder)
         if _takes_object(_plain(kind)):
-            return ToolSignature(kind, None, output_type, is_async, context)
+            return ToolSignature(kind, None, output, is_async, context)
+    described = parameter_descriptions(inspect.getdoc(handler))
+    keywords = tuple(p.name for p in rest)
+    if any(_is_pydantic_parameter(hints.get(p.name)) for p in rest):
+        model = _pydantic_arguments(name, rest, hints, described)
+        decoder = _pydantic_decoder(model)
+        return ToolSignature(model, keywords, output, is_async, context, decoder)
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for parameter in rest:
-        kind = hints.get(parameter.name, Any)
+        kind = _described(hints.get(parameter.name, Any), described.get(parameter.name))
         _check_argument_type(name, parameter.name, kind)
         if parameter.default is parameter.empty:
             fields.append((parameter.name, kind))
         else:
             fields.append((parameter.name, kind, parameter.default))
     arguments = msgspec.defstruct(name, fields, kw_only=True)
-    keywords = tuple(p.name for p in rest)
-    return ToolSignature(arguments, keywords, output_type, is_async, context)
+    return ToolSignature(arguments, keywords, output, is_async, context)
+
+
+def _described(kind: Any, docstring: str | None) -> Any:
+    """`kind` with its description for the schema: `Annotated[int, "How many"]` (a plain
+    string) as msgspec's `Meta(description=...)`, else the docstring's words for it."""
+    if typing.get_origin(kind) is typing.Annotated:
+        base, *extras = typing.get_args(kind)
+        if any(isinstance(extra, msgspec.Meta) and extra.description for extra in extras):
+            return kind
+        texts = [extra for extra in extras if isinstance(extra, str)]
+        others = [extra for extra in extras if not isinstance(extra, str)]
+        text = texts[0] if texts else docstring
+        if text:
+            return typing.Annotated[(base, *others, msgspec.Meta(description=text))]
+        return typing.Annotated[(base, *others)] if others else base
+    if docstring:
+        return typing.Annotated[kind, msgspec.Meta(description=docstring)]
+    return kind
+
+
+def _is_pydantic_parameter(kind: Any) -> bool:
+    """A parameter only pydantic can decode: a model, or `Annotated[x, Field(...)]`."""
+    if typing.get_origin(kind) is typing.Annotated:
+        base, *extras = typing.get_args(kind)
+        return is_pydantic_model(base) or any(
+            type(extra).__module__.startswith("pydantic") for extra in extras
+        )
+    return is_pydantic_model(kind)
+
+
+def _pydantic_arguments(
+    tool: str, parameters: list[inspect.Parameter], hints: dict[str, Any], described: dict[str, str]
+) -> Any:
+    """A pydantic model made from the parameters, when one of them is pydantic's."""
+    import pydantic  # noqa: PLC0415 (a parameter is pydantic's: it is installed)
+
+    fields: dict[str, Any] = {}
+    for parameter in parameters:
+        kind = hints.get(parameter.name, Any)
+        default = ... if parameter.default is parameter.empty else parameter.default
+        text = described.get(parameter.name)
+        if text and not _is_pydantic_parameter(kind):
+            kind = typing.Annotated[kind, pydantic.Field(description=text)]
+        fields[parameter.name] = (kind, default)
+    return pydantic.create_model(tool, **fields)
+
+
+def _pydantic_decoder(model: Any) -> Callable[[bytes], Any]:
+    """The arguments' JSON validated by `model`; what does not fit is a
+    `msgspec.ValidationError` in msgspec's words (the core answers it with -32602)."""
+    import pydantic  # noqa: PLC0415 (only when a tool takes a pydantic model)
+
+    def decode(data: bytes) -> Any:
+        try:
+            return model.model_validate_json(bytes(data))
+        except pydantic.ValidationError as error:
+            errors = error.errors(include_input=False, include_url=False)
+            first = errors[0]
+            path = "".join(
+                f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]
+            )
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise msgspec.ValidationError(f"{first['msg']}{more} - at `${path}`") from None
+
+    return decode
 
 
 def _context_of(
@@ -156,18 +227,3 @@ def _plain(kind: Any) -> Any:
     if typing.get_origin(kind) is typing.Annotated:
         return typing.get_args(kind)[0]
     return kind
-
-
-_OUTCOMES = frozenset({CallToolResult, ErrorObject, InputRequired, StartTaskOutcome})
-
-
-def _output_type(annotation: Any) -> Any:
-    """The one Struct, dataclass or TypedDict of a return annotation that is not one of
-    the outcomes every tool may return."""
-    annotation = _plain(annotation)
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        members = [_plain(member) for member in typing.get_args(annotation)]
-    else:
-        members = [annotation]
-    found = [kind for kind in members if is_object_type(kind) and kind not in _OUTCOMES]
-    return found[0] if len(found) == 1 else None

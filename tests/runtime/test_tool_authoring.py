@@ -436,5 +436,7 @@ async def test_numbers_booleans_lists_dicts_and_none_are_results() -> None:
     assert text["nothing"] == []
     mapping = results["mapping"]["result"]
     assert mapping["structuredContent"] == {"city": "Oslo", "celsius": -3}
-    assert "structuredContent" not in results["items"]["result"]  # (it must be an object)
+    # structuredContent must be an object: a list goes under "result"
+    assert results["items"]["result"]["structuredContent"] == {"result": ["a", 1]}
+    assert "structuredContent" not in results["number"]["result"]  # not annotated: text
     assert results["unjsonable"]["error"]["code"] == -32603  # the tool's bug: details logged

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import msgspec
@@ -48,11 +49,30 @@ async def test_a_struct_result_under_the_output_schema() -> None:
         tool = (await tools_of(client))["forecast"]
         assert tool["outputSchema"]["required"] == ["city", "celsius"]
         result = (await client.call("forecast", {"city": "Oslo"}))["result"]
+        listed = (await tools_of(client))["warmest"]["outputSchema"]
+        warmest = (await client.call("warmest", {"cities": ["Oslo", "Rome"]}))["result"]
     text = result["content"][0]["text"]
     assert result["structuredContent"] == {"city": "Oslo", "celsius": 21.5}
     assert msgspec.json.encode(result["structuredContent"]).decode() == text
     quoted = text.replace('"', '\\"')
     assert quoted in PAGE.path.read_text()
+    assert listed["required"] == ["result"]
+    assert listed["properties"]["result"]["type"] == "array"
+    assert warmest["structuredContent"] == {
+        "result": [{"city": "Oslo", "celsius": 20.0}, {"city": "Rome", "celsius": 19.0}]
+    }
+
+
+async def test_an_image_through_its_helper(tmp_path: Any) -> None:
+    server: Server = PAGE.run("def chart(")["server"]
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(32))
+    (tmp_path / "sales.png").write_bytes(png)
+    async with server.running():
+        client = Client(server)
+        charted = await client.call("chart", {"name": str(tmp_path / "sales.png")})
+    [image] = charted["result"]["content"]
+    assert image["mimeType"] == "image/png"
+    assert base64.b64decode(image["data"]) == png
 
 
 async def test_asking_the_client_with_types(autojump_clock: MockClock) -> None:
