@@ -183,8 +183,10 @@ def test_json_log_lines_carry_the_level_and_logger(level: str) -> None:
         lines = wait_for_line(process, "serving")
         process.send_signal(signal.SIGTERM)
         _, rest = process.communicate(timeout=30)
-    logged = [json.loads(line) for line in lines + rest.splitlines() if line.startswith("{")]
+    logged = [json.loads(line) for line in lines + rest.splitlines() if line.strip()]
     started = next(line for line in logged if "Streamable HTTP on" in line["message"])
+    serving = next(line for line in logged if line["message"].startswith("serving jobs"))
+    assert serving["logger"] == "mcp_tasks.serve"  # every line JSON: the CLI's own too
     assert started["level"] == "INFO" and started["logger"] == "mcp_tasks.transports.http"
     assert started["time"].endswith("Z")
 

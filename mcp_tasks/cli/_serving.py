@@ -4,6 +4,7 @@ capacity line, the event loop (`--loop`), and running a server until a signal st
 from __future__ import annotations
 
 import importlib.util
+import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import partial
@@ -13,6 +14,7 @@ import anyio
 import anyio.abc
 import click
 
+from .._support.logs import JsonFormatter
 from ..core import TaskOptions
 from ..server import Server
 from ..transports._stdio import serve_stdio
@@ -124,6 +126,15 @@ def _duration(seconds: float) -> str:
 
 
 def say(message: str) -> None:
+    """A line for whoever started the server, on stderr: "mcp-tasks: ..." text, or a JSON
+    line like the log's (`--log-format json`: every line of stderr is JSON)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler.formatter, JsonFormatter):
+            record = logging.LogRecord(
+                "mcp_tasks.serve", logging.INFO, __file__, 0, message, None, None
+            )
+            click.echo(handler.formatter.format(record), err=True)
+            return
     click.echo(f"mcp-tasks: {message}", err=True)
 
 
