@@ -78,7 +78,10 @@ class ToolEntry:
 class PromptEntry:
     spec: PromptSpec
     function: Handler
-    """Takes only the context when the spec has no `arguments_type`."""
+    keywords: tuple[str, ...] | None = None
+    """Plain parameters: the decoded arguments are passed by these names."""
+    context: str | None = FIRST
+    """How the context is passed (`PromptSignature.context`)."""
 
 
 @dataclass(frozen=True)
@@ -132,10 +135,17 @@ async def invoke_prompt(
     """Run a prompt; `arguments` as the core decoded them."""
     name = call.prompt_name
     try:
-        if entry.spec.arguments_type is None:
-            value = await entry.function(context)
-        else:
-            value = await entry.function(context, arguments)
+        args: tuple[Any, ...] = ()
+        named: dict[str, Any] = {}
+        if entry.keywords is not None:
+            named = {key: getattr(arguments, key) for key in entry.keywords}
+        elif entry.spec.arguments_type is not None:
+            args = (arguments,)
+        if entry.context == FIRST:
+            args = (context, *args)
+        elif entry.context is not None:
+            named[entry.context] = context
+        value = await entry.function(*args, **named)
         return _prompt_outcome(name, value)
     except Exception as error:
         return _failed(error, f"Prompt {name!r}")
@@ -326,9 +336,21 @@ def prompt_arguments(args_type: Any) -> tuple[PromptArgument, ...]:
         raise TypeError(f"prompt arguments must be a msgspec.Struct, not {args_type!r}")
     arguments = []
     for info in msgspec.structs.fields(args_type):
-        if info.type not in (str, str | None):
+        kind, description = info.type, None
+        if typing.get_origin(kind) is typing.Annotated:
+            kind, *extras = typing.get_args(kind)
+            for extra in extras:
+                if isinstance(extra, msgspec.Meta) and extra.description:
+                    description = extra.description
+        if kind not in (str, str | None):
             raise TypeError(
                 f"prompt argument {info.name!r} must be a str (prompt arguments are strings)"
             )
-        arguments.append(PromptArgument(name=info.encode_name, required=info.required))
+        arguments.append(
+            PromptArgument(
+                name=info.encode_name,
+                required=info.required,
+                description=UNSET if description is None else description,
+            )
+        )
     return tuple(arguments)

@@ -29,7 +29,7 @@ from ._handlers import (
     schema_for,
 )
 from ._listen_streams import ListenStreams
-from ._signatures import read_tool_signature
+from ._signatures import read_prompt_signature, read_tool_signature
 
 ToolHandler = Callable[..., Any]
 """A tool's function: async, or plain (run in a worker thread)."""
@@ -233,12 +233,15 @@ class Registry:
         description: str | None = None,
         scopes: Iterable[str] = (),
     ) -> Callable[[Handler], Handler] | Handler:
-        """Register an async prompt handler `(ctx)` or `(ctx, args)`; `@server.prompt` and
-        `@server.prompt()` are the same.
+        """Register an async prompt handler; `@server.prompt` and `@server.prompt()` are the
+        same.
 
-        `args` is a msgspec Struct of `str` fields: they are the prompt's arguments, the ones
-        without a default required. The handler returns the messages (`str` for one user
-        message, a list of `PromptMessage`, or a `GetPromptResult`), or `InputRequired`.
+        Its `str` parameters are the prompt's arguments (`async def review(code: str,
+        focus: str = "bugs")`), the ones without a default required; or one msgspec Struct
+        of `str` fields takes them. The context is the parameter annotated
+        `RequestContext`, or an unannotated first one, as for tools. The handler returns
+        the messages (`str` for one user message, a list of `PromptMessage`, or a
+        `GetPromptResult`), or `InputRequired`.
         `scopes`: the OAuth scopes a caller needs (as for `tool`).
         """
         if callable(name):  # `@server.prompt`, without parentheses
@@ -248,24 +251,19 @@ class Registry:
         needed = _scopes_of(scopes)
 
         def register(handler: Handler) -> Handler:
-            parameters = handler_parameters("prompt", handler)
-            args_type = None
-            if len(parameters) == 2:
-                args_type = typing.get_type_hints(handler).get(parameters[1])
-                if args_type is None:
-                    raise TypeError(
-                        f"prompt {handler.__name__!r}: annotate {parameters[1]!r} with the "
-                        "msgspec.Struct of its arguments"
-                    )
+            prompt_name = name or handler.__name__
+            signature = read_prompt_signature(prompt_name, handler)
+            args_type = signature.arguments_type
             spec = PromptSpec(
-                name=name or handler.__name__,
+                name=prompt_name,
                 arguments=() if args_type is None else prompt_arguments(args_type),
                 title=UNSET if title is None else title,
                 description=description or first_paragraph(handler),
                 arguments_type=args_type,
             )
             self._require("prompt", spec.name, needed)
-            self.core.catalog.add_prompt(spec, PromptEntry(spec, handler))
+            entry = PromptEntry(spec, handler, signature.keywords, signature.context)
+            self.core.catalog.add_prompt(spec, entry)
             self.notify_list_changed("prompts")
             return handler
 

@@ -27,7 +27,14 @@ from ._context import RequestContext
 from ._docstrings import parameter_descriptions
 from ._results import Output, is_pydantic_model, output_of
 
-__all__ = ["FIRST", "ToolSignature", "is_object_type", "read_tool_signature"]
+__all__ = [
+    "FIRST",
+    "PromptSignature",
+    "ToolSignature",
+    "is_object_type",
+    "read_prompt_signature",
+    "read_tool_signature",
+]
 
 FIRST: Final = ""
 """`ToolSignature.context` for a context passed first, by position."""
@@ -106,6 +113,57 @@ def read_tool_signature(name: str, handler: Callable[..., Any]) -> ToolSignature
     return ToolSignature(arguments, keywords, output, is_async, context)
 
 
+@dataclass(frozen=True)
+class PromptSignature:
+    arguments_type: Any
+    """A msgspec Struct of `str` fields (None: the prompt takes no arguments)."""
+    keywords: tuple[str, ...] | None
+    """Plain parameters: their names, each passed from the decoded Struct's field."""
+    context: str | None = FIRST
+    """How the context is passed, as `ToolSignature.context`."""
+
+
+def read_prompt_signature(name: str, handler: Callable[..., Any]) -> PromptSignature:
+    """A prompt handler's arguments: plain `str` parameters (`async def review(code: str,
+    focus: str = "bugs")`), or one msgspec Struct of `str` fields; the context where it is
+    annotated, as for tools. A `TypeError` names the prompt and the fix."""
+    if not inspect.iscoroutinefunction(handler):
+        raise TypeError(f"prompt {name!r} must be an async function")
+    parameters = list(inspect.signature(handler).parameters.values())
+    for parameter in parameters:
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"prompt {name!r}: *args and **kwargs cannot be prompt arguments")
+    hints = typing.get_type_hints(handler, include_extras=True)
+    context, rest = _context_of(name, parameters, hints, what="prompt")
+    if not rest:
+        return PromptSignature(None, None, context)
+    if len(rest) == 1 and isinstance(hints.get(rest[0].name), type):
+        only = hints[rest[0].name]
+        if issubclass(only, msgspec.Struct):
+            return PromptSignature(only, None, context)
+    described = parameter_descriptions(inspect.getdoc(handler))
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for parameter in rest:
+        if parameter.name not in hints:
+            raise TypeError(
+                f"prompt {name!r}: annotate {parameter.name!r}: `str` for one argument, or the "
+                "msgspec.Struct of the prompt's arguments"
+            )
+        kind = hints[parameter.name]
+        if _plain(kind) not in (str, str | None):
+            raise TypeError(
+                f"prompt {name!r}: parameter {parameter.name!r} must be a str (prompt arguments "
+                "are strings), or the one msgspec.Struct of str fields the arguments decode to"
+            )
+        kind = _described(kind, described.get(parameter.name))
+        if parameter.default is parameter.empty:
+            fields.append((parameter.name, kind))
+        else:
+            fields.append((parameter.name, kind, parameter.default))
+    arguments = msgspec.defstruct(name, fields, kw_only=True)
+    return PromptSignature(arguments, tuple(p.name for p in rest), context)
+
+
 def _described(kind: Any, docstring: str | None) -> Any:
     """`kind` with its description for the schema: `Annotated[int, "How many"]` (a plain
     string) as msgspec's `Meta(description=...)`, else the docstring's words for it."""
@@ -172,7 +230,7 @@ def _pydantic_decoder(model: Any) -> Callable[[bytes], Any]:
 
 
 def _context_of(
-    name: str, parameters: list[inspect.Parameter], hints: dict[str, Any]
+    name: str, parameters: list[inspect.Parameter], hints: dict[str, Any], what: str = "tool"
 ) -> tuple[str | None, list[inspect.Parameter]]:
     """Which parameter takes the context (`ToolSignature.context`), and the others: the
     one annotated `ToolContext` (or `RequestContext`) wherever it stands, else a first
@@ -186,7 +244,7 @@ def _context_of(
     ]
     if len(annotated) > 1:
         names = ", ".join(parameter.name for parameter in annotated)
-        raise TypeError(f"tool {name!r}: one parameter takes the context, not {names}")
+        raise TypeError(f"{what} {name!r}: one parameter takes the context, not {names}")
     if annotated:
         found = annotated[0]
         rest = [parameter for parameter in parameters if parameter is not found]
@@ -194,7 +252,7 @@ def _context_of(
             return FIRST, rest
         if found.kind is found.POSITIONAL_ONLY:
             raise TypeError(
-                f"tool {name!r}: the context {found.name!r} is positional-only and not first: "
+                f"{what} {name!r}: the context {found.name!r} is positional-only and not first: "
                 "put it first, or let it be passed by name"
             )
         return found.name, rest

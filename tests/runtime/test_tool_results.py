@@ -17,6 +17,7 @@ import pytest
 
 from mcp_tasks import (
     ImageContent,
+    RequestContext,
     Server,
     TaskOptions,
     ToolContext,
@@ -285,3 +286,51 @@ def test_a_return_annotation_no_value_can_answer_is_refused_when_registered() ->
     with pytest.raises(TypeError, match="tool 'numbers' is annotated to return"):
         server.tool(numbers)
     assert server.core.catalog.tools == {}
+
+
+async def test_prompts_take_plain_string_parameters_and_the_context_where_annotated() -> None:
+    server = Server("prompts", "1")
+
+    @server.prompt
+    async def review(code: str, focus: str = "bugs") -> str:
+        """Review some code.
+
+        Args:
+            code: The code to review.
+        """
+        return f"Review for {focus}: {code}"
+
+    @server.prompt
+    async def greet(name: Annotated[str, "Who to greet"], ctx: RequestContext) -> str:
+        return f"Hello {name} ({type(ctx).__name__})"
+
+    async with server.running():
+        client = Client(server)
+        listed = await client.send("prompts/list")
+        reviewed = await client.send("prompts/get", {"name": "review", "arguments": {"code": "x"}})
+        greeted = await client.send("prompts/get", {"name": "greet", "arguments": {"name": "Ada"}})
+        missing = await client.send("prompts/get", {"name": "review", "arguments": {}})
+    prompts = {prompt["name"]: prompt for prompt in listed["result"]["prompts"]}
+    assert prompts["review"]["arguments"] == [
+        {"name": "code", "description": "The code to review.", "required": True},
+        {"name": "focus", "required": False},
+    ]
+    assert prompts["greet"]["arguments"][0]["description"] == "Who to greet"
+    assert reviewed["result"]["messages"][0]["content"]["text"] == "Review for bugs: x"
+    assert greeted["result"]["messages"][0]["content"]["text"] == "Hello Ada (RequestContext)"
+    assert missing["error"]["code"] == -32602
+
+
+def test_a_prompt_that_cannot_work_is_refused_when_registered() -> None:
+    server = Server("refused", "1")
+
+    async def counted(times: int) -> str:
+        return ""
+
+    def blocking(code: str) -> str:
+        return code
+
+    with pytest.raises(TypeError, match="prompt 'counted': parameter 'times' must be a str"):
+        server.prompt(counted)
+    with pytest.raises(TypeError, match="prompt 'blocking' must be an async function"):
+        server.prompt(blocking)  # type: ignore[arg-type]
