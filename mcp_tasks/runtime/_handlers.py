@@ -88,6 +88,8 @@ class PromptEntry:
 class ResourceEntry:
     function: Handler
     mime_type: str | None
+    context: str | None = FIRST
+    """How the context is passed (as `ToolEntry.context`)."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,12 @@ async def invoke_resource(
     entry: ResourceEntry, call: ResourceRead, context: RequestContext
 ) -> ResourceOutcome:
     try:
-        value = await entry.function(context, **call.variables)
+        if entry.context == FIRST:
+            value = await entry.function(context, **call.variables)
+        elif entry.context is None:
+            value = await entry.function(**call.variables)
+        else:
+            value = await entry.function(**call.variables, **{entry.context: context})
         return _resource_outcome(call, entry.mime_type, value)
     except Exception as error:
         return _failed(error, f"Resource {call.uri!r}", call.uri)
@@ -276,15 +283,6 @@ def _resource_outcome(read: ResourceRead, mime_type: str | None, value: Any) -> 
 
 
 # --- reading a handler's signature ----------------------------------------------------------
-
-
-def handler_parameters(kind: str, handler: Handler, most: int = 2) -> list[str]:
-    if not inspect.iscoroutinefunction(handler):
-        raise TypeError(f"{kind} {handler.__name__!r} must be an async function")
-    parameters = list(inspect.signature(handler).parameters)
-    if not 1 <= len(parameters) <= most:
-        raise TypeError(f"{kind} {handler.__name__!r} must take (ctx) or (ctx, args)")
-    return parameters
 
 
 def first_paragraph(handler: Handler) -> Any:

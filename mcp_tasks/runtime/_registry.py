@@ -23,13 +23,12 @@ from ._handlers import (
     ResourceEntry,
     ToolEntry,
     first_paragraph,
-    handler_parameters,
     listing,
     prompt_arguments,
     schema_for,
 )
 from ._listen_streams import ListenStreams
-from ._signatures import read_prompt_signature, read_tool_signature
+from ._signatures import read_prompt_signature, read_resource_context, read_tool_signature
 
 ToolHandler = Callable[..., Any]
 """A tool's function: async, or plain (run in a worker thread)."""
@@ -288,7 +287,8 @@ class Registry:
         ttl_ms: int = 0,
         scopes: Iterable[str] = (),
     ) -> Callable[[Handler], Handler]:
-        """Register an async handler `(ctx)` that reads the resource at `uri`.
+        """Register an async handler that reads the resource at `uri`: it takes the
+        context (`(ctx)`, or annotated `RequestContext`) or nothing.
 
         It returns `str` (text contents), `bytes` (a base64 blob), `ResourceContents` or a
         list of them, or `InputRequired`. `ttl_ms` is the cache freshness its read result
@@ -300,12 +300,12 @@ class Registry:
         needed = _scopes_of(scopes)
 
         def register(handler: Handler) -> Handler:
-            handler_parameters("resource", handler, most=1)
+            context = read_resource_context("resource", uri, handler, [])
             spec = ResourceSpec(
                 uri=uri, ttl_ms=ttl_ms, **listing(handler, name, title, description, mime_type)
             )
             self._require("resource", uri, needed)
-            self.core.catalog.add_resource(spec, ResourceEntry(handler, mime_type))
+            self.core.catalog.add_resource(spec, ResourceEntry(handler, mime_type, context))
             self.notify_list_changed("resources")
             return handler
 
@@ -328,7 +328,8 @@ class Registry:
         ttl_ms: int = 0,
         scopes: Iterable[str] = (),
     ) -> Callable[[Handler], Handler]:
-        """Register an async handler `(ctx, **variables)` for the uris `uri_template` fits,
+        """Register an async handler `(ctx, **variables)` (the context optional, as for
+        `resource`) for the uris `uri_template` fits,
         e.g. `"files://{name}"` and `async def file(ctx, name: str)`. Raise
         `ResourceNotFound` for a uri that fits but names nothing. `scopes`: the OAuth scopes
         a caller needs (as for `tool`)."""
@@ -346,16 +347,11 @@ class Registry:
                 ttl_ms=ttl_ms,
                 **listing(handler, name, title, description, mime_type),
             )
-            if not inspect.iscoroutinefunction(handler):
-                raise TypeError(f"resource template {handler.__name__!r} must be async")
-            parameters = list(inspect.signature(handler).parameters)[1:]
-            if sorted(parameters) != sorted(spec.variables):
-                raise TypeError(
-                    f"resource template {handler.__name__!r} must take (ctx, "
-                    f"{', '.join(spec.variables)}): the variables of {uri_template!r}"
-                )
+            context = read_resource_context(
+                "resource template", uri_template, handler, spec.variables
+            )
             self._require("template", uri_template, needed)
-            self.core.catalog.add_template(spec, ResourceEntry(handler, mime_type))
+            self.core.catalog.add_template(spec, ResourceEntry(handler, mime_type, context))
             self.notify_list_changed("resources")
             return handler
 

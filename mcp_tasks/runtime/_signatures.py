@@ -33,6 +33,7 @@ __all__ = [
     "ToolSignature",
     "is_object_type",
     "read_prompt_signature",
+    "read_resource_context",
     "read_tool_signature",
 ]
 
@@ -162,6 +163,27 @@ def read_prompt_signature(name: str, handler: Callable[..., Any]) -> PromptSigna
             fields.append((parameter.name, kind, parameter.default))
     arguments = msgspec.defstruct(name, fields, kw_only=True)
     return PromptSignature(arguments, tuple(p.name for p in rest), context)
+
+
+def read_resource_context(
+    what: str, name: str, handler: Callable[..., Any], variables: list[str]
+) -> str | None:
+    """How a resource handler takes the context (as `ToolSignature.context`), checked: it
+    is async, and its other parameters are the uri template's `variables`."""
+    if not inspect.iscoroutinefunction(handler):
+        raise TypeError(f"{what} {name!r} must be an async function")
+    parameters = list(inspect.signature(handler).parameters.values())
+    hints = typing.get_type_hints(handler, include_extras=True)
+    context, rest = _context_of(name, parameters, hints, what=what)
+    if context == FIRST and parameters[0].name in variables:
+        context, rest = None, parameters  # `async def file(name)`: a variable, not the context
+    if sorted(parameter.name for parameter in rest) != sorted(variables):
+        wanted = ", ".join(variables) if variables else "no parameters"
+        raise TypeError(
+            f"{what} {name!r} must take {wanted} (and the context, if it needs it), "
+            f"not ({', '.join(parameter.name for parameter in parameters)})"
+        )
+    return context
 
 
 def _described(kind: Any, docstring: str | None) -> Any:

@@ -334,3 +334,47 @@ def test_a_prompt_that_cannot_work_is_refused_when_registered() -> None:
         server.prompt(counted)
     with pytest.raises(TypeError, match="prompt 'blocking' must be an async function"):
         server.prompt(blocking)  # type: ignore[arg-type]
+
+
+async def test_resources_take_the_context_only_if_they_want_it() -> None:
+    server = Server("resources", "1")
+
+    @server.resource("config://app")
+    async def app_config() -> str:
+        return "debug=false"
+
+    @server.resource_template("files://{name}")
+    async def file(name: str) -> str:  # a variable, though first and unannotated-looking
+        return f"file {name}"
+
+    @server.resource_template("users://{user}/notes")
+    async def notes(user: str, context: RequestContext) -> str:
+        return f"notes of {user} ({type(context).__name__})"
+
+    async with server.running():
+        client = Client(server)
+        read = {
+            uri: await client.send("resources/read", {"uri": uri})
+            for uri in ("config://app", "files://a.txt", "users://ada/notes")
+        }
+    text = {uri: reply["result"]["contents"][0]["text"] for uri, reply in read.items()}
+    assert text == {
+        "config://app": "debug=false",
+        "files://a.txt": "file a.txt",
+        "users://ada/notes": "notes of ada (RequestContext)",
+    }
+
+
+def test_a_resource_that_cannot_work_is_refused_when_registered() -> None:
+    server = Server("refused", "1")
+
+    async def wrong_variable(ctx: RequestContext, path: str) -> str:
+        return path
+
+    def blocking() -> str:
+        return ""
+
+    with pytest.raises(TypeError, match=r"'files://\{name\}' must take name .*not \(ctx, path\)"):
+        server.resource_template("files://{name}")(wrong_variable)
+    with pytest.raises(TypeError, match="resource 'config://x' must be an async function"):
+        server.resource("config://x")(blocking)  # type: ignore[arg-type]
