@@ -56,6 +56,7 @@ RUN_ELSEWHERE: dict[str, list[str] | None] = {
     "oauth.md": None,  # tests/oauth/test_oauth_docs.py
     "auth.md": None,  # tests/auth/test_auth_docs.py
     "replay.md": None,  # tests/test_replay_docs.py
+    "coming-from.md": None,  # tests/test_coming_from_docs.py
     "writing-a-transport.md": None,  # tests/test_line_transport.py (the example's own lines)
 }
 RUN_HERE = {
