@@ -4,6 +4,7 @@ documents the public calls, and every page of the nav is in it and in its search
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -134,3 +135,125 @@ def test_links_to_repository_files_name_files_that_exist() -> None:
             if not (target.is_file() if kind == "blob" else target.is_dir()):
                 broken.append(f"{page.relative_to(ROOT)}: {kind}/main/{path}")
     assert broken == []
+
+
+# --- the API reference: what each page documents, and in what order -------------------------
+
+REFERENCE_PAGES = {
+    "reference/server/index.html": ["mcp_tasks.server"],
+    "reference/client/index.html": ["mcp_tasks.client", "mcp_tasks.journal"],
+    "reference/oauth/index.html": ["mcp_tasks.oauth"],
+    "reference/auth/index.html": ["mcp_tasks.auth"],
+    "reference/core/index.html": [
+        "mcp_tasks.core",
+        "mcp_tasks.core.inputs",
+        "mcp_tasks.core.commands",
+        "mcp_tasks.core.states",
+        "mcp_tasks.core.wire",
+    ],
+    "reference/stores/index.html": ["mcp_tasks.store"],
+    "reference/transports/index.html": ["mcp_tasks.transports"],
+    "reference/asgi/index.html": ["mcp_tasks.asgi"],
+    "reference/otel/index.html": ["mcp_tasks.otel"],
+    "reference/replay/index.html": ["mcp_tasks.replay", "mcp_tasks.recording", "mcp_tasks.testing"],
+    "reference/integrations/mcp_sdk/index.html": ["mcp_tasks.integrations.mcp_sdk"],
+}
+"""The modules each reference page documents."""
+
+CALLED_CONSTANTS = {"mcp_tasks.core.START_TASK"}
+"""Upper-case names a user hands back, documented with the calls rather than as constants."""
+
+
+def exports_of(module: str) -> list[str]:
+    """The `__all__` of a module of ours; [] for one whose extra is not installed (the site
+    is built from the sources, without importing them)."""
+    try:
+        imported = importlib.import_module(module)
+    except ImportError:
+        return []
+    return list(getattr(imported, "__all__", []))
+
+
+def object_anchors(html: str) -> list[str]:
+    """The ids of the documented objects (and section headings) of a page's article, in
+    page order."""
+    article = html[html.index("<article") :]
+    return re.findall(r'<h[1-6] id="([^"]+)"', article)
+
+
+def test_every_public_name_is_on_its_reference_page(site: Path) -> None:
+    """A page lists its members explicitly (to order them), so a name added to `__all__`
+    and not to the page would go missing: this says which."""
+    missing = []
+    for page, modules in REFERENCE_PAGES.items():
+        anchors = set(object_anchors((site / page).read_text()))
+        for module in modules:
+            missing += [
+                f"{page}: {module}.{name}"
+                for name in exports_of(module)
+                if f"{module}.{name}" not in anchors
+            ]
+    assert missing == []
+
+
+def test_the_classes_listed_member_by_member_show_every_member(site: Path) -> None:
+    from mcp_tasks import RequestContext, ToolContext  # noqa: PLC0415
+    from mcp_tasks.client import Client  # noqa: PLC0415
+    from mcp_tasks.core import ServerCore  # noqa: PLC0415
+    from mcp_tasks.server import Server  # noqa: PLC0415
+
+    shown = [
+        ("reference/server/index.html", "mcp_tasks.server.Server", Server),
+        ("reference/server/index.html", "mcp_tasks.ToolContext", ToolContext),
+        ("reference/server/index.html", "mcp_tasks.RequestContext", RequestContext),
+        ("reference/client/index.html", "mcp_tasks.client.Client", Client),
+        ("reference/core/index.html", "mcp_tasks.core.ServerCore", ServerCore),
+    ]
+    missing = []
+    for page, path, cls in shown:
+        anchors = set(object_anchors((site / page).read_text()))
+        public = [name for name in dir(cls) if not name.startswith("_")]
+        missing += [f"{path}.{name}" for name in public if f"{path}.{name}" not in anchors]
+    assert missing == []
+
+
+def test_each_reference_page_leads_with_what_a_user_calls(site: Path) -> None:
+    """No page starts with a constant; the constants come under a "Constants" heading, after
+    the calls."""
+    server = object_anchors((site / "reference/server/index.html").read_text())
+    assert [a for a in server if a.startswith("mcp_tasks.server.Server.")][:5] == [
+        f"mcp_tasks.server.Server.{name}"
+        for name in ("tool", "prompt", "resource", "resource_template", "completion")
+    ]
+    client = object_anchors((site / "reference/client/index.html").read_text())
+    assert [a for a in client if a.startswith("mcp_tasks.")][:2] == [
+        "mcp_tasks.client.Client",
+        "mcp_tasks.client.Client.call_tool",
+    ]
+    misplaced = []
+    for page, modules in REFERENCE_PAGES.items():
+        anchors = object_anchors((site / page).read_text())
+        objects = [a for a in anchors if a.startswith("mcp_tasks.") and a not in modules]
+        first_constant_allowed = anchors.index("constants") if "constants" in anchors else None
+        if objects and objects[0].rsplit(".", 1)[1].isupper():
+            misplaced.append(f"{page} starts with the constant {objects[0]}")
+        for index, anchor in enumerate(anchors):
+            parent, _, name = anchor.rpartition(".")
+            constant = parent in modules and name.isupper() and anchor not in CALLED_CONSTANTS
+            if constant and (first_constant_allowed is None or index < first_constant_allowed):
+                misplaced.append(f"{page}: {anchor} before the Constants heading")
+    assert misplaced == []
+
+
+def test_prompts_and_resources_sit_with_the_tools() -> None:
+    require_mkdocs()
+    from mkdocs.config import load_config  # noqa: PLC0415
+
+    groups = {
+        title: pages
+        for item in load_config(str(ROOT / "mkdocs.yml"))["nav"]
+        for title, pages in item.items()
+        if isinstance(pages, list)
+    }
+    [group] = [pages for pages in groups.values() if {"Writing tools": "tools.md"} in pages]
+    assert {"Prompts and resources": "prompts-and-resources.md"} in group
