@@ -148,30 +148,23 @@ def test_the_single_use_snippet_of_the_security_docs_registers_such_a_tool() -> 
     assert spec.single_use_request_state
 
 
-REPOSITORY_FILES = re.compile(r"https://github\.com/mcp-tasks/mcp-tasks/(?:blob|tree)/main/(.*)")
-"""A link into the repository (its address is a placeholder until it is public): README.md
-links this way, since a package index shows it away from the repository's files."""
-
-
 def test_every_link_in_the_docs_points_at_a_file_of_the_repository() -> None:
-    """Relative links in README.md and docs/, and links into the repository by its address,
-    name files that exist here (issue 16, point 6: a page pointed at notes that are not in
-    the repository); README.md has no relative links (issue 19: PyPI shows it)."""
+    """Relative links in README.md and docs/ name files that exist here (issue 16, point 6:
+    a page pointed at notes that are not in the repository). The project has no public
+    address yet, so README.md links relatively too (issue 32, point 6; pyproject.toml says
+    what changes once it has one), and nothing links to a made-up address."""
     root = DOCS.parent
     broken = []
     for page in [root / "README.md", *sorted(DOCS.glob("*.md"))]:
         prose = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.DOTALL | re.MULTILINE)
         for target in re.findall(r"\]\(([^)\s]+)\)", prose):  # code blocks hold no links
-            in_repository = REPOSITORY_FILES.fullmatch(target)
-            if in_repository:
-                file = root / in_repository[1].split("#", 1)[0]
-            else:
-                path = target.split("#", 1)[0]
-                if not path or re.match(r"[a-z]+:", path):
-                    continue  # an anchor on the page, or a URL elsewhere
-                if page.name == "README.md":
-                    broken.append(f"{page.name}: {target} is relative (PyPI shows README.md)")
-                file = page.parent / path
+            if re.match(r"https://(github\.com/mcp-tasks/|mcp-tasks\.github\.io)", target):
+                broken.append(f"{page.name}: {target} is a made-up address")
+                continue
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"[a-z]+:", path):
+                continue  # an anchor on the page, or a URL elsewhere
+            file = page.parent / path
             if not file.resolve().is_relative_to(root) or not file.exists():
                 broken.append(f"{page.name}: {target}")
     assert broken == []

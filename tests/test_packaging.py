@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.metadata
 import importlib.util
+import re
 import subprocess
 import sys
 import tarfile
@@ -49,8 +50,36 @@ def test_the_metadata_a_package_index_shows() -> None:
     assert PROJECT["license"] == "MIT" and PROJECT["license-files"] == ["LICENSE"]
     assert not [c for c in classifiers if c.startswith("License ::")]
     assert "Copyright (c) 2026 the mcp-tasks authors" in (ROOT / "LICENSE").read_text()
-    assert set(PROJECT["urls"]) == {"Homepage", "Documentation", "Source", "Issues"}
     assert PROJECT["keywords"]
+
+
+PLACEHOLDER = re.compile(r"github\.com/mcp-tasks/mcp-tasks|mcp-tasks\.github\.io")
+"""The address the project once had in its metadata and docs, a placeholder: it has none."""
+
+
+def test_no_address_points_nowhere_and_one_place_says_where_it_goes() -> None:
+    """Until the project has a public address, its metadata links nowhere (no
+    [project.urls]), and one note in pyproject.toml says where the address goes."""
+    assert "urls" not in PROJECT
+    text = (ROOT / "pyproject.toml").read_text()
+    assert text.count("# Where the project lives:") == 1
+    assert "[project.urls]" in text.split("# Where the project lives:")[1].split("\n\n")[0]
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    names = [name for name in tracked.split("\0") if name]
+    assert "pyproject.toml" in names and "README.md" in names  # not vacuous: git listed them
+    found = []
+    for name in names:
+        if name == "docs/status.md":
+            continue  # the project's notes tell the history, the placeholder included
+        path = ROOT / name
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue
+        found += [f"{name}: {match}" for match in PLACEHOLDER.findall(text)]
+    assert found == []
 
 
 def test_the_docs_extra_is_part_of_dev() -> None:
