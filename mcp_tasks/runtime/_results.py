@@ -41,6 +41,7 @@ __all__ = [
     "Output",
     "audio_content",
     "image_content",
+    "is_object_type",
     "is_pydantic_model",
     "output_of",
     "resource_content",
@@ -71,7 +72,9 @@ def is_pydantic_model(kind: Any) -> bool:
     return pydantic is not None and isinstance(kind, type) and issubclass(kind, pydantic.BaseModel)
 
 
-def _is_object_type(kind: Any) -> bool:
+def is_object_type(kind: Any) -> bool:
+    """A type whose values are JSON objects with named fields: Struct, dataclass,
+    TypedDict, pydantic model."""
     return isinstance(kind, type) and (
         issubclass(kind, msgspec.Struct)
         or dataclasses.is_dataclass(kind)
@@ -120,7 +123,7 @@ def output_of(tool: str, annotation: Any) -> Output | None:
     if is_pydantic_model(kind):
         return Output(kind, kind.model_json_schema(mode="serialization"), wrapped=False)
     schema = _schema_of(kind)
-    if _is_object_type(kind) or schema.get("type") == "object":
+    if is_object_type(kind) or schema.get("type") == "object":
         return Output(kind, schema, wrapped=False)
     optional = type(None) in members
     if optional:
@@ -188,7 +191,7 @@ def tool_outcome(tool: str, value: Any, output: Output | None = None) -> ToolOut
         return _structured(tool, value, wrap=True)
     if isinstance(value, bool | int | float):
         return CallToolResult.text(_json(tool, value).decode())
-    if isinstance(value, dict) or _is_object_type(type(value)):
+    if isinstance(value, dict) or is_object_type(type(value)):
         return _structured(tool, value, wrap=False)
     raise TypeError(f"tool {tool!r} returned {type(value).__name__}, not a tool result")
 

@@ -14,7 +14,6 @@ called with them by name. A return annotation that is a Struct, dataclass or Typ
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import typing
 from collections.abc import Callable
@@ -25,7 +24,7 @@ import msgspec
 
 from ._context import RequestContext
 from ._docstrings import parameter_descriptions
-from ._results import Output, is_pydantic_model, output_of
+from ._results import Output, is_object_type, is_pydantic_model, output_of
 
 __all__ = [
     "FIRST",
@@ -57,17 +56,6 @@ class ToolSignature:
     keyword, or None (the tool takes none)."""
     arguments_decoder: Callable[[bytes], Any] | None = None
     """Decodes the arguments when msgspec cannot: a pydantic model's validation."""
-
-
-def is_object_type(kind: Any) -> bool:
-    """A type whose values are JSON objects with named fields: Struct, dataclass,
-    TypedDict, pydantic model."""
-    return isinstance(kind, type) and (
-        issubclass(kind, msgspec.Struct)
-        or dataclasses.is_dataclass(kind)
-        or typing.is_typeddict(kind)
-        or is_pydantic_model(kind)
-    )
 
 
 def _takes_object(kind: Any) -> bool:

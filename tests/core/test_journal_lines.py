@@ -10,7 +10,8 @@ redacting path). The same calls must write the same bytes: old readers, `mcp-tas
 replay` and the line checksums all see the same journal. Written again in issue 29, where
 only the configuration lines changed (the server options gained `legacy_sessions`), and
 again where the `server/discover` replies changed: a server that serves 2025 sessions
-names their revisions in `supportedVersions`.
+names their revisions in `supportedVersions`. Again in issue 32, configuration lines only:
+a tool's spec gained `arguments_decoder` (written `null`: a function is not written).
 """
 
 from __future__ import annotations
