@@ -24,7 +24,6 @@ from typing import Any
 import click
 import pytest
 import trio
-from msgspec import UNSET
 
 from mcp_tasks.cli import parse_arguments
 from mcp_tasks.cli._terminal import ask_elicitation, describe_result
@@ -144,7 +143,7 @@ async def test_a_form_can_be_declined_or_cancelled_and_eof_cancels(
 ) -> None:
     script = Script(*answers)
     result = await ask_elicitation(FORM, script.ask, script.tell)
-    assert result.action == action and result.content is UNSET
+    assert result.action == action and result.content is None
 
 
 async def test_url_mode_shows_the_url_and_asks_to_accept() -> None:

@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
-from msgspec import UNSET, UnsetType
 
 from ..core._wire import Prompt, Resource, ResourceTemplate, Tool
 
@@ -107,24 +106,24 @@ def _type_of(schema: object) -> str:
 
 
 def _prompt_line(prompt: Prompt) -> str:
-    arguments = [] if prompt.arguments is UNSET else prompt.arguments
+    arguments = [] if prompt.arguments is None else prompt.arguments
     names = [f"{item.name}{'' if item.required is True else '?'}" for item in arguments]
     return _with_description(f"{prompt.name}({', '.join(names)})", prompt.description)
 
 
 def _resource_line(resource: Resource) -> str:
-    kind = "" if resource.mime_type is UNSET else f", {resource.mime_type}"
+    kind = "" if resource.mime_type is None else f", {resource.mime_type}"
     return _with_description(f"{resource.uri} ({resource.name}{kind})", resource.description)
 
 
 def _template_line(template: ResourceTemplate) -> str:
-    kind = "" if template.mime_type is UNSET else f", {template.mime_type}"
+    kind = "" if template.mime_type is None else f", {template.mime_type}"
     head = f"{template.uri_template} ({template.name}{kind})"
     return _with_description(head, template.description)
 
 
-def _with_description(head: str, description: str | UnsetType) -> str:
-    if description is UNSET or not description.strip():
+def _with_description(head: str, description: str | None) -> str:
+    if description is None or not description.strip():
         return head
     return f"{head} - {_cut(description.strip().splitlines()[0])}"
 

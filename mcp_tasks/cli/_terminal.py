@@ -12,7 +12,6 @@ from typing import Any, Literal, TextIO
 import anyio
 import click
 import msgspec
-from msgspec import UNSET
 
 from ..core._client import RpcError, Task
 from ..core._wire import (
@@ -62,7 +61,7 @@ def describe_result(result: CallToolResult) -> list[str]:
     """The result as text: text content as it is, other content summarised in brackets,
     `structuredContent` as JSON."""
     lines = [_describe_content(block) for block in result.content]
-    if result.structured_content is not UNSET:
+    if result.structured_content is not None:
         lines.append(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
     return lines
 
@@ -153,7 +152,7 @@ class Terminal:
         task = self.task
         elapsed = self.clock() - self.started_at
         text = f"mcp-tasks: task {task.task_id} {task.status} ({elapsed:.0f}s)"
-        if task.status_message is not UNSET:
+        if task.status_message is not None:
             text = f"{text}: {task.status_message}"
         return f"{text} [{self.note}]" if self.note else text
 
@@ -189,13 +188,13 @@ async def ask_elicitation(
     tell(f"mcp-tasks: the server asks: {params.message}")
     try:
         if params.effective_mode == "url":
-            tell(f"  open: {params.url if params.url is not UNSET else '(no URL given)'}")
+            tell(f"  open: {params.url if params.url is not None else '(no URL given)'}")
             agreed = await _ask_value(
                 ask, "  accept", {"type": "boolean"}, required=True, tell=tell
             )
             return ElicitResult(action="accept" if agreed else "decline")
         tell(f"  (answer each field; {DECLINE} declines, {CANCEL} cancels)")
-        schema = params.requested_schema if params.requested_schema is not UNSET else {}
+        schema = params.requested_schema if params.requested_schema is not None else {}
         content: dict[str, Any] = {}
         required = set(schema.get("required", []))
         for name, field_schema in schema.get("properties", {}).items():

@@ -88,7 +88,7 @@ class CatalogCalls:
 
     def prompt_returned(self, call: PromptCall, outcome: PromptOutcome, now: float) -> Step:
         if isinstance(outcome, w.GetPromptResult):
-            if outcome.meta is UNSET:
+            if outcome.meta is None:
                 outcome = msgspec.structs.replace(outcome, meta=self._parts.encode.meta_dict)
             return Step(reply=self._parts.encode.result(call.request_id, outcome))
         return self._error_or_round(
@@ -218,7 +218,7 @@ class CatalogCalls:
     def completion_result(self, completion: w.Completion) -> w.CompleteResult:
         """More than `MAX_COMPLETION_VALUES` values are cut to that many, with `hasMore`."""
         if len(completion.values) > MAX_COMPLETION_VALUES:
-            total = len(completion.values) if completion.total is UNSET else completion.total
+            total = len(completion.values) if completion.total is None else completion.total
             completion = w.Completion(
                 values=completion.values[:MAX_COMPLETION_VALUES], total=total, has_more=True
             )

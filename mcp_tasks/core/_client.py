@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import msgspec
-from msgspec import UNSET, Struct
+from msgspec import Struct
 
 from ._envelope import MCP_NAME_PARAM
 from ._errors import HEADER_MISMATCH, INTERNAL_ERROR, LocalProtocolError, RemoteProtocolError
@@ -190,7 +190,7 @@ class PollPolicy(Struct, frozen=True, kw_only=True):
     def delay(self, task: DetailedTask | Task) -> float:
         """Seconds to wait before the next `tasks/get` of `task`."""
         advised = task.poll_interval_ms
-        interval = self.default_interval_ms if advised is UNSET else advised
+        interval = self.default_interval_ms if advised is None else advised
         return min(max(interval, self.min_interval_ms), self.max_interval_ms) / 1000
 
 
@@ -341,12 +341,6 @@ def names_param_header(error: RpcError) -> bool:
     return error.code == HEADER_MISMATCH and "Mcp-Param-" in error.message
 
 
-def _is_error_false_when_absent(result: CallToolResult) -> CallToolResult:
-    if result.is_error is UNSET:
-        return msgspec.structs.replace(result, is_error=False)
-    return result
-
-
 _task_decoder: Final = msgspec.json.Decoder(_TaskRead)
 _call_result_decoder: Final = msgspec.json.Decoder(CallToolResult)
 
@@ -415,19 +409,13 @@ class ClientCore:
 
     @staticmethod
     def task_of(result: dict[str, Any]) -> Task:
-        """A `tasks/get` result (or a `CreateTaskResult`) as a typed task; a completed
-        task's `result.is_error` is False when the server left it out."""
-        task = ClientCore.decode(result, _task_decoder, "task")
-        if isinstance(task, CompletedTask):
-            fixed = _is_error_false_when_absent(task.result)
-            return task if fixed is task.result else msgspec.structs.replace(task, result=fixed)
-        return task
+        """A `tasks/get` result (or a `CreateTaskResult`) as a typed task."""
+        return ClientCore.decode(result, _task_decoder, "task")
 
     @staticmethod
     def call_result_of(result: dict[str, Any]) -> CallToolResult:
         """A complete `tools/call` result; `is_error` is False when the server left it out."""
-        decoded = ClientCore.decode(result, _call_result_decoder, "CallToolResult")
-        return _is_error_false_when_absent(decoded)
+        return ClientCore.decode(result, _call_result_decoder, "CallToolResult")
 
     @staticmethod
     def decode(

@@ -159,8 +159,8 @@ class Encoder:
             "created_at": iso_utc(record.created_at),
             "last_updated_at": iso_utc(record.last_updated_at),
             "ttl_ms": record.ttl_ms,
-            "poll_interval_ms": unset_if_none(record.poll_interval_ms),
-            "status_message": unset_if_none(record.status_message),
+            "poll_interval_ms": record.poll_interval_ms,
+            "status_message": record.status_message,
             "meta": self.result_meta,
         }
         status = record.status
@@ -184,6 +184,6 @@ class Encoder:
             created_at=iso_utc(record.created_at),
             last_updated_at=iso_utc(record.last_updated_at),
             ttl_ms=record.ttl_ms,
-            poll_interval_ms=unset_if_none(record.poll_interval_ms),
+            poll_interval_ms=record.poll_interval_ms,
             meta=self.result_meta,
         )

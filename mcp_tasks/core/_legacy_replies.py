@@ -118,9 +118,9 @@ def input_round(reply: Reply | None) -> InputRound | None:
         found = msgspec.json.decode(reply.body, type=_Asked).result
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
-    if found.result_type != "input_required" or found.input_requests is UNSET:
+    if found.result_type != "input_required" or found.input_requests is None:
         return None
-    state = None if found.request_state is UNSET else found.request_state
+    state = found.request_state
     return InputRound(requests=found.input_requests, request_state=state)
 
 

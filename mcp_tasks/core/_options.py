@@ -6,7 +6,7 @@ import functools
 import re
 import urllib.parse
 from collections.abc import Callable
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType, field
@@ -192,10 +192,10 @@ class ToolSpec(Struct, frozen=True, kw_only=True):
         return Tool(
             name=self.name,
             input_schema=self.input_schema,
-            title=self.title,
-            description=self.description,
-            output_schema=self.output_schema,
-            annotations=self.annotations,
+            title=_none(self.title),
+            description=_none(self.description),
+            output_schema=_none(self.output_schema),
+            annotations=_none(self.annotations),
         )
 
 
@@ -221,9 +221,9 @@ class PromptSpec(Struct, frozen=True, kw_only=True):
     def to_wire(self) -> Prompt:
         return Prompt(
             name=self.name,
-            title=self.title,
-            description=self.description,
-            arguments=list(self.arguments) if self.arguments else UNSET,
+            title=_none(self.title),
+            description=_none(self.description),
+            arguments=list(self.arguments) if self.arguments else None,
         )
 
 
@@ -246,9 +246,9 @@ class _Listed(Struct, frozen=True, kw_only=True):
         """The wire listing's fields beside the uri (or uri template)."""
         return {
             "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "mime_type": self.mime_type,
+            "title": _none(self.title),
+            "description": _none(self.description),
+            "mime_type": _none(self.mime_type),
         }
 
 
@@ -340,3 +340,11 @@ def error_path(error: msgspec.ValidationError, root: str) -> str:
     if "`$" not in message:
         return f"{message} - at `{root}`"  # wrong at the root itself: msgspec names no path
     return message.replace("`$", f"`{root}")
+
+
+T = TypeVar("T")
+
+
+def _none(value: T | UnsetType) -> T | None:
+    """A spec's unset field as the wire type holds it: `None`."""
+    return None if value is UNSET else value

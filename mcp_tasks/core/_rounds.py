@@ -126,7 +126,7 @@ def check_input_requests(
         if isinstance(request, w.ElicitRequest):
             mode = request.params.effective_mode
             needs = "url" if mode == "url" else "requested_schema"
-            if getattr(request.params, needs) is UNSET:
+            if getattr(request.params, needs) is None:
                 raise LocalProtocolError(f"{what} asked a {mode}-mode elicitation without {needs}")
             if not capabilities.has_elicitation(mode):
                 needed: dict[str, Any] = {"elicitation": {} if mode == "form" else {mode: {}}}

@@ -33,7 +33,6 @@ from ._encode import (
     Encoder,
     log_notification,
     progress_notification,
-    unset_if_none,
 )
 from ._envelope import (
     TASK_METHODS,
@@ -446,7 +445,7 @@ class ServerCore(CompatibleNames):
             },
             ttl_ms=self.options.discover_ttl_ms,
             cache_scope=self.options.cache_scope,
-            instructions=unset_if_none(self.options.instructions),
+            instructions=self.options.instructions,
             meta=self._encode.result_meta,
         )
 

@@ -471,10 +471,10 @@ def progress_text(progress: float, total: float | None, message: str | None) -> 
 
 
 def _without_related_task_meta(result: w.CallToolResult) -> w.CallToolResult:
-    if result.meta is msgspec.UNSET or RELATED_TASK_META not in result.meta:
+    if result.meta is None or RELATED_TASK_META not in result.meta:
         return result
     meta = {k: v for k, v in result.meta.items() if k != RELATED_TASK_META}
-    return msgspec.structs.replace(result, meta=meta or msgspec.UNSET)
+    return msgspec.structs.replace(result, meta=meta or None)
 
 
 _ONLY_WHILE_RUNNING: Final = dict.fromkeys(

@@ -3,9 +3,9 @@
 Rules every type here follows:
 
 * Decoding tolerates unknown fields (msgspec ignores them), so newer peers still parse.
-* A field the wire requires has no default that could make it vanish: `resultType` is
-  always encoded, and `ttlMs` is encoded as `null` when a task lives forever.
-* An optional field defaults to `UNSET` and is then left out of the JSON entirely.
+* A field the wire requires never vanishes: `resultType`'s default is a factory, which
+  `omit_defaults` always encodes; `ttlMs` is encoded as `null` when a task lives forever.
+* An optional field a user reads is `None` when absent (`omit_defaults` leaves it out).
 * A result from a peer that lacks `resultType` reads as `"complete"` (pre-2026 servers).
 * Field names are the wire's own words in snake_case; `rename="camel"` maps them back.
 """
@@ -38,11 +38,11 @@ TaskStatusName = Literal["working", "input_required", "completed", "failed", "ca
 ResultT = TypeVar("ResultT")
 
 
-class _Wire(Struct, rename="camel", kw_only=True):
+class _Wire(Struct, rename="camel", kw_only=True, omit_defaults=True):
     """Base for wire objects: camelCase on the wire, keyword-only in Python."""
 
 
-class _Frozen(Struct, rename="camel", kw_only=True, frozen=True):
+class _Frozen(Struct, rename="camel", kw_only=True, frozen=True, omit_defaults=True):
     """Base for wire objects that are also stored in task records."""
 
 
@@ -52,7 +52,7 @@ class _Frozen(Struct, rename="camel", kw_only=True, frozen=True):
 class Implementation(_Frozen, frozen=True):
     name: str
     version: str
-    title: str | UnsetType = UNSET
+    title: str | None = None
 
 
 class ClientCapabilities(_Frozen, frozen=True):
@@ -143,49 +143,49 @@ class Notification(Struct):
 
 class TextContent(_Frozen, tag_field="type", tag="text", frozen=True):
     text: str
-    annotations: dict[str, Any] | UnsetType = UNSET
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
 
 class ImageContent(_Frozen, tag_field="type", tag="image", frozen=True):
     data: str
     mime_type: str
-    annotations: dict[str, Any] | UnsetType = UNSET
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
 
 class AudioContent(_Frozen, tag_field="type", tag="audio", frozen=True):
     data: str
     mime_type: str
-    annotations: dict[str, Any] | UnsetType = UNSET
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
 
 class ResourceContents(_Frozen, frozen=True):
     """Text contents carry `text`, binary contents carry base64 `blob`: exactly one of them."""
 
     uri: str
-    mime_type: str | UnsetType = UNSET
-    text: str | UnsetType = UNSET
-    blob: str | UnsetType = UNSET
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    mime_type: str | None = None
+    text: str | None = None
+    blob: str | None = None
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
 
 class EmbeddedResource(_Frozen, tag_field="type", tag="resource", frozen=True):
     resource: ResourceContents
-    annotations: dict[str, Any] | UnsetType = UNSET
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
 
 class ResourceLink(_Frozen, tag_field="type", tag="resource_link", frozen=True):
     uri: str
     name: str
-    title: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    mime_type: str | UnsetType = UNSET
-    size: int | UnsetType = UNSET
-    annotations: dict[str, Any] | UnsetType = UNSET
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
 
 ContentBlock = TextContent | ImageContent | AudioContent | EmbeddedResource | ResourceLink
@@ -198,13 +198,13 @@ class ElicitParams(_Frozen, frozen=True):
     """`elicitation/create` params. Form mode has `requested_schema`; URL mode has `url`."""
 
     message: str
-    mode: Literal["form", "url"] | UnsetType = UNSET
-    requested_schema: dict[str, Any] | UnsetType = UNSET
-    url: str | UnsetType = UNSET
+    mode: Literal["form", "url"] | None = None
+    requested_schema: dict[str, Any] | None = None
+    url: str | None = None
 
     @property
     def effective_mode(self) -> str:
-        return "form" if self.mode is UNSET else self.mode
+        return "form" if self.mode is None else self.mode
 
 
 class SamplingMessage(_Frozen, frozen=True):
@@ -215,12 +215,12 @@ class SamplingMessage(_Frozen, frozen=True):
 class CreateMessageParams(_Frozen, frozen=True):
     messages: list[SamplingMessage]
     max_tokens: int
-    system_prompt: str | UnsetType = UNSET
-    temperature: float | UnsetType = UNSET
-    stop_sequences: list[str] | UnsetType = UNSET
-    model_preferences: dict[str, Any] | UnsetType = UNSET
-    include_context: str | UnsetType = UNSET
-    metadata: dict[str, Any] | UnsetType = UNSET
+    system_prompt: str | None = None
+    temperature: float | None = None
+    stop_sequences: list[str] | None = None
+    model_preferences: dict[str, Any] | None = None
+    include_context: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 class ElicitRequest(_Frozen, tag_field="method", tag="elicitation/create", frozen=True):
@@ -240,19 +240,19 @@ InputRequest = ElicitRequest | CreateMessageRequest | ListRootsRequest
 
 class ElicitResult(_Frozen, frozen=True):
     action: Literal["accept", "decline", "cancel"]
-    content: dict[str, str | int | float | bool | list[str]] | UnsetType = UNSET
+    content: dict[str, str | int | float | bool | list[str]] | None = None
 
 
 class CreateMessageResult(_Frozen, frozen=True):
     role: Literal["user", "assistant"]
     content: Any
     model: str
-    stop_reason: str | UnsetType = UNSET
+    stop_reason: str | None = None
 
 
 class Root(_Frozen, frozen=True):
     uri: str
-    name: str | UnsetType = UNSET
+    name: str | None = None
 
 
 class ListRootsResult(_Frozen, frozen=True):
@@ -389,17 +389,17 @@ class CancelledNotificationParams(_Wire):
 
 
 class ResultMeta(_Frozen, frozen=True):
-    server_info: Implementation | UnsetType = field(default=UNSET, name=META_SERVER_INFO)
+    server_info: Implementation | None = field(default=None, name=META_SERVER_INFO)
 
 
 class Tool(_Frozen, frozen=True):
     name: str
     input_schema: dict[str, Any]
-    title: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    output_schema: dict[str, Any] | UnsetType = UNSET
-    annotations: dict[str, Any] | UnsetType = UNSET
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    title: str | None = None
+    description: str | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
 
 class _ListResult(_Wire):
@@ -407,9 +407,9 @@ class _ListResult(_Wire):
 
     ttl_ms: int
     cache_scope: Literal["public", "private"]
-    next_cursor: str | UnsetType = UNSET
-    result_type: str = "complete"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+    next_cursor: str | None = None
+    result_type: str = field(default_factory="complete".__str__)
+    meta: ResultMeta | None = field(default=None, name="_meta")
 
 
 class DiscoverResult(_Wire):
@@ -417,9 +417,9 @@ class DiscoverResult(_Wire):
     capabilities: dict[str, Any]
     ttl_ms: int
     cache_scope: Literal["public", "private"]
-    instructions: str | UnsetType = UNSET
-    result_type: str = "complete"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+    instructions: str | None = None
+    result_type: str = field(default_factory="complete".__str__)
+    meta: ResultMeta | None = field(default=None, name="_meta")
 
 
 class ListToolsResult(_ListResult, kw_only=True):
@@ -428,17 +428,17 @@ class ListToolsResult(_ListResult, kw_only=True):
 
 class PromptArgument(_Frozen, frozen=True):
     name: str
-    title: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    required: bool | UnsetType = UNSET
+    title: str | None = None
+    description: str | None = None
+    required: bool | None = None
 
 
 class Prompt(_Frozen, frozen=True):
     name: str
-    title: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    arguments: list[PromptArgument] | UnsetType = UNSET
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    title: str | None = None
+    description: str | None = None
+    arguments: list[PromptArgument] | None = None
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
 
 class PromptMessage(_Frozen, frozen=True):
@@ -452,9 +452,9 @@ class PromptMessage(_Frozen, frozen=True):
 
 class GetPromptResult(_Frozen, frozen=True):
     messages: list[PromptMessage]
-    description: str | UnsetType = UNSET
-    result_type: str = "complete"
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    description: str | None = None
+    result_type: str = field(default_factory="complete".__str__)
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
 
 class ListPromptsResult(_ListResult, kw_only=True):
@@ -464,22 +464,22 @@ class ListPromptsResult(_ListResult, kw_only=True):
 class Resource(_Frozen, frozen=True):
     uri: str
     name: str
-    title: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    mime_type: str | UnsetType = UNSET
-    size: int | UnsetType = UNSET
-    annotations: dict[str, Any] | UnsetType = UNSET
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
 
 class ResourceTemplate(_Frozen, frozen=True):
     uri_template: str
     name: str
-    title: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    mime_type: str | UnsetType = UNSET
-    annotations: dict[str, Any] | UnsetType = UNSET
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
 
 class ListResourcesResult(_ListResult, kw_only=True):
@@ -494,48 +494,48 @@ class ReadResourceResult(_Wire):
     contents: list[ResourceContents]
     ttl_ms: int
     cache_scope: Literal["public", "private"]
-    result_type: str = "complete"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+    result_type: str = field(default_factory="complete".__str__)
+    meta: ResultMeta | None = field(default=None, name="_meta")
 
 
 class Completion(_Frozen, frozen=True):
     values: list[str]
-    total: int | UnsetType = UNSET
-    has_more: bool | UnsetType = UNSET
+    total: int | None = None
+    has_more: bool | None = None
 
 
 class CompleteResult(_Wire):
     completion: Completion
-    result_type: str = "complete"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+    result_type: str = field(default_factory="complete".__str__)
+    meta: ResultMeta | None = field(default=None, name="_meta")
 
 
 class CallToolResult(_Frozen, frozen=True):
     """A tool's answer. `is_error=True` is a tool-level failure: its task still `completed`."""
 
     content: list[ContentBlock]
-    structured_content: Any = UNSET
-    is_error: bool | UnsetType = UNSET
-    result_type: str = "complete"
-    meta: dict[str, Any] | UnsetType = field(default=UNSET, name="_meta")
+    structured_content: Any = None
+    is_error: bool = False  # absent on the wire when false, as the schema defaults it
+    result_type: str = field(default_factory="complete".__str__)
+    meta: dict[str, Any] | None = field(default=None, name="_meta")
 
     @classmethod
     def text(cls, text: str, *, is_error: bool = False) -> CallToolResult:
-        return cls(content=[TextContent(text=text)], is_error=True if is_error else UNSET)
+        return cls(content=[TextContent(text=text)], is_error=is_error)
 
 
 class InputRequiredResult(_Wire):
-    input_requests: dict[str, InputRequest] | UnsetType = UNSET
-    request_state: str | UnsetType = UNSET
-    result_type: str = "input_required"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+    input_requests: dict[str, InputRequest] | None = None
+    request_state: str | None = None
+    result_type: str = field(default_factory="input_required".__str__)
+    meta: ResultMeta | None = field(default=None, name="_meta")
 
 
 class EmptyResult(_Wire):
     """The ack of `tasks/update` and `tasks/cancel`."""
 
-    result_type: str = "complete"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+    result_type: str = field(default_factory="complete".__str__)
+    meta: ResultMeta | None = field(default=None, name="_meta")
 
 
 class CreateTaskResult(_Wire):
@@ -546,10 +546,10 @@ class CreateTaskResult(_Wire):
     created_at: str
     last_updated_at: str
     ttl_ms: int | None
-    poll_interval_ms: int | UnsetType = UNSET
-    status_message: str | UnsetType = UNSET
-    result_type: str = "task"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+    poll_interval_ms: int | None = None
+    status_message: str | None = None
+    result_type: str = field(default_factory="task".__str__)
+    meta: ResultMeta | None = field(default=None, name="_meta")
 
 
 class _DetailedTaskBase(_Wire, tag_field="status"):
@@ -557,10 +557,10 @@ class _DetailedTaskBase(_Wire, tag_field="status"):
     created_at: str
     last_updated_at: str
     ttl_ms: int | None
-    poll_interval_ms: int | UnsetType = UNSET
-    status_message: str | UnsetType = UNSET
-    result_type: str = "complete"
-    meta: ResultMeta | UnsetType = field(default=UNSET, name="_meta")
+    poll_interval_ms: int | None = None
+    status_message: str | None = None
+    result_type: str = field(default_factory="complete".__str__)
+    meta: ResultMeta | None = field(default=None, name="_meta")
 
     @property
     def status(self) -> TaskStatus:  # the wire's `status`: it tags each class of task

@@ -108,14 +108,13 @@ class TaskChannel:
             if elicit.effective_mode == "url" and isinstance(elicit.url, str):
                 return await tool.elicit_result(elicit.message, url=elicit.url)
             schema = elicit.requested_schema
-            form = None if schema is msgspec.UNSET else schema
-            return await tool.elicit_result(elicit.message, form)
+            return await tool.elicit_result(elicit.message, schema)
         if method == "sampling/createMessage":
             sample = msgspec.convert(params, CreateMessageParams)
             options = {
                 name: value
                 for name, value in msgspec.structs.asdict(sample).items()
-                if value is not msgspec.UNSET and name not in ("messages", "max_tokens")
+                if value is not None and name not in ("messages", "max_tokens")
             }
             return await tool.sample(sample.messages, sample.max_tokens, **options)
         if method == "roots/list":

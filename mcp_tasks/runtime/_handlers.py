@@ -267,7 +267,7 @@ def _prompt_outcome(name: str, value: Any) -> PromptOutcome:
 def _resource_outcome(read: ResourceRead, mime_type: str | None, value: Any) -> ResourceOutcome:
     if isinstance(value, ErrorObject | InputRequired):
         return value
-    mime = UNSET if mime_type is None else mime_type
+    mime = mime_type
     if isinstance(value, str):
         return [ResourceContents(uri=read.uri, mime_type=mime, text=value)]
     if isinstance(value, bytes):
@@ -348,7 +348,7 @@ def prompt_arguments(args_type: Any) -> tuple[PromptArgument, ...]:
             PromptArgument(
                 name=info.encode_name,
                 required=info.required,
-                description=UNSET if description is None else description,
+                description=description,
             )
         )
     return tuple(arguments)

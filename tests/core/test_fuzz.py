@@ -842,15 +842,15 @@ CONTENT: Final = st.one_of(
     st.builds(ResourceLink, uri=TEXT, name=TEXT),
 )
 RESULT_METAS: Final = (
-    st.just(UNSET)
+    st.just(None)
     | JSON_OBJECTS
     | st.builds(lambda m, t: {**m, RELATED_TASK: {"taskId": t}}, JSON_OBJECTS, TEXT)
 )
 CALL_RESULTS: Final = st.builds(
     CallToolResult,
     content=st.lists(CONTENT, max_size=3),
-    structured_content=st.just(UNSET) | JSON_OBJECTS,
-    is_error=st.just(UNSET) | st.booleans(),
+    structured_content=st.just(None) | JSON_OBJECTS,
+    is_error=st.booleans(),
     meta=RESULT_METAS,
 )
 # -32020..-32022 are left out: each has its own schema, with `data` a handler may lack.
@@ -867,7 +867,7 @@ INPUT_REQUESTS: Final = st.one_of(
             params=ElicitParams(message=m, mode=mode, requested_schema=FORM_SCHEMA)
         ),
         TEXT,
-        st.sampled_from([UNSET, "form"]),
+        st.sampled_from([None, "form"]),
     ),
     st.builds(
         lambda m, url: ElicitRequest(params=ElicitParams(message=m, mode="url", url=url)),

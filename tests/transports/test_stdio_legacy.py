@@ -12,7 +12,6 @@ import json
 from typing import Any
 
 import pytest
-from msgspec import UNSET
 from schema_check import check_legacy
 from test_stdio import Peer, stdio_session
 from trio.testing import MockClock
@@ -69,7 +68,7 @@ def build_server(**options: Any) -> Server:
             schema = {"type": "object", "properties": {"name": {"type": "string"}}}
             params = ElicitParams(message="Your name?", mode="form", requested_schema=schema)
             return InputRequired(requests={"name": ElicitRequest(params=params)})
-        assert name.content is not UNSET
+        assert name.content is not None
         ask_model = CreateMessageParams(
             messages=[SamplingMessage(role="user", content={"type": "text", "text": "A poem"})],
             max_tokens=50,
