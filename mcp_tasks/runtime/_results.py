@@ -172,6 +172,8 @@ def tool_outcome(tool: str, value: Any, output: Output | None = None) -> ToolOut
     if isinstance(value, _OUTCOMES):
         return value
     if isinstance(value, str):
+        if output is not None and output.wrapped:  # `-> Literal["a", "b"]`, an Enum of str
+            return _structured(tool, value, wrap=True)
         return CallToolResult.text(value)
     if isinstance(value, _CONTENT):
         return CallToolResult(content=[value])
@@ -204,7 +206,7 @@ def _structured(tool: str, value: Any, *, wrap: bool) -> CallToolResult:
         structured = msgspec.to_builtins(value)
     except (TypeError, msgspec.EncodeError) as error:
         raise TypeError(f"tool {tool!r} returned what is not JSON: {error}") from None
-    text = _json(tool, structured).decode()
+    text = structured if isinstance(structured, str) else _json(tool, structured).decode()
     content: list[ContentBlock] = [TextContent(text=text)]
     if wrap:
         return CallToolResult(content=content, structured_content={"result": structured})

@@ -9,7 +9,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import pydantic
@@ -378,3 +378,16 @@ def test_a_resource_that_cannot_work_is_refused_when_registered() -> None:
         server.resource_template("files://{name}")(wrong_variable)
     with pytest.raises(TypeError, match="resource 'config://x' must be an async function"):
         server.resource("config://x")(blocking)  # type: ignore[arg-type]
+
+
+async def test_a_string_of_an_annotated_choice_is_structured_under_its_schema() -> None:
+    server = Server("choices", "1")
+
+    @server.tool
+    async def verdict(score: int) -> Literal["pass", "fail"]:
+        return "pass" if score >= 50 else "fail"
+
+    tools, replies = await listed_and_called(server, {"verdict": {"score": 70}})
+    assert tools["verdict"]["outputSchema"]["properties"]["result"] == {"enum": ["fail", "pass"]}
+    assert replies["verdict"]["result"]["structuredContent"] == {"result": "pass"}
+    assert replies["verdict"]["result"]["content"] == [{"type": "text", "text": "pass"}]
