@@ -327,7 +327,12 @@ async def task_in(url: str, status: str, tool: str, arguments: dict[str, Any]) -
 
 
 def shown_result(text: str, *, is_error: bool) -> dict[str, Any]:
-    return {"result": {"content": [{"type": "text", "text": text}], "isError": is_error}}
+    """A completed task's result as `task get` prints it: `isError` only when true (the
+    schema's default is false, and the JSON is the wire's)."""
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
+    if is_error:
+        result["isError"] = True
+    return {"result": result}
 
 
 CRASHED = {"code": -32603, "message": "the upstream service crashed"}
@@ -365,6 +370,8 @@ async def test_task_get_prints_a_task_in_every_status(
     assert shown["status"] == status and shown["taskId"] == task_id
     for key, value in expected.items():
         assert {k: shown[key][k] for k in value} == value, shown
+    if status == "completed":
+        assert shown["result"].get("isError", False) == (tool == "failing_job"), shown
     assert ("inputRequests" in shown) == (status == "input_required")
 
 

@@ -163,7 +163,7 @@ def read_resource_context(
     parameters = list(inspect.signature(handler).parameters.values())
     hints = typing.get_type_hints(handler, include_extras=True)
     context, rest = _context_of(name, parameters, hints, what=what)
-    if context == FIRST and parameters[0].name in variables:
+    if (parameters[0].name if context == FIRST else context) in variables:
         context, rest = None, parameters  # `async def file(name)`: a variable, not the context
     if sorted(parameter.name for parameter in rest) != sorted(variables):
         wanted = ", ".join(variables) if variables else "no parameters"
@@ -245,7 +245,8 @@ def _context_of(
     """Which parameter takes the context (`ToolSignature.context`), and the others: the
     one annotated `ToolContext` (or `RequestContext`) wherever it stands, else a first
     parameter without a default that is not annotated or is named `ctx` or `context` (as
-    most tools write it, whatever its annotation), else none: a tool need not take it."""
+    most tools write it, whatever its annotation), else an unannotated `ctx` or `context`
+    further on, else none: a tool need not take it."""
     annotated = [
         parameter
         for parameter in parameters
@@ -273,6 +274,11 @@ def _context_of(
         and (first.name not in hints or first.name in _CONTEXT_NAMES)
     ):
         return FIRST, parameters[1:]
+    for parameter in parameters[1:]:  # `async def tool(a: int, ctx)`: named, not annotated
+        if parameter.name in _CONTEXT_NAMES and parameter.name not in hints:
+            if parameter.kind is parameter.POSITIONAL_ONLY:
+                break
+            return parameter.name, [other for other in parameters if other is not parameter]
     return None, parameters
 
 

@@ -372,9 +372,17 @@ async def test_the_context_is_found_by_its_annotation_wherever_it_stands() -> No
         seen.append(type(context).__name__)
         return str(len(words))
 
+    @server.tool
+    async def late(text: str, ctx):  # type: ignore[no-untyped-def]
+        """Unannotated, named ctx, last."""
+        seen.append(type(ctx).__name__)
+        return text[::-1]
+
     async with server.running():
         client = Client(server)
         tools = await tools_by_name(client)
+        assert list(tools["late"]["inputSchema"]["properties"]) == ["text"]
+        assert (await client.call("late", {"text": "ab"}))["result"]["content"][0]["text"] == "ba"
         assert sorted(tools["add"]["inputSchema"]["properties"]) == ["a", "b"]
         assert list(tools["tag"]["inputSchema"]["properties"]) == ["text"]
         assert list(tools["count"]["inputSchema"]["properties"]) == ["words"]
@@ -382,7 +390,7 @@ async def test_the_context_is_found_by_its_annotation_wherever_it_stands() -> No
         assert (await client.call("tag", {"text": "x"}))["result"]["content"][0]["text"] == "#x"
         counted = await client.call("count", {"words": ["a", "b"]})
         assert counted["result"]["content"][0]["text"] == "2"
-    assert seen == ["ToolContext", "ToolContext"]
+    assert seen == ["ToolContext", "ToolContext", "ToolContext"]
 
 
 def test_a_handler_that_cannot_work_is_refused_when_registered() -> None:
