@@ -14,7 +14,7 @@ import functools
 import inspect
 import logging
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -138,16 +138,13 @@ async def invoke_prompt(
     name = call.prompt_name
     try:
         args: tuple[Any, ...] = ()
-        named: dict[str, Any] = {}
+        keywords: dict[str, Any] = {}
         if entry.keywords is not None:
-            named = {key: getattr(arguments, key) for key in entry.keywords}
+            keywords = {key: getattr(arguments, key) for key in entry.keywords}
         elif entry.spec.arguments_type is not None:
             args = (arguments,)
-        if entry.context == FIRST:
-            args = (context, *args)
-        elif entry.context is not None:
-            named[entry.context] = context
-        value = await entry.function(*args, **named)
+        positional, named = _with_context(entry.context, context, args, keywords)
+        value = await entry.function(*positional, **named)
         return _prompt_outcome(name, value)
     except Exception as error:
         return _failed(error, f"Prompt {name!r}")
@@ -157,12 +154,8 @@ async def invoke_resource(
     entry: ResourceEntry, call: ResourceRead, context: RequestContext
 ) -> ResourceOutcome:
     try:
-        if entry.context == FIRST:
-            value = await entry.function(context, **call.variables)
-        elif entry.context is None:
-            value = await entry.function(**call.variables)
-        else:
-            value = await entry.function(**call.variables, **{entry.context: context})
+        args, named = _with_context(entry.context, context, (), call.variables)
+        value = await entry.function(*args, **named)
         return _resource_outcome(call, entry.mime_type, value)
     except Exception as error:
         return _failed(error, f"Resource {call.uri!r}", call.uri)
@@ -244,14 +237,23 @@ async def _call(
     """The tool's function: awaited, or, for a plain function, run in one of `threads` (a
     cancelled call stops waiting for the thread, which runs on to its end, holding its
     place among them). A task's run waits for a free thread; a call waits briefly."""
-    if entry.context == FIRST:
-        args = (context, *args)
-    elif entry.context is not None:
-        kwargs[entry.context] = context
+    positional, named = _with_context(entry.context, context, args, kwargs)
     if entry.is_async:
-        return await entry.function(*args, **kwargs)
-    work = functools.partial(entry.function, *args, **kwargs)
+        return await entry.function(*positional, **named)
+    work = functools.partial(entry.function, *positional, **named)
     return await threads.run(entry.spec.name, work, queue=context.task_id is not None)
+
+
+def _with_context(
+    how: str | None, context: RequestContext, args: tuple[Any, ...], named: Mapping[str, Any]
+) -> tuple[tuple[Any, ...], Mapping[str, Any]]:
+    """A handler's arguments with the context where it takes it (`ToolSignature.context`):
+    first, by the name `how`, or not at all. `named` is not changed."""
+    if how == FIRST:
+        return (context, *args), named
+    if how is not None:
+        return args, {**named, how: context}
+    return args, named
 
 
 def _prompt_outcome(name: str, value: Any) -> PromptOutcome:
@@ -267,12 +269,11 @@ def _prompt_outcome(name: str, value: Any) -> PromptOutcome:
 def _resource_outcome(read: ResourceRead, mime_type: str | None, value: Any) -> ResourceOutcome:
     if isinstance(value, ErrorObject | InputRequired):
         return value
-    mime = mime_type
     if isinstance(value, str):
-        return [ResourceContents(uri=read.uri, mime_type=mime, text=value)]
+        return [ResourceContents(uri=read.uri, mime_type=mime_type, text=value)]
     if isinstance(value, bytes):
         blob = base64.b64encode(value).decode("ascii")
-        return [ResourceContents(uri=read.uri, mime_type=mime, blob=blob)]
+        return [ResourceContents(uri=read.uri, mime_type=mime_type, blob=blob)]
     if isinstance(value, ResourceContents):
         return [value]
     if isinstance(value, list) and all(isinstance(item, ResourceContents) for item in value):
