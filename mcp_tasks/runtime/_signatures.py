@@ -230,13 +230,25 @@ def _pydantic_decoder(model: Any) -> Callable[[bytes], Any]:
         except pydantic.ValidationError as error:
             errors = error.errors(include_input=False, include_url=False)
             first = errors[0]
-            path = "".join(
-                f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]
-            )
+            path = "".join(_path_part(part) for part in first["loc"])
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             raise msgspec.ValidationError(f"{first['msg']}{more} - at `${path}`") from None
 
     return decode
+
+
+def _path_part(part: str | int) -> str:
+    """One step of a pydantic error's location in msgspec's words: `[3]` for an index,
+    `.name` for a field, `[...]` for what may be a peer's dict key (as msgspec writes it:
+    a key the peer chose is not echoed, however long)."""
+    if isinstance(part, int):
+        return f"[{part}]"
+    if part.isidentifier() and len(part) <= _FIELD_NAME_CHARS:
+        return f".{part}"
+    return "[...]"
+
+
+_FIELD_NAME_CHARS: Final = 64
 
 
 def _context_of(

@@ -50,6 +50,10 @@ class Order(pydantic.BaseModel):
     quantity: int = pydantic.Field(default=1, ge=1, description="How many to order")
 
 
+class Scores(pydantic.BaseModel):
+    scores: dict[str, int]
+
+
 class Receipt(pydantic.BaseModel):
     item: str
     total: float
@@ -391,3 +395,18 @@ async def test_a_string_of_an_annotated_choice_is_structured_under_its_schema() 
     assert tools["verdict"]["outputSchema"]["properties"]["result"] == {"enum": ["fail", "pass"]}
     assert replies["verdict"]["result"]["structuredContent"] == {"result": "pass"}
     assert replies["verdict"]["result"]["content"] == [{"type": "text", "text": "pass"}]
+
+
+async def test_a_pydantic_refusal_does_not_echo_a_key_the_peer_chose() -> None:
+    server = Server("echo", "1")
+
+    @server.tool
+    async def total(board: Scores, label: str = "") -> int:
+        return sum(board.scores.values())
+
+    key = "k" * 10_000
+    _, replies = await listed_and_called(server, {"total": {"board": {"scores": {key: "x"}}}})
+    message = replies["total"]["error"]["message"]
+    assert replies["total"]["error"]["code"] == -32602
+    assert message.endswith("- at `arguments.board.scores[...]`"), message
+    assert len(message) < 200
