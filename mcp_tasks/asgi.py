@@ -7,7 +7,7 @@ app = asgi_app(server)              # uvicorn module:app; the endpoint is /mcp
 ```
 
 The application answers what the built-in server (`serve_http`) answers: one exchange
-(`transports._exchange`) with two drivers, h11 for the built-in server and ASGI messages
+(`transports._exchange`) with two drivers, httptools for the built-in server and ASGI messages
 here (`transports._asgi`). The same rules in the same order: Host, Origin, path, method,
 Content-Type, Accept, framing; then the authenticator; then the body, counted against
 `max_body_bytes` and the bytes in flight of every request (`max_body_bytes_in_flight`),
@@ -34,7 +34,7 @@ listen streams end, requests in flight get `drain_timeout_seconds` to finish and
 cancelled, and the server's tasks get their grace period (`Server.running()`).
 
 The application runs on asyncio and on trio (hypercorn's trio worker), through anyio.
-Importing this module loads neither h11 nor an HTTP client.
+Importing this module loads neither the built-in server's parser nor an HTTP client.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import mcp_tasks
 import mcp_tasks.store
 import mcp_tasks.transports
 
-NOT_FOR_THE_CORE = ["trio", "h11", "httpx2", "redis", "sqlite3", "asyncio", "socket"]
+NOT_FOR_THE_CORE = ["trio", "h11", "httptools", "httpx2", "redis", "sqlite3", "asyncio", "socket"]
 
 
 PACKAGE = Path(mcp_tasks.__file__).parent
@@ -156,10 +156,11 @@ def test_the_scan_resolves_relative_imports() -> None:
     assert "mcp_tasks.transports._port" in imported_modules(PACKAGE / "transports/__init__.py")
 
 
-def test_the_asgi_app_loads_neither_h11_nor_the_http_client() -> None:
+def test_the_asgi_app_loads_neither_the_http_parser_nor_the_http_client() -> None:
     loaded = modules_after("import mcp_tasks.asgi")
-    unwanted = {"h11", "httpx2", "httpcore", "httpx", "mcp_tasks.runtime"}
-    clients = {"_http_client", "_http_server", "_http_connection", "_stdio_client", "_client_base"}
+    unwanted = {"h11", "httptools", "httpx2", "httpcore", "httpx", "mcp_tasks.runtime"}
+    clients = {"_http_client", "_http_server", "_http_connection", "_http_wire", "_stdio_client",
+               "_client_base"}  # fmt: skip
     clients.add("_stdio")
     unwanted |= {f"mcp_tasks.transports.{name}" for name in clients}
     got_in = sorted(name for name in loaded if name in unwanted or name.split(".")[0] in unwanted)
@@ -169,6 +170,7 @@ def test_the_asgi_app_loads_neither_h11_nor_the_http_client() -> None:
 def test_the_transports_package_loads_its_names_on_first_use() -> None:
     loaded = modules_after("import mcp_tasks.transports")
     assert "mcp_tasks.transports" in loaded
-    assert sorted(name for name in loaded if name.split(".")[0] in ("h11", "httpx2")) == []
+    parsers = ("h11", "httptools", "httpx2")
+    assert sorted(name for name in loaded if name.split(".")[0] in parsers) == []
     loaded = modules_after("from mcp_tasks.transports import HttpClientTransport")
-    assert "httpx2" in loaded and "h11" not in loaded
+    assert "httpx2" in loaded and "h11" not in loaded and "httptools" not in loaded

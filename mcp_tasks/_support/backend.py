@@ -46,6 +46,14 @@ _asyncio_scope: type[anyio.CancelScope] | None = None
 skips anyio's look-up of the running library (a third of its cost, 0.9 µs a request)."""
 
 
+def clock() -> Callable[[], float]:
+    """The running loop's clock (what anyio's `current_time` reads, and deadlines are on),
+    as a function to call without anyio's look-up of the running library each time."""
+    if trio.lowlevel.in_trio_task():
+        return trio.current_time
+    return asyncio.get_running_loop().time
+
+
 def event() -> Event:
     """An event of the running loop's kind."""
     if trio.lowlevel.in_trio_task():

@@ -47,12 +47,24 @@ def _second(seconds: int) -> str:
 def iso_utc(when: float) -> str:
     """ISO 8601 in UTC with milliseconds, e.g. `2026-08-01T12:00:00.000Z`.
 
-    Every task poll formats two of these, so the date-and-time part of each second is
-    memoised (a pure cache: the same input always gives the same text).
+    Every task poll formats two of these, most often of a task polled before: the last
+    `_FORMATTED_KEPT` are kept, and the date-and-time part of each second is memoised
+    (pure caches: the same input always gives the same text).
     """
+    text = _formatted.get(when)
+    if text is not None:
+        return text
     fraction, whole = math.modf(when)  # rounds to microseconds as datetime does
     seconds, micros = divmod(int(whole) * 1_000_000 + round(fraction * 1_000_000), 1_000_000)
-    return f"{_second(seconds)}.{micros // 1000:03d}Z"
+    text = f"{_second(seconds)}.{micros // 1000:03d}Z"
+    if len(_formatted) >= _FORMATTED_KEPT:
+        _formatted.clear()
+    _formatted[when] = text
+    return text
+
+
+_FORMATTED_KEPT: Final = 4096
+_formatted: dict[float, str] = {}
 
 
 def notification(method: str, params: dict[str, Any]) -> bytes:

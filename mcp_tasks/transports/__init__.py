@@ -4,7 +4,7 @@ Server side (run inside `async with server.running():`, on anyio, so under async
 trio, the loop the tools are written for):
 
 * `serve_stdio`: newline-delimited JSON-RPC on stdin/stdout (what MCP clients spawn).
-* `serve_http`: the Streamable HTTP endpoint (POST `/mcp`), on h11 and anyio sockets.
+* `serve_http`: the Streamable HTTP endpoint (POST `/mcp`), on httptools and anyio sockets.
 
 They serve a `MessageHandler`, the port (`Server` is one): transports import the core and
 the port, never the runtime.
@@ -16,7 +16,7 @@ trio or asyncio):
 * `open_stdio_transport(command)`: spawns a server command and talks over its pipes.
 
 The names are loaded on first use (PEP 562): `import mcp_tasks.asgi`, which needs the
-HTTP rules alone, loads neither h11 nor the HTTP client.
+HTTP rules alone, loads neither the HTTP parser nor the HTTP client.
 """
 
 from __future__ import annotations

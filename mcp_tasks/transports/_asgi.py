@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 The application answers what the built-in server (`_http_server`) answers: the same
 exchange (`_exchange`), its checks in the same order, the same answers, moved as ASGI
-messages instead of h11 events. The probe paths first (whether the server runs or not;
+messages instead of parsed bytes. The probe paths first (whether the server runs or not;
 readiness says "draining" from the lifespan's shutdown on); then the rules and the
 authenticator; then the body (`BodyIntake`); then `handle`. Beside the exchange, the
 application has what ASGI gives it to do: the lifespan (the server runs between its

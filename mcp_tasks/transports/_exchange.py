@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The built-in server (`_http_server`: h11 on anyio sockets) and the ASGI app (`_asgi`:
+The built-in server (`_http_server`: httptools on anyio sockets) and the ASGI app (`_asgi`:
 ASGI messages) are two drivers of the same exchange. Each moves bytes its own way, and
 asks this module what to do with them, in this order:
 
@@ -33,12 +33,12 @@ request's `Keeping` what is due (a request pays for no timer and no task of its 
 So both drivers send the same comment on the same schedule: `keep_alive_comment_seconds`
 after the stream last carried bytes (its head, a message, a comment), at the first tick
 since, up to one tick late. What stays with each driver is what is its own: reading and
-writing, its deadlines (h11 leaves them to the driver; an ASGI server enforces those before
+writing, its deadlines (the built-in server keeps its own; an ASGI server enforces those before
 a request reaches the app), the drain.
 
 The functions are small and allocate what the answer needs and no more: the built-in
-server's `tasks/get` is measured against the fastest h11 server Python allows
-(`benchmarks/http.py`), and every list, tuple and await on its path counts.
+server's `tasks/get` is measured against a fixed-answer server on the same parser and loop
+(`benchmarks/compare.py`), and every list, tuple and await on its path counts.
 """
 
 from __future__ import annotations

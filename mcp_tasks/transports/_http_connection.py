@@ -11,14 +11,12 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 import anyio.abc
-import h11
 from anyio.abc import SocketAttribute
 
 from .._support import backend as _backend
 from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyIntake, slow_body
 from ._exchange import (
     CLOSE,
-    REASONS,
     Headers,
     Keeping,
     admit,
@@ -34,9 +32,16 @@ from ._http_rules import (
     Refusal,
     declared_body_size,
     mcp_headers,
-    read_head,
     session_headers,
     target_path,
+)
+from ._http_wire import (
+    LAST_CHUNK,
+    RequestHead,
+    RequestInput,
+    chunk,
+    response_bytes,
+    stream_head,
 )
 from ._port import PostAnswer
 
@@ -50,22 +55,24 @@ _FIRST_BYTE: Final = "the first byte of a request"
 _HEAD: Final = "the request head"
 _BODY: Final = "the request body"
 _SLOW_BODY: Final = "the request body (at its minimum rate)"
-_MAX_CHUNK_SIZE: Final = 2**63 - 1
-"""A chunk declared larger than any length HTTP implementations hold is malformed (400)."""
 _GONE: Final = (anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 
+class _ClientLeft(Exception):
+    """The client closed the connection in the middle of a request."""
+
+
 class HttpConnection:
-    """One client's connection: its h11 state, its deadlines, the request in flight."""
+    """One client's connection: what it sent (`RequestInput`), its deadlines, the request
+    in flight."""
 
     def __init__(self, serving: _Serving, stream: anyio.abc.SocketStream) -> None:
         self.serving = serving
         self.config = serving.config
         self.stream = stream
-        self.h11 = h11.Connection(
-            h11.SERVER, max_incomplete_event_size=self.config.max_header_bytes
-        )
-        self.opened_at = anyio.current_time()
+        self.input = RequestInput(self.config.max_header_bytes)
+        self._now = _backend.clock()
+        self.opened_at = self._now()
         self.answered = 0
         self._scope = _backend.cancel_scope()  # the pump's: client deadlines, client gone, drain
         self._waiting_for: str | None = None  # what the pump waits for from the client
@@ -74,14 +81,17 @@ class HttpConnection:
         self._watch: tuple[_backend.CancelScope, _backend.Event] | None = None  # scope, ended
         self._nursery: anyio.abc.TaskGroup | None = None
         self._peer_closed = False
-        self._read_for_request = 0  # bytes read since the current request's head began
         self._linger = False
         self._method = b""  # of the request being answered
+        self._client_keeps = True  # the client keeps the connection after the request
+        self._chunked = True  # a stream is sent in chunks (not to an HTTP/1.0 client)
+        self._responding = False  # an answer to the request has begun
+        self._closing = False  # an answer said `Connection: close`
         self._streaming = False  # the answer in flight is an SSE stream
         self._sse_allowed = True
         self._send_lock = anyio.Lock()
         self._status = 0  # of the answer sent last
-        self._logged: h11.Request | None = None  # the request to log, with access_log on
+        self._logged: RequestHead | None = None  # the request to log, with access_log on
         self._logged_at = 0.0
         self._peer: str | None = None
         self._post = _PostAnswer(self)  # the notify of a 2025 session's requests
@@ -128,15 +138,10 @@ class HttpConnection:
     async def _pump_until_closed(self) -> None:
         try:
             await self._pump()
-        except Refusal as refusal:  # a size limit or 100-continue: answer, then close
+        except Refusal as refusal:  # bad HTTP, a size limit, 100-continue: answer, then close
             await self._refuse(refusal, close=True)
-        except h11.RemoteProtocolError as error:
-            if not self._peer_closed:
-                message = f"Invalid HTTP request: {error}"
-                invalid = Refusal(error.error_status_hint, message, reason="bad_request")
-                await self._refuse(invalid, close=True)
-        except _GONE:
-            pass  # the client went away while we wrote
+        except (_ClientLeft, *_GONE):
+            pass  # the client went away mid-request, or while we wrote
 
     async def _pump(self) -> None:
         while True:
@@ -149,72 +154,35 @@ class HttpConnection:
                 self._log_access()
             if self._post.ended:
                 return  # answered before its request ended: the client resumes elsewhere
-            if self.h11.our_state is not h11.DONE or self.h11.their_state is not h11.DONE:
-                return  # a side asked to close
-            self.h11.start_next_cycle()
+            if not self._client_keeps or self._closing or self.input.reading_body:
+                return  # a side asked to close, or the body was left unread
             self._method = b""  # a refusal of the next head must not answer it as a HEAD
+            self._responding = False
 
-    async def _next_request(self) -> h11.Request | None:
+    async def _next_request(self) -> RequestHead | None:
         """The next request's head; None to close quietly (the client closed, or sent
-        nothing in time, or the server drains)."""
+        nothing in time, or the server drains). A head that is not one is a `Refusal`."""
         first = self.answered == 0
-        if not self.h11.trailing_data[0]:  # nothing of the next request has arrived yet
+        if not self.input.buffered:  # nothing of the next request has arrived yet
             if self._peer_closed or self.serving.draining:
                 return None
             if first:
                 deadline = self.opened_at + self.config.header_timeout_seconds
             else:
-                deadline = anyio.current_time() + self.config.idle_timeout_seconds
+                deadline = self._now() + self.config.idle_timeout_seconds
             await self._receive(_FIRST_BYTE, deadline)
-        self._read_for_request = len(self.h11.trailing_data[0])
-        started_at = self.opened_at if first else anyio.current_time()
-        event = await self._next_event(_HEAD, started_at + self.config.header_timeout_seconds)
-        if isinstance(event, h11.ConnectionClosed):
-            return None
-        assert isinstance(event, h11.Request), event
-        # h11 bounds a head that arrives in pieces; one that came whole in a single read is
-        # measured here, so the limit holds however the bytes were cut.
-        if self._read_for_request <= self.config.max_header_bytes:
-            return event  # the head is inside what was read: it cannot be longer
-        size = len(event.method) + len(event.target) + 12  # the request line
-        size += sum(len(name) + len(value) + 4 for name, value in event.headers.raw_items())
-        if size > self.config.max_header_bytes:
-            limit = self.config.max_header_bytes
-            message = f"Request head too large: {size} bytes, at most {limit}"
-            raise Refusal(431, message, reason="head_too_large")
-        return event
-
-    async def _next_event(
-        self, what: str, deadline: float, *, body_so_far: int | None = None
-    ) -> h11.Event:
-        """The next event h11 parses, reading more until `deadline` if it needs to. Reading
-        a body (`body_so_far` bytes of it in), a chunk declared too large for the limit is
-        refused before any more of it is waited for."""
-        while True:
-            event = self.h11.next_event()
-            if not isinstance(event, type):
-                return event
-            assert event is h11.NEED_DATA, "h11 paused: the pump read past its request"
-            if body_so_far is not None:
-                self._check_declared_chunk(body_so_far)
-            await self._receive(what, deadline)
-
-    def _check_declared_chunk(self, body_so_far: int) -> None:
-        # h11 keeps the size of the chunk it is reading to itself; without it (another h11)
-        # the body is still counted as it arrives.
-        pending = getattr(getattr(self.h11, "_reader", None), "_bytes_in_chunk", 0)
-        if not isinstance(pending, int) or not pending:
-            return
-        if pending > _MAX_CHUNK_SIZE:
-            message = f"Invalid chunk size: {pending} bytes overflows what HTTP carries"
-            raise Refusal(400, message, reason="bad_request")
-        limit = self.config.max_body_bytes
-        if body_so_far + pending > limit:
-            message = f"Request body too large: a chunk of {pending} bytes, at most {limit} in all"
-            raise Refusal(413, message, reason="too_large")
+        started_at = self.opened_at if first else self._now()
+        deadline = started_at + self.config.header_timeout_seconds
+        while (head := self.input.next_head()) is None:
+            if self._peer_closed:
+                return None  # closed before its head was whole
+            await self._receive(_HEAD, deadline)
+        self._client_keeps = head.keep_alive and head.http_version == "1.1"
+        self._chunked = head.http_version == "1.1"
+        return head
 
     async def _receive(self, what: str, deadline: float) -> None:
-        """Feed h11 the next bytes; waiting past `deadline` cancels `_scope` (a timeout)."""
+        """Read the next bytes; waiting past `deadline` cancels `_scope` (a timeout)."""
         self._waiting_for = what
         self._deadline = deadline
         try:
@@ -222,11 +190,10 @@ class HttpConnection:
         except (anyio.EndOfStream, *_GONE):
             data = b""
         self._waiting_for = None
-        self._read_for_request += len(data)
         self._peer_closed = not data
-        self.h11.receive_data(data)
+        self.input.receive(data)
 
-    async def _answer(self, request: h11.Request) -> None:
+    async def _answer(self, request: RequestHead) -> None:
         self._method = request.method
         if self.config.access_log:
             self._start_access(request)
@@ -235,7 +202,7 @@ class HttpConnection:
             if kind is not None:
                 await self._answer_probe(kind)
                 return
-        found, params = read_head(request)
+        found, params = request.found, request.params
         refusal, principal = await admit(
             self.serving.rules,
             request.method,
@@ -244,11 +211,11 @@ class HttpConnection:
             request.headers,
             authenticate=self.serving.rules.authenticate,
         )
-        if self.h11.they_are_waiting_for_100_continue:
+        if request.expects_continue and not self.input.buffered:
             if refusal is not None:
                 raise refusal  # the body is not on its way: answer and close
-            await self._send(h11.InformationalResponse(status_code=100, headers=[]))
-        intake = BodyIntake(self.serving.bodies, self.config, anyio.current_time())
+            await self.stream.send(response_bytes(100, [], b"", head_only=True))
+        intake = BodyIntake(self.serving.bodies, self.config, self._now())
         try:
             try:
                 body = await self._read_body(found.get(b"content-length"), intake)
@@ -268,15 +235,19 @@ class HttpConnection:
     async def _read_body(self, content_length: bytes | None, intake: BodyIntake) -> bytes:
         """The body, its bytes taken from the budget as they come, at the pace it must
         keep (`_budget`); a `Content-Length` over the limit is 413 before a byte is read."""
-        declared_body_size(content_length, self.config.max_body_bytes)
+        limit = self.config.max_body_bytes
+        declared_body_size(content_length, limit)
         while True:
-            deadline = intake.deadline()
-            what = _BODY if deadline >= intake.end else _SLOW_BODY
-            event = await self._next_event(what, deadline, body_so_far=intake.size)
-            if isinstance(event, h11.EndOfMessage):
+            data = self.input.next_body(intake.size, limit)
+            if data is None:
+                if self._peer_closed:
+                    raise _ClientLeft
+                deadline = intake.deadline()
+                await self._receive(_BODY if deadline >= intake.end else _SLOW_BODY, deadline)
+            elif data:
+                await intake.take(data)
+            else:
                 return intake.body()
-            assert isinstance(event, h11.Data), event
-            await intake.take(event.data)
 
     async def _answer_probe(self, kind: str) -> None:
         """A health probe: answered before any rule, its body (if any) left unread."""
@@ -285,7 +256,7 @@ class HttpConnection:
             kind, self._method, serving.server, draining=serving.draining
         )
         headers = list(answer.headers)
-        if not isinstance(self.h11.next_event(), h11.EndOfMessage):  # it has a body
+        if not self.input.end_if_no_body():  # its body is left unread: close after
             headers.append(CLOSE)
             self._linger = True
         await self._send_response(answer.status, headers, answer.body)
@@ -305,7 +276,7 @@ class HttpConnection:
         session = session_headers(method, found, event_stream=self._sse_allowed)
         self._streaming = False
         self._post.next_request()
-        self._keeping.handling(anyio.current_time())
+        self._keeping.handling(self._now())
         try:
             server = self.serving.server
             if session is None:
@@ -333,8 +304,8 @@ class HttpConnection:
             return  # `_PostAnswer.end` ended it, or the client left: nothing more to send
         if self._streaming:
             async with self._send_lock:
-                last = [] if reply is None else [h11.Data(data=sse_event(reply.body))]
-                await self._send(*last, h11.EndOfMessage())
+                last = b"" if reply is None else self._stream_bytes(sse_event(reply.body))
+                await self.stream.send(last + self._stream_end())
         else:
             await self._send_response(*answer_of(reply))
 
@@ -345,15 +316,12 @@ class HttpConnection:
             return
         try:
             async with self._send_lock:
-                event = h11.Data(data=sse_event(message))
-                if self._streaming:
-                    await self._send(event)
-                else:
+                event = self._stream_bytes(sse_event(message))
+                if not self._streaming:
                     self._streaming, self._status = True, 200
-                    headers = sse_head(draining=self.serving.draining)
-                    await self._send(h11.Response(status_code=200, headers=headers, reason=b"OK"))
-                    await self._send(event)
-                self._keeping.sent(anyio.current_time())
+                    event = self._stream_head() + event
+                await self.stream.send(event)
+                self._keeping.sent(self._now())
         except _GONE:
             self._peer_closed = True
             if not self._post.let_go():
@@ -364,10 +332,10 @@ class HttpConnection:
         """The keeper found the SSE answer in flight quiet: a comment shows it is alive."""
         try:
             async with self._send_lock:
-                comment = self._keeping.comment(anyio.current_time())
+                comment = self._keeping.comment(self._now())
                 if comment is not None:  # still quiet, not yet ended
-                    await self._send(h11.Data(data=comment))
-                    self._keeping.sent(anyio.current_time())
+                    await self.stream.send(self._stream_bytes(comment))
+                    self._keeping.sent(self._now())
         except _GONE:
             self._peer_closed = True
             if not self._post.let_go():
@@ -377,7 +345,7 @@ class HttpConnection:
 
     async def _watch_client(self, scope: _backend.CancelScope, ended: _backend.Event) -> None:
         """Cancel the request in flight if the client closes the connection: end-of-file (or
-        an error) cancels the pump's scope; bytes of a next request go to h11, for the pump."""
+        an error) cancels the pump's scope; bytes of a next request are kept for the pump."""
         try:
             with scope:  # cancelled before this task ran: nothing is read
                 try:
@@ -385,7 +353,7 @@ class HttpConnection:
                 except (anyio.EndOfStream, *_GONE):
                     data = b""
                 if data:
-                    self.h11.receive_data(data)
+                    self.input.receive(data)
                     await anyio.sleep_forever()  # until the request ends
                 self._peer_closed = True
                 if not self._post.let_go():
@@ -395,8 +363,8 @@ class HttpConnection:
 
     # --- the access log (`HttpConfig.access_log`) ---------------------------------------
 
-    def _start_access(self, request: h11.Request) -> None:
-        self._logged, self._logged_at, self._status = request, anyio.current_time(), 0
+    def _start_access(self, request: RequestHead) -> None:
+        self._logged, self._logged_at, self._status = request, self._now(), 0
         if self._peer is None:
             with contextlib.suppress(OSError, anyio.TypedAttributeLookupError):
                 address = self.stream.extra(SocketAttribute.remote_address)
@@ -406,14 +374,15 @@ class HttpConnection:
     def _log_access(self) -> None:
         request, self._logged = self._logged, None
         assert request is not None
-        took = anyio.current_time() - self._logged_at
-        headers = request.headers.raw_items()
-        log_access(request.method, request.target, headers, self._status, took, client=self._peer)
+        took = self._now() - self._logged_at
+        log_access(
+            request.method, request.target, request.headers, self._status, took, client=self._peer
+        )
 
     # --- writing -------------------------------------------------------------------------
 
     async def _refuse(self, refusal: Refusal, *, close: bool) -> None:
-        if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+        if self._responding:
             return  # an answer has begun already: nothing more can be said
         answer = refusal_answer(refusal, self.serving.server, close=close)
         self._linger = self._linger or close
@@ -423,16 +392,28 @@ class HttpConnection:
     async def _send_response(self, status: int, headers: Headers, body: bytes) -> None:
         self._status = status
         framed(headers, body, draining=self.serving.draining)
-        reason = REASONS.get(status, b"")
-        response = h11.Response(status_code=status, headers=headers, reason=reason)
-        if self._method == b"HEAD":  # its answer has headers only
-            await self._send(response, h11.EndOfMessage())
-        else:
-            await self._send(response, h11.Data(data=body), h11.EndOfMessage())
+        self._will_close(headers)
+        head_only = self._method == b"HEAD"  # its answer has headers only
+        await self.stream.send(response_bytes(status, headers, body, head_only=head_only))
 
-    async def _send(self, *events: h11.Event) -> None:
-        data = b"".join(self.h11.send(event) or b"" for event in events)
-        await self.stream.send(data)
+    def _will_close(self, headers: Headers) -> None:
+        """Note the answer begun; say `Connection: close` if either side closes after it."""
+        self._responding = True
+        if CLOSE in headers:
+            self._closing = True
+        elif not self._client_keeps:
+            headers.append(CLOSE)
+
+    def _stream_head(self) -> bytes:
+        headers = sse_head(draining=self.serving.draining)
+        self._will_close(headers)
+        return stream_head(200, headers, chunked=self._chunked)
+
+    def _stream_bytes(self, data: bytes) -> bytes:
+        return chunk(data) if self._chunked else data
+
+    def _stream_end(self) -> bytes:
+        return LAST_CHUNK if self._chunked else b""
 
     async def _linger_then_close(self) -> None:
         """Half-close, and drop what the client still sends for a moment: closing a socket
@@ -492,7 +473,7 @@ class _PostAnswer(PostAnswer):
             connection._keeping.ended()
             with contextlib.suppress(OSError, *_GONE):
                 if connection._streaming:
-                    await connection._send(h11.EndOfMessage())
+                    await connection.stream.send(connection._stream_end())
                 else:
                     await connection._send_response(*answer_of(None))
                 await connection.stream.send_eof()

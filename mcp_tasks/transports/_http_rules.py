@@ -2,12 +2,13 @@
 
 Theory of operation
 -------------------
-No I/O here: the connection (`_http_server`) reads a request head with h11, the ASGI app
-(`_asgi`) takes it from its scope, and both ask `RequestRules` what to make of it (through
-the exchange, `_exchange.admit`).
-`read_headers` picks out the few headers the endpoint reads (repeated ones joined with
-", ") and the `Mcp-Param-*` ones; `refusal_for` then runs the checks in this order, and the
-first that fails is the answer:
+No I/O here: the connection (`_http_server`) reads a request head with httptools
+(`_http_wire`), the ASGI app (`_asgi`) takes it from its scope, and both ask `RequestRules`
+what to make of it (through the exchange, `_exchange.admit`).
+`read_headers` picks out the few headers the endpoint reads (`READ_HEADERS`, repeated ones
+joined with ", ") and the `Mcp-Param-*` ones (`PARAM_PREFIX`; the built-in server picks
+them out the same way as it parses the head); `refusal_for` then runs the checks in this
+order, and the first that fails is the answer:
 
     Host            loopback names, or `allowed_hosts` (421: DNS rebinding protection)
     Origin          loopback http(s) origins, or `allowed_origins` (403)
@@ -49,12 +50,12 @@ from ..core.wire import (
 )
 from ._port import SessionHeaders
 
-if TYPE_CHECKING:  # the ASGI app reads these rules without h11
-    import h11
-
+if TYPE_CHECKING:
     from ..auth import ResourceServer
 
 __all__ = [
+    "PARAM_PREFIX",
+    "READ_HEADERS",
     "AuthenticationUnavailable",
     "Authenticator",
     "HttpConfig",
@@ -66,7 +67,6 @@ __all__ = [
     "is_loopback",
     "mcp_headers",
     "principal_of",
-    "read_head",
     "read_headers",
     "session_headers",
     "target_path",
@@ -74,7 +74,7 @@ __all__ = [
 
 logger = logging.getLogger("mcp_tasks.transports.http")
 
-_READ_HEADERS: Final = frozenset(
+READ_HEADERS: Final = frozenset(  # what `read_headers` reads
     {
         b"host",
         b"origin",
@@ -89,7 +89,7 @@ _READ_HEADERS: Final = frozenset(
         b"last-event-id",
     }
 )
-_PARAM_PREFIX: Final = b"mcp-param-"
+PARAM_PREFIX: Final = b"mcp-param-"
 _REMEMBERED_VERDICTS: Final = 64
 _UNCHECKED: Final = "Unauthorized: the credentials could not be checked"
 _REFUSED_AS: Final = {
@@ -403,11 +403,6 @@ def body_too_large(limit: int) -> Refusal:
     return Refusal(413, f"Request body too large: more than {limit} bytes", reason="too_large")
 
 
-def read_head(request: h11.Request) -> tuple[dict[bytes, bytes], dict[str, str]]:
-    """`read_headers` of an h11 request."""
-    return read_headers(request.headers.raw_items())  # cheaper than iterating
-
-
 def read_headers(
     headers: Iterable[tuple[bytes, bytes]],
 ) -> tuple[dict[bytes, bytes], dict[str, str]]:
@@ -417,10 +412,10 @@ def read_headers(
     params: dict[str, str] = {}
     for raw_name, value in headers:
         name = raw_name.lower()
-        if name in _READ_HEADERS:
+        if name in READ_HEADERS:
             found[name] = found[name] + b", " + value if name in found else value
-        elif name.startswith(_PARAM_PREFIX):  # few: h11 bounds the head's size
-            key = name[len(_PARAM_PREFIX) :].decode("ascii", "surrogateescape")
+        elif name.startswith(PARAM_PREFIX):  # few: the head's size is bounded
+            key = name[len(PARAM_PREFIX) :].decode("ascii", "surrogateescape")
             text = value.decode("ascii", "surrogateescape")
             params[key] = params[key] + ", " + text if key in params else text
     return found, params

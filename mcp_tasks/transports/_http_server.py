@@ -1,12 +1,12 @@
-"""Streamable HTTP (MCP 2026-07-28) for a `Server` (any `MessageHandler`), h11 on anyio sockets.
+"""Streamable HTTP (MCP 2026-07-28) for a `Server` (any `MessageHandler`) on anyio sockets.
 
 Theory of operation
 -------------------
 `serve_http` listens and runs one `HttpConnection` (`_http_connection`) per accepted
-socket. A connection is one
-pump loop over an `h11.Connection`, one request at a time, the h11 driver of the exchange
-the ASGI app drives too (`_exchange`: the verdict on a head, the body's intake, the shape
-and framing of each answer):
+socket. A connection is one pump loop over its `RequestInput` (`_http_wire`: heads parsed
+by httptools, bodies framed there), one request at a time, the built-in driver of the
+exchange the ASGI app drives too (`_exchange`: the verdict on a head, the body's intake,
+the shape and framing of each answer):
 
     wait for a request head    idle timeout before its first byte, then the header timeout
     a probe?                   `/healthz`, `/readyz` answered at once (`_http_health`)
@@ -23,7 +23,7 @@ close if no request had begun); for the request in flight, it asks the connectio
 `Keeping` (`_exchange`, the ASGI app's keeper asks the same): one that has been with the
 server for a tick gets a watcher task, which reads the socket (the pump does not while the
 server answers) and, at end-of-file, cancels the pump (closing the stream is how a client
-cancels a request; bytes of a next request go to h11, and the watcher stops); an SSE
+cancels a request; bytes of a next request are kept for the pump, and the watcher stops); an SSE
 answer quiet for `keep_alive_comment_seconds` gets a task that writes it the comment line
 `: keep-alive`. A trio deadline per wait and a reader task per connection were simpler,
 and cost more than all the rest of the transport (`benchmarks/http.py`).

@@ -1105,13 +1105,16 @@ HTTP_CASES = [
         headers=header("Mcp-Name", "tsk_someone_else"),
         needs=("done_task",),
     ),
-    http_only(
+    http_only(  # a control character is not a field value (RFC 9110 5.5): llhttp says so
         "name-header-control-character",
         GREET,
         400,
-        MISMATCH,
-        "Mcp-Name",
+        INVALID_REQUEST,
+        "Invalid HTTP request",
+        "header value",
         headers=header("Mcp-Name", b"gr\x01eet"),
+        reply_id=None,
+        closes=True,
     ),
     http_only(
         "param-header-missing",

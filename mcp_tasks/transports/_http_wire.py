@@ -1,0 +1,355 @@
+"""HTTP/1.1 on the built-in server's connections, without I/O: requests read, answers framed.
+
+A request head is parsed by httptools (llhttp, the C parser uvicorn and Node use): it is
+handed exactly the head, up to its blank line, once all of it has arrived, so it never
+holds bytes of a body or of the next request. The body is framed here, from what the head
+says: `Content-Length` bytes, or chunked. Chunked decoding is ours because the limits need
+what httptools keeps to itself: the size a chunk declares, refused (413, or 400 past what
+HTTP carries) before a byte of it is waited for. Everything the client sent past the
+request being read stays in `RequestInput`'s buffer: the next request, pipelined.
+
+What a head may not be, and its status: no blank line within `max_head_bytes` (431);
+anything llhttp refuses (400: a malformed request line or header, a bare LF, two
+`Content-Length`s, `Content-Length` with `Transfer-Encoding`, a `Transfer-Encoding` that
+does not end in chunked); a version other than 1.0 and 1.1 (505). An `Upgrade` is read as
+a plain request (the server never switches protocols). Header values lose the spaces and
+tabs around them, as RFC 9110 5.5 says.
+
+Answers are written as bytes: a status line, the headers given, and the body, or, for a
+stream (`stream_head`), the body in chunks (`chunk`, `LAST_CHUNK`); a client of HTTP/1.0,
+which knows no chunks, gets the stream unframed, and the connection closes after it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import httptools
+
+from ._exchange import REASONS
+from ._http_rules import PARAM_PREFIX, READ_HEADERS, Refusal
+
+__all__ = [
+    "LAST_CHUNK",
+    "NEED_DATA",
+    "RequestHead",
+    "RequestInput",
+    "chunk",
+    "response_bytes",
+    "stream_head",
+]
+
+Headers = list[tuple[bytes, bytes]]
+
+NEED_DATA: Final = None
+"""What a read returns when the bytes so far do not hold what it reads."""
+LAST_CHUNK: Final = b"0\r\n\r\n"
+_HEAD_END: Final = b"\r\n\r\n"
+_MAX_CHUNK_LINE: Final = 4096
+"""A chunk-size line (its extensions too) longer than this is malformed (400)."""
+_MAX_CHUNK_DIGITS: Final = 16
+"""More hex digits than this declare a chunk larger than any length HTTP carries (400)."""
+_HEX: Final = frozenset(b"0123456789abcdefABCDEF")
+_WHITESPACE: Final = b" \t"
+
+
+class RequestHead:
+    """A request's head, as the client sent it (header names in their own case), and the
+    headers the endpoint reads, as `_http_rules.read_headers` gives them (`found`,
+    `params`), read as the head is parsed."""
+
+    __slots__ = (
+        "expects_continue",
+        "found",
+        "headers",
+        "http_version",
+        "keep_alive",
+        "method",
+        "params",
+        "target",
+    )
+
+    def __init__(self) -> None:
+        self.method = b""
+        self.target = b""
+        self.headers: Headers = []
+        self.found: dict[bytes, bytes] = {}
+        self.params: dict[str, str] = {}
+        self.http_version = "1.1"
+        self.keep_alive = True
+        """The client keeps the connection after this request (HTTP/1.1 without
+        `Connection: close`, or HTTP/1.0 with `keep-alive`)."""
+        self.expects_continue = False
+
+    # httptools' callbacks, while the head is parsed
+    def on_url(self, url: bytes) -> None:
+        self.target += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        value = value.strip(_WHITESPACE)
+        self.headers.append((name, value))
+        lowered = name.lower()
+        if lowered in READ_HEADERS:
+            found = self.found
+            found[lowered] = found[lowered] + b", " + value if lowered in found else value
+        elif lowered == b"expect":
+            self.expects_continue = value.lower() == b"100-continue"
+        elif lowered.startswith(PARAM_PREFIX):
+            key = lowered[len(PARAM_PREFIX) :].decode("ascii", "surrogateescape")
+            text = value.decode("ascii", "surrogateescape")
+            params = self.params
+            params[key] = params[key] + ", " + text if key in params else text
+
+
+class _Body:
+    """How the body of the request being read is framed, and how far it has come."""
+
+    __slots__ = ("chunked", "in_trailer", "left", "line_due", "trailer_bytes")
+
+    def __init__(self, length: int, *, chunked: bool) -> None:
+        self.chunked = chunked
+        self.left = length  # bytes of the body (or of the current chunk) still to come
+        self.line_due = chunked  # chunked: a chunk-size line comes next
+        self.in_trailer = False
+        self.trailer_bytes = 0
+
+
+class RequestInput:
+    """The bytes a client sent, read one request at a time: `next_head`, then `next_body`
+    until it returns `b""` (the body's end), then `next_head` again."""
+
+    __slots__ = ("_body", "_buffer", "_start", "ended", "max_head_bytes")
+
+    def __init__(self, max_head_bytes: int) -> None:
+        self.max_head_bytes = max_head_bytes
+        self._buffer = b""
+        self._start = 0  # where the unread bytes begin in `_buffer`
+        self._body: _Body | None = None
+        self.ended = False
+        """The client sent end-of-file: nothing more comes."""
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet read."""
+        return len(self._buffer) - self._start
+
+    @property
+    def reading_body(self) -> bool:
+        """A head was read, and not yet all of its body."""
+        return self._body is not None
+
+    def end_if_no_body(self) -> bool:
+        """True if the request just read has no body (it is then read whole)."""
+        body = self._body
+        if body is None or body.chunked or body.left:
+            return body is None
+        self._body = None
+        return True
+
+    def receive(self, data: bytes) -> None:
+        """Bytes from the client; `b""` is end-of-file."""
+        if not data:
+            self.ended = True
+        elif self._start == len(self._buffer):
+            self._buffer, self._start = data, 0
+        else:
+            self._buffer = self._buffer[self._start :] + data
+            self._start = 0
+
+    def next_head(self) -> RequestHead | None:
+        """The next request's head, or `NEED_DATA`. A `Refusal` if it is not one."""
+        assert self._body is None, "the body of the request before was not read"
+        buffer, start = self._buffer, self._start
+        end = buffer.find(_HEAD_END, start)
+        if end < 0:
+            if len(buffer) - start > self.max_head_bytes:
+                raise _head_too_large(len(buffer) - start, self.max_head_bytes)
+            return NEED_DATA
+        end += 4
+        if end - start > self.max_head_bytes:
+            raise _head_too_large(end - start, self.max_head_bytes)
+        head = RequestHead()
+        parser = httptools.HttpRequestParser(head)
+        try:
+            parser.feed_data(memoryview(buffer)[start:end])
+        except httptools.HttpParserUpgrade:
+            pass  # read as a plain request: the server never switches protocols
+        except httptools.HttpParserError as error:
+            raise _unreadable(buffer[start:end], error) from None
+        self._start = end
+        head.method = parser.get_method()
+        head.http_version = version = parser.get_http_version()
+        if version not in ("1.1", "1.0"):
+            message = f"HTTP version not supported: {version}, only 1.0 and 1.1"
+            raise Refusal(505, message, reason="bad_request")
+        head.keep_alive = parser.should_keep_alive()
+        self._body = _framing(head)
+        return head
+
+    def next_body(self, so_far: int, limit: int) -> bytes | None:
+        """The next bytes of the body: `b""` once it has all been read, or `NEED_DATA`.
+        `so_far` bytes of it were read, of `limit` at most: a chunk declared larger than
+        the rest is a `Refusal` (413) before its bytes are waited for."""
+        body = self._body
+        assert body is not None, "no request head was read"
+        if not body.chunked:
+            return self._take_length(body)
+        while True:
+            if body.in_trailer:
+                if self._trailer_ended(body):
+                    self._body = None
+                    return b""
+                return NEED_DATA
+            if body.line_due:
+                if not self._chunk_line(body, so_far, limit):
+                    return NEED_DATA
+                continue
+            data = self._take_length(body)
+            if data is NEED_DATA or data:
+                return data
+            if self.buffered < 2:  # the chunk's data is in: its CRLF follows
+                return NEED_DATA
+            if self._buffer[self._start : self._start + 2] != b"\r\n":
+                raise _bad_chunk("no CRLF after a chunk's data")
+            self._start += 2
+            body.line_due = True
+
+    def _take_length(self, body: _Body) -> bytes | None:
+        if body.left == 0:
+            if not body.chunked:
+                self._body = None
+            return b""
+        available = self.buffered
+        if not available:
+            return NEED_DATA
+        start = self._start
+        taken = min(available, body.left)
+        body.left -= taken
+        self._start = start + taken
+        if start == 0 and taken == len(self._buffer):
+            return self._buffer
+        return self._buffer[start : start + taken]
+
+    def _chunk_line(self, body: _Body, so_far: int, limit: int) -> bool:
+        """Read a chunk-size line if it has arrived: True once read."""
+        buffer, start = self._buffer, self._start
+        end = buffer.find(b"\r\n", start)
+        if end < 0:
+            if len(buffer) - start > _MAX_CHUNK_LINE:
+                raise _bad_chunk(f"a chunk-size line longer than {_MAX_CHUNK_LINE} bytes")
+            return False
+        line = buffer[start:end]
+        digits = line.split(b";", 1)[0].rstrip(_WHITESPACE)
+        if not digits or not _HEX.issuperset(digits) or b"\n" in line or b"\r" in line:
+            raise _bad_chunk("not a hexadecimal size")
+        if len(digits.lstrip(b"0")) > _MAX_CHUNK_DIGITS:
+            raise Refusal(
+                400,
+                f"Invalid chunk size: {len(digits)} hex digits overflow what HTTP carries",
+                reason="bad_request",
+            )
+        size = int(digits, 16)
+        if so_far + size > limit:
+            message = f"Request body too large: a chunk of {size} bytes, at most {limit} in all"
+            raise Refusal(413, message, reason="too_large")
+        self._start = end + 2
+        body.line_due = False
+        body.left = size
+        body.in_trailer = size == 0
+        return True
+
+    def _trailer_ended(self, body: _Body) -> bool:
+        """Skip the trailer fields after the last chunk: True at its blank line."""
+        while True:
+            buffer, start = self._buffer, self._start
+            end = buffer.find(b"\r\n", start)
+            if end < 0:
+                if body.trailer_bytes + len(buffer) - start > self.max_head_bytes:
+                    raise _head_too_large(body.trailer_bytes, self.max_head_bytes)
+                return False
+            self._start = end + 2
+            if end == start:
+                return True
+            line = buffer[start:end]
+            body.trailer_bytes += end + 2 - start
+            if body.trailer_bytes > self.max_head_bytes:
+                raise _head_too_large(body.trailer_bytes, self.max_head_bytes)
+            name = line.split(b":", 1)[0]
+            if b":" not in line or not name or name != name.strip() or b"\n" in line:
+                raise _bad_chunk("a malformed trailer field")
+
+
+def _framing(head: RequestHead) -> _Body:
+    """The body's framing, from the head llhttp accepted: one `Content-Length` of digits,
+    or a `Transfer-Encoding` ending in chunked, never both."""
+    if head.http_version == "1.0":
+        head.expects_continue = False  # HTTP/1.0 has no interim answers
+    found = head.found
+    if b"transfer-encoding" in found:
+        return _Body(0, chunked=True)
+    length = found.get(b"content-length")
+    return _Body(0 if length is None else int(length), chunked=False)
+
+
+def _unreadable(head: bytes, error: Exception) -> Refusal:
+    """What a head llhttp refuses is answered: 501 for a transfer coding other than
+    chunked (RFC 9112 6.1), 400 for a body framed two ways, else 400 in llhttp's words."""
+    lowered = head.lower()
+    coding = _field(lowered, b"transfer-encoding")
+    if coding is not None:
+        if coding.rsplit(b",", 1)[-1].strip(_WHITESPACE) != b"chunked":
+            named = coding[:64].decode("latin-1")
+            message = f"Transfer-Encoding not implemented: {named}; only chunked is"
+            return Refusal(501, message, reason="bad_request")
+        if _field(lowered, b"content-length") is not None:
+            message = "Invalid HTTP request: Content-Length and Transfer-Encoding both frame it"
+            return Refusal(400, message, reason="bad_request")
+    return Refusal(400, f"Invalid HTTP request: {error}", reason="bad_request")
+
+
+def _field(head: bytes, name: bytes) -> bytes | None:
+    """The value of the first field `name` in a lowercased head, or None."""
+    found = head.find(b"\r\n" + name + b":")
+    if found < 0:
+        return None
+    start = found + len(name) + 3
+    return head[start : head.find(b"\r\n", start)].strip(_WHITESPACE)
+
+
+def _head_too_large(size: int, limit: int) -> Refusal:
+    message = f"Request head too large: {size} bytes, at most {limit}"
+    return Refusal(431, message, reason="head_too_large")
+
+
+def _bad_chunk(what: str) -> Refusal:
+    return Refusal(400, f"Invalid chunked body: {what}", reason="bad_request")
+
+
+# --- answers ---------------------------------------------------------------------------------
+
+
+def response_bytes(status: int, headers: Headers, body: bytes, *, head_only: bool = False) -> bytes:
+    """An answer with its body (framed by the caller's `Content-Length`), or only its
+    head (a HEAD request, or an interim 100)."""
+    lines = [b"HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, b""))]
+    lines.extend(name + b": " + value + b"\r\n" for name, value in headers)
+    lines.append(b"\r\n")
+    if not head_only:
+        lines.append(body)
+    return b"".join(lines)
+
+
+def stream_head(status: int, headers: Headers, *, chunked: bool) -> bytes:
+    """The head of an answer whose length is not known (an SSE stream): chunked, or
+    (`chunked` False: an HTTP/1.0 client) ended by closing the connection, which the
+    headers given say (`Connection: close`)."""
+    if chunked:
+        headers = [*headers, (b"transfer-encoding", b"chunked")]
+    return response_bytes(status, headers, b"", head_only=True)
+
+
+def chunk(data: bytes) -> bytes:
+    """`data` as one chunk of a chunked answer (nothing for no data: that would end it)."""
+    if not data:
+        return b""
+    return b"%x\r\n%s\r\n" % (len(data), data)
