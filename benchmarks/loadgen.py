@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import selectors
 import socket
 import subprocess
+import tempfile
 import time
 from typing import Any
 
@@ -136,6 +138,93 @@ def _split_answer(buffer: bytearray) -> tuple[int, int]:
     length = int(head[start + 15 : line_end if line_end >= 0 else None])
     total = end + 4 + length
     return (end + 4, total) if len(buffer) >= total else (0, 0)
+
+
+_WRK_SCRIPT = """
+wrk.method = %(method)s
+wrk.path = %(path)s
+wrk.body = %(body)s
+%(headers)s
+function done(summary, latency, requests)
+  local failed = summary.errors.status + summary.errors.read + summary.errors.write
+    + summary.errors.timeout
+  io.write(string.format("MCP_FIGURES %%d %%d %%d %%d %%d\\n", summary.requests, failed,
+    summary.duration, latency:percentile(50), latency:percentile(99)))
+end
+"""
+"""No `response` function: handing each answer to Lua would cost wrk as much as the fastest
+servers spend on it. wrk counts the answers that are not 2xx or 3xx itself; the body of the
+same request is checked once before (`wrk_requests`)."""
+
+
+def _lua_string(data: bytes) -> str:
+    return "".join(f"\\{byte:03d}" if byte < 32 or byte in b'"\\' or byte > 126 else chr(byte)
+                   for byte in data).join('""')  # fmt: skip
+
+
+def _checked_once(port: int, data: bytes) -> None:
+    """One exchange of `data` on a connection of its own: a 2xx without a JSON-RPC error."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        buffer = bytearray()
+        while not (split := _split_answer(buffer))[1]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise RuntimeError("the server closed the connection before answering")
+            buffer += chunk
+    status = int(buffer[9:12])
+    if status // 100 != 2 or b'"error"' in buffer[split[0] : split[1]]:
+        raise RuntimeError(f"the request is refused: {bytes(buffer[:300])!r}")
+
+
+def wrk_requests(port: int, data: bytes, warmup: float, seconds: float) -> dict[str, Any]:
+    """`fixed_requests` measured by wrk (a C load generator, `CONNECTIONS` connections on
+    one thread): requests/s, latency, the answers that were not 2xx or 3xx (or failed to
+    arrive), and `load_cpu_share`, the share of its core wrk used (near 1: wrk, not the
+    server, may be what limits the figure). The request is checked once first."""
+    _checked_once(port, data)
+    head, _, body = data.partition(b"\r\n\r\n")
+    request_line, *header_lines = head.split(b"\r\n")
+    method, path, _ = request_line.split(b" ", 2)
+    headers = "\n".join(
+        f"wrk.headers[{_lua_string(name)}] = {_lua_string(value.strip())}"
+        for name, _, value in (line.partition(b":") for line in header_lines)
+        if name.lower() not in (b"content-length", b"host")
+    )
+    script = _WRK_SCRIPT % {"method": _lua_string(method), "path": _lua_string(path),
+                            "body": _lua_string(body), "headers": headers}  # fmt: skip
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as lua:
+        lua.write(script)
+        lua.flush()
+        url = f"http://127.0.0.1:{port}{path.decode()}"
+
+        def run(duration: float) -> str:
+            command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{max(1, round(duration))}s",
+                       "-s", lua.name, url]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0 or "MCP_FIGURES" not in done.stdout:
+                raise RuntimeError(f"wrk failed ({done.returncode}): {done.stdout} {done.stderr}")
+            return done.stdout
+
+        if warmup >= 0.5:  # wrk counts whole seconds: a shorter warm-up is skipped
+            run(warmup)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.monotonic()
+        out = run(seconds)
+        wall = time.monotonic() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    line = next(line for line in out.splitlines() if line.startswith("MCP_FIGURES "))
+    count, failures, duration_us, p50_us, p99_us = (int(part) for part in line.split()[1:])
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {
+        "count": count,
+        "failures": failures,
+        "per_second": count / (duration_us / 1e6),
+        "p50_ms": p50_us / 1000,
+        "p99_ms": p99_us / 1000,
+        "load_cpu_share": used / wall,
+        "generator": "wrk",
+    }
 
 
 def _summary(latencies: list[float], seconds: float, failures: int) -> dict[str, Any]:

@@ -8,6 +8,9 @@
     python benchmarks/servers.py ours-http-record # ... recording a journal (a real file)
     python benchmarks/servers.py ours-stdio     # mcp_tasks over stdin/stdout
     python benchmarks/servers.py limit-http     # minimal h11 + trio + msgspec; prints PORT n
+    python benchmarks/servers.py ceiling-asyncio  # a fixed answer: asyncio + httptools Protocol
+    python benchmarks/servers.py ceiling-uvloop   # ... the same on uvloop
+    python benchmarks/servers.py ceiling-trio     # ... trio sockets + httptools
     python benchmarks/servers.py limit-stdio    # minimal trio stdio echo
     python benchmarks/servers.py asgi-uvicorn PORT      # ours as an ASGI app under uvicorn
     python benchmarks/servers.py asgi-hypercorn PORT    # ... under hypercorn's trio worker
@@ -17,10 +20,11 @@ Ours serves the two tools every server of the comparison has: `greet` (synchrono
 Its options are the defaults, but for room to store the 100,000 tasks the memory figure asks
 for, and a TTL of 15 minutes like fastmcp-tasks'.
 
-The limit servers do no MCP at all: they read each request, decode its id (and, over HTTP,
-its method and tool name) and answer a fixed result of the right shape: a greeting, a task
-handle (`working`), or a completed task. What Python on trio, h11 and msgspec can do at best
-here; every other figure is read against it.
+The limit and ceiling servers do no MCP at all: they read each request, decode its id (and,
+over HTTP, its method and tool name) and answer a fixed result of the right shape: a
+greeting, a task handle (`working`), or a completed task. The ceilings are what Python does
+here at best on each loop with the C parser (httptools: what uvicorn runs on); the limit is
+the same on trio with h11, the pure-Python parser the built-in server ran on before.
 """
 
 # ruff: noqa: E402  (the imports must follow the sys.path fix below)
@@ -38,12 +42,16 @@ import tempfile
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path = [entry for entry in sys.path if os.path.abspath(entry or ".") != _HERE]
 
+import asyncio
 import contextlib
 import logging
+import typing
+from collections.abc import Callable
 from functools import partial
 
 import anyio
 import h11
+import httptools
 import msgspec
 import trio
 
@@ -251,6 +259,69 @@ async def _limit_http() -> None:
         print(f"PORT {listeners[0].socket.getsockname()[1]}", flush=True)
 
 
+_ANSWER_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+
+
+class _FixedAnswers:
+    """A request parsed by httptools (its callbacks), answered a fixed result once whole."""
+
+    def __init__(self, write: Callable[[bytes], object]) -> None:
+        self.write = write
+        self.body: list[bytes] = []
+        self.parser = httptools.HttpRequestParser(self)
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        reply = _limit_answer(b"".join(self.body))
+        self.body.clear()
+        self.write(_ANSWER_HEAD % len(reply) + reply)
+
+
+class _CeilingProtocol(asyncio.Protocol):
+    """The ceiling on asyncio: a `Protocol`, each request answered from `data_received`."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.answers = _FixedAnswers(typing.cast(asyncio.Transport, transport).write)
+
+    def data_received(self, data: bytes) -> None:
+        self.answers.parser.feed_data(data)
+
+
+async def _ceiling_asyncio() -> None:
+    server = await asyncio.get_running_loop().create_server(_CeilingProtocol, "127.0.0.1", 0)
+    print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+    await asyncio.sleep(LIFETIME_SECONDS)
+
+
+async def _ceiling_trio_connection(stream: trio.SocketStream) -> None:
+    out: list[bytes] = []
+    answers = _FixedAnswers(out.append)
+    with contextlib.suppress(trio.BrokenResourceError):  # the generator ends mid-request
+        while data := await stream.receive_some(65536):
+            answers.parser.feed_data(data)
+            if out:
+                await stream.send_all(b"".join(out))
+                out.clear()
+
+
+async def _ceiling_trio() -> None:
+    async with trio.open_nursery() as nursery:
+        serve = partial(trio.serve_tcp, host="127.0.0.1")
+        listeners = await nursery.start(serve, _ceiling_trio_connection, 0)
+        print(f"PORT {listeners[0].socket.getsockname()[1]}", flush=True)
+
+
+def _run_ceiling_on_asyncio(loop: str) -> None:
+    if loop == "uvloop":
+        import uvloop  # noqa: PLC0415  (this role only)
+
+        uvloop.run(_ceiling_asyncio())
+    else:
+        asyncio.run(_ceiling_asyncio())
+
+
 async def _limit_stdio() -> None:
     """Every line in, its answer out: whatever came in one read is answered in one write."""
     stdin = trio.lowlevel.FdStream(os.dup(0))
@@ -270,8 +341,10 @@ ROLES = {
     "ours-http-record": _ours_http_record,
     "ours-stdio": _ours_stdio,
     "limit-http": _limit_http,
+    "ceiling-trio": _ceiling_trio,
     "limit-stdio": _limit_stdio,
 }
+ASYNCIO_CEILINGS = {"ceiling-asyncio": "asyncio", "ceiling-uvloop": "uvloop"}
 
 
 async def _for_a_while(role: str) -> None:
@@ -312,12 +385,16 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] in ASGI_ROLES:
         ASGI_ROLES[sys.argv[1]](int(sys.argv[2]))
         sys.exit()
+    if len(sys.argv) == 2 and sys.argv[1] in ASYNCIO_CEILINGS:
+        _run_ceiling_on_asyncio(ASYNCIO_CEILINGS[sys.argv[1]])
+        sys.exit()
     role, *rest = sys.argv[1:] or [""]
     loop = rest[1] if rest[:1] == ["--loop"] and len(rest) == 2 else "asyncio"
     if role not in ROLES or loop not in LOOPS or len(rest) not in (0, 2):
         sys.exit(
             f"usage: {sys.argv[0]} {{{','.join(ROLES)}}} [--loop {{{','.join(LOOPS)}}}] | "
+            f"{{{','.join(ASYNCIO_CEILINGS)}}} | "
             f"{{{','.join(ASGI_ROLES)}}} PORT"
         )
     # The limit servers are written on trio; ours run on the loop asked for, as `serve` does.
-    run_on_loop("trio" if role.startswith("limit") else loop, _for_a_while, role)
+    run_on_loop("trio" if role.startswith(("limit", "ceiling")) else loop, _for_a_while, role)

@@ -16,6 +16,12 @@ from typing import Any
 import pytest
 
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+CEILINGS = {
+    "ceiling: asyncio + httptools",
+    "ceiling: uvloop + httptools",
+    "ceiling: trio + httptools",
+}
+"""The fixed-answer servers on httptools that `compare.py` reads ours against."""
 
 
 @pytest.mark.slow
@@ -111,8 +117,8 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     tmp_path: Path,
 ) -> None:
     """`compare.py` without the peers (their venv is `benchmarks/run`'s job): every figure
-    of ours and the limit comes out, with no failed request, and the page and chart are
-    written."""
+    of ours, the limit and the ceilings comes out, with no failed request, and the page and
+    chart are written."""
     out = subprocess.run(
         [sys.executable, str(BENCHMARKS / "compare.py"), "--quick", "--peers-python", "none",
          "--json", "--write-docs", "--docs-dir", str(tmp_path)],
@@ -123,7 +129,7 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     observed = {"mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry", "mcp_tasks, recording"}
     for workload, entry in figures["http"].items():
         with_tasks = workload != "sync tool calls (HTTP)"
-        ours = {"mcp_tasks", "mcp_tasks on trio", "limit", *observed}
+        ours = {"mcp_tasks", "mcp_tasks on trio", "limit", *CEILINGS, *observed}
         expected = ours | (embedded if with_tasks else set())
         if "2025 session" in workload:  # a 2025-11-25 client: ours (and the SDK's, a peer),
             expected = {"mcp_tasks", "mcp_tasks, 2026-07-28 client"}  # a modern one between
@@ -139,8 +145,10 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     met = {aim["figure"]: aim["met"] for aim in figures["aims"]}
     assert met["task creations/s"] is None  # no fastmcp-tasks to compare with
     assert met["task lives/s, SDK + TasksExtension"] is None
-    assert met["tasks/get req/s"] in (True, False)
-    assert met["tasks/get req/s, ASGI under uvicorn"] in (True, False)
+    assert met["tasks/get/s on asyncio"] in (True, False)
+    assert met["task lives/s on trio"] in (True, False)
+    assert met["wrk's share of its core, ceiling: uvloop + httptools"] in (True, False)
+    assert met["tasks/get req/s, built-in server"] in (True, False)
     assert met["tasks/get req/s, logging at INFO"] in (True, False)
     assert met["tasks/get req/s, HTTP, 2025 session"] in (True, False)
     assert "| tasks/get, HTTP (per second) |" in (tmp_path / "benchmarks.md").read_text()
@@ -163,10 +171,11 @@ def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> 
     peers = {"fastmcp-tasks", "official SDK"}
     assert figures["versions"]["fastmcp-tasks"] == "4.1.4" and figures["versions"]["mcp"] == "2.3.0"
     observed = {"mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry", "mcp_tasks, recording"}
-    synchronous = {"mcp_tasks", "mcp_tasks on trio", "limit", *peers, *observed}
+    synchronous = {"mcp_tasks", "mcp_tasks on trio", "limit", *CEILINGS, *peers, *observed}
     assert set(figures["http"]["sync tool calls (HTTP)"]) == synchronous
     embedded = {"ASGI (uvicorn)", "ASGI (uvicorn, h11)", "ASGI (hypercorn)", "SDK + TasksExtension"}
-    with_tasks = {"mcp_tasks", "mcp_tasks on trio", "limit", "fastmcp-tasks", *embedded, *observed}
+    with_tasks = {"mcp_tasks", "mcp_tasks on trio", "limit", *CEILINGS, "fastmcp-tasks", *embedded,
+                  *observed}  # fmt: skip
     assert set(figures["http"]["tasks/get"]) == with_tasks
     legacy = figures["http"]["sync tool calls (HTTP, 2025 session)"]
     paired = "mcp_tasks, 2026-07-28 client"  # its rounds alternate with the 2025 client's
@@ -198,7 +207,7 @@ def test_the_benchmarks_page_shows_the_figures_of_its_json() -> None:
     )  # fmt: skip
     assert out.stdout.strip() in (docs / "benchmarks.md").read_text()
     figures = json.loads((docs / "benchmarks.json").read_text())
-    assert len(figures["aims"]) == 27 and all(aim["ratio"] for aim in figures["aims"])
+    assert len(figures["aims"]) == 39 and all(aim["ratio"] for aim in figures["aims"])
     assert (docs / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
 
 
