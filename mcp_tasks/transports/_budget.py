@@ -63,8 +63,7 @@ class ByteBudget:
         """Hold `size` more bytes for a body that holds `holding`, waiting up to
         `wait_seconds` for room: the seconds it waited, or None if there was none (or
         this body is the one to give way: `_must_give_way`)."""
-        if not self.held or self.held + size <= self.limit:
-            self.held += size
+        if self.take_now(size):
             return 0.0
         started = anyio.current_time()
         waiter = object()
@@ -78,6 +77,14 @@ class ByteBudget:
             self._held_by_waiters -= holding
         self.held += size
         return anyio.current_time() - started
+
+    def take_now(self, size: int) -> bool:
+        """Hold `size` more bytes if there is room for them now (a body alone always
+        fits): True if they are held."""
+        if not self.held or self.held + size <= self.limit:
+            self.held += size
+            return True
+        return False
 
     async def _wait_for_room(self, waiter: object, size: int, deadline: float) -> bool:
         while self.held and self.held + size > self.limit:

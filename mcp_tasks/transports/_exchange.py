@@ -147,7 +147,7 @@ def refusal_answer(
 def framed(headers: Headers, body: bytes, *, draining: bool) -> Headers:
     """`headers` with the answer's framing: its Content-Length, and `Connection: close`
     while the server drains."""
-    headers.append((b"content-length", str(len(body)).encode()))
+    headers.append((b"content-length", b"%d" % len(body)))
     if draining:
         headers.append(CLOSE)
     return headers

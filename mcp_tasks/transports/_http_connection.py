@@ -194,28 +194,41 @@ class HttpConnection:
         self.input.receive(data)
 
     async def _answer(self, request: RequestHead) -> None:
-        self._method = request.method
+        self._method = method = request.method
         if self.config.access_log:
             self._start_access(request)
-        if request.target != self.serving.rules.endpoint:
-            kind = self.serving.probes.kind_of(target_path(request.target))
+        serving = self.serving
+        rules = serving.rules
+        if request.target != rules.endpoint:
+            kind = serving.probes.kind_of(target_path(request.target))
             if kind is not None:
                 await self._answer_probe(kind)
                 return
-        found, params = request.found, request.params
-        refusal, principal = await admit(
-            self.serving.rules,
-            request.method,
-            request.target,
-            found,
-            request.headers,
-            authenticate=self.serving.rules.authenticate,
-        )
+        found = request.found
+        if rules.authenticate is None:  # the verdict needs no wait
+            refusal, principal = rules.refusal_for(method, request.target, found), None
+        else:
+            refusal, principal = await admit(
+                rules,
+                method,
+                request.target,
+                found,
+                request.headers,
+                authenticate=rules.authenticate,
+            )
+        size = self.input.whole_body_size(self.config.max_body_bytes)
+        if size is not None and serving.bodies.take_now(size):  # here already, and room
+            try:
+                body = self.input.take_whole_body()
+                await self._answer_body(request, refusal, body, principal)
+            finally:
+                serving.bodies.give_back(size)
+            return
         if request.expects_continue and not self.input.buffered:
             if refusal is not None:
                 raise refusal  # the body is not on its way: answer and close
             await self.stream.send(response_bytes(100, [], b"", head_only=True))
-        intake = BodyIntake(self.serving.bodies, self.config, self._now())
+        intake = BodyIntake(serving.bodies, self.config, self._now())
         try:
             try:
                 body = await self._read_body(found.get(b"content-length"), intake)
@@ -223,14 +236,21 @@ class HttpConnection:
                 if refusal is not None:
                     raise refusal from None
                 raise
-            if refusal is None:
-                refusal = self.serving.rules.forbidden(body, self.serving.server)
-            if refusal is not None:
-                await self._refuse(refusal, close=False)  # the body was read: keep the connection
-                return
-            await self._call_server(found, body, params, principal, request.method)
+            await self._answer_body(request, refusal, body, principal)
         finally:
             intake.give_back()  # read and answered: its bytes are free for the next
+
+    async def _answer_body(
+        self, request: RequestHead, refusal: Refusal | None, body: bytes, principal: str | None
+    ) -> None:
+        """The answer to a request whose body was read whole: its refusal, if the head
+        or the body's operation has one (the connection is kept), or the server's."""
+        if refusal is None:
+            refusal = self.serving.rules.forbidden(body, self.serving.server)
+        if refusal is not None:
+            await self._refuse(refusal, close=False)
+        else:
+            await self._call_server(request.found, body, request.params, principal, request.method)
 
     async def _read_body(self, content_length: bytes | None, intake: BodyIntake) -> bytes:
         """The body, its bytes taken from the budget as they come, at the pace it must
@@ -273,7 +293,10 @@ class HttpConnection:
     ) -> None:
         headers = mcp_headers(found, params)
         self._sse_allowed = self.serving.rules.allows_event_stream(found.get(b"accept"))
-        session = session_headers(method, found, event_stream=self._sse_allowed)
+        if b"mcp-session-id" not in found and method == b"POST":
+            session = None  # what every 2026-07-28 request is (`session_headers`)
+        else:
+            session = session_headers(method, found, event_stream=self._sse_allowed)
         self._streaming = False
         self._post.next_request()
         self._keeping.handling(self._now())

@@ -62,6 +62,7 @@ __all__ = [
     "Refusal",
     "RequestRules",
     "Unauthorized",
+    "add_param",
     "body_too_large",
     "declared_body_size",
     "is_loopback",
@@ -415,10 +416,16 @@ def read_headers(
         if name in READ_HEADERS:
             found[name] = found[name] + b", " + value if name in found else value
         elif name.startswith(PARAM_PREFIX):  # few: the head's size is bounded
-            key = name[len(PARAM_PREFIX) :].decode("ascii", "surrogateescape")
-            text = value.decode("ascii", "surrogateescape")
-            params[key] = params[key] + ", " + text if key in params else text
+            add_param(params, name, value)
     return found, params
+
+
+def add_param(params: dict[str, str], name: bytes, value: bytes) -> None:
+    """Note the `Mcp-Param-*` header `name` (lowercased) in `params` by the rest of its
+    name, repeats joined with ", " (`read_headers`, and the built-in server's parser)."""
+    key = name[len(PARAM_PREFIX) :].decode("ascii", "surrogateescape")
+    text = value.decode("ascii", "surrogateescape")
+    params[key] = params[key] + ", " + text if key in params else text
 
 
 def session_headers(

@@ -27,7 +27,7 @@ from typing import Final
 import httptools
 
 from ._exchange import REASONS
-from ._http_rules import PARAM_PREFIX, READ_HEADERS, Refusal
+from ._http_rules import PARAM_PREFIX, READ_HEADERS, Refusal, add_param
 
 __all__ = [
     "LAST_CHUNK",
@@ -95,10 +95,7 @@ class RequestHead:
         elif lowered == b"expect":
             self.expects_continue = value.lower() == b"100-continue"
         elif lowered.startswith(PARAM_PREFIX):
-            key = lowered[len(PARAM_PREFIX) :].decode("ascii", "surrogateescape")
-            text = value.decode("ascii", "surrogateescape")
-            params = self.params
-            params[key] = params[key] + ", " + text if key in params else text
+            add_param(self.params, lowered, value)
 
 
 class _Body:
@@ -137,6 +134,23 @@ class RequestInput:
     def reading_body(self) -> bool:
         """A head was read, and not yet all of its body."""
         return self._body is not None
+
+    def whole_body_size(self, limit: int) -> int | None:
+        """The size of the request's body when it is framed by `Content-Length`, at most
+        `limit`, and all of it has arrived (`take_whole_body` takes it); else None."""
+        body = self._body
+        if body is None or body.chunked or body.left > limit or body.left > self.buffered:
+            return None
+        return body.left
+
+    def take_whole_body(self) -> bytes:
+        """The body `whole_body_size` found here, read whole."""
+        body = self._body
+        assert body is not None and not body.chunked, "no Content-Length body to take"
+        data = self._take_length(body)
+        assert data is not None and not body.left, "not all of it had come"
+        self._body = None
+        return data
 
     def end_if_no_body(self) -> bool:
         """True if the request just read has no body (it is then read whole)."""
@@ -331,12 +345,21 @@ def _bad_chunk(what: str) -> Refusal:
 def response_bytes(status: int, headers: Headers, body: bytes, *, head_only: bool = False) -> bytes:
     """An answer with its body (framed by the caller's `Content-Length`), or only its
     head (a HEAD request, or an interim 100)."""
-    lines = [b"HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, b""))]
-    lines.extend(name + b": " + value + b"\r\n" for name, value in headers)
-    lines.append(b"\r\n")
+    parts = [_STATUS_LINES.get(status) or _status_line(status)]
+    for name, value in headers:
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"\r\n")
     if not head_only:
-        lines.append(body)
-    return b"".join(lines)
+        parts.append(body)
+    return b"".join(parts)
+
+
+_STATUS_LINES: dict[int, bytes] = {}  # few: the statuses are the server's own
+
+
+def _status_line(status: int) -> bytes:
+    line = _STATUS_LINES[status] = b"HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, b""))
+    return line
 
 
 def stream_head(status: int, headers: Headers, *, chunked: bool) -> bytes:

@@ -177,10 +177,28 @@ def test_end_if_no_body_tells_a_request_with_a_body_from_one_without() -> None:
     assert reader.reading_body
 
 
+def test_a_body_that_came_whole_is_taken_at_once_and_no_other_is() -> None:
+    reader = RequestInput(HEAD_LIMIT)
+    reader.receive(post(b'{"a":1}') + post(b"{}")[:-1])  # the second body lacks a byte
+    assert reader.next_head() is not None
+    assert reader.whole_body_size(6) is None  # over the limit given: read as it comes
+    assert reader.whole_body_size(BODY_LIMIT) == 7
+    assert reader.take_whole_body() == b'{"a":1}' and not reader.reading_body
+    assert reader.next_head() is not None
+    assert reader.whole_body_size(BODY_LIMIT) is None  # not all of it is here
+    reader.receive(b"}")
+    assert reader.whole_body_size(BODY_LIMIT) == 2 and reader.take_whole_body() == b"{}"
+    assert reader.buffered == 0
+    chunked = RequestInput(HEAD_LIMIT)
+    chunked.receive(post(b"2\r\n{}\r\n0\r\n\r\n", b"Transfer-Encoding: chunked"))
+    assert chunked.next_head() is not None and chunked.whole_body_size(BODY_LIMIT) is None
+
+
 def test_answers_are_framed_as_http_1_1() -> None:
     answer = response_bytes(200, [(b"content-length", b"2")], b"{}")
     assert answer == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"
     assert response_bytes(100, [], b"", head_only=True) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert response_bytes(418, [], b"").startswith(b"HTTP/1.1 418 ")  # a status line made once
     head = stream_head(200, [(b"content-type", b"text/event-stream")], chunked=True)
     assert head.endswith(b"transfer-encoding: chunked\r\n\r\n")
     assert b"transfer-encoding" not in stream_head(200, [], chunked=False)
