@@ -291,12 +291,37 @@ class RequestRules:
         self._json_verdicts: dict[bytes, bool] = {}
         self._accept_verdicts: dict[bytes, bool] = {}
         self._event_stream_verdicts: dict[bytes, bool] = {}
+        self._passed: set[tuple[bytes | bool | None, ...]] = set()
 
     def refusal_for(
         self, method: bytes, target: bytes, found: dict[bytes, bytes]
     ) -> Refusal | None:
         """Why the head of a request is refused, in the order the checks run: its method,
-        its target (as on the request line) and what `read_headers` found."""
+        its target (as on the request line) and what `read_headers` found. A `POST` whose
+        head passed is remembered as it reads (a client sends the same head each time)."""
+        if method != b"POST":
+            return self._refusal_for(method, target, found)
+        get = found.get
+        passed = (
+            target,
+            get(b"host"),
+            get(b"origin"),
+            get(b"content-type"),
+            get(b"accept"),
+            b"transfer-encoding" in found and b"content-length" in found,
+        )
+        if passed in self._passed:
+            return None
+        refusal = self._refusal_for(method, target, found)
+        if refusal is None:
+            if len(self._passed) >= _REMEMBERED_VERDICTS:
+                self._passed.clear()
+            self._passed.add(passed)
+        return refusal
+
+    def _refusal_for(
+        self, method: bytes, target: bytes, found: dict[bytes, bytes]
+    ) -> Refusal | None:
         host = found.get(b"host")
         if self.check_host and (
             host is None or not _remembered(self._host_verdicts, host, self._host_allowed)

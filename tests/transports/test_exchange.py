@@ -71,6 +71,31 @@ async def test_a_head_is_checked_by_the_rules_then_the_authenticator() -> None:
     assert raised.value.status == 400
 
 
+def test_a_head_that_passed_is_remembered_as_it_reads_and_no_other() -> None:
+    rules = RequestRules(HttpConfig(), loopback=True)
+
+    def status(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]]) -> int | None:
+        refusal = rules.refusal_for(method, target, read_headers(headers)[0])
+        return None if refusal is None else refusal.status
+
+    for _ in range(2):  # the second time from what the rules remember
+        assert status(b"POST", b"/mcp", HEAD) is None
+    assert status(b"POST", b"/mcp", [(b"Host", b"evil.example"), *HEAD[1:]]) == 421
+    assert status(b"POST", b"/mcp", [*HEAD, (b"Origin", b"https://evil.example")]) == 403
+    assert status(b"POST", b"/elsewhere", HEAD) == 404
+    assert status(b"GET", b"/mcp", HEAD) == 405
+    assert status(b"POST", b"/mcp", [HEAD[0], (b"Content-Type", b"text/plain"), *HEAD[2:]]) == 415
+    assert status(b"POST", b"/mcp", [*HEAD[:2], (b"Accept", b"text/html")]) == 406
+    assert status(b"POST", b"/mcp", [*HEAD, (b"Transfer-Encoding", b"chunked")]) is None
+    framed_twice = [*HEAD, (b"Transfer-Encoding", b"chunked"), (b"Content-Length", b"2")]
+    with pytest.raises(Refusal):  # framed two ways: refused however often the rest passed
+        status(b"POST", b"/mcp", framed_twice)
+    for index in range(200):  # a client changing a value each time: what is kept is bounded
+        origin = (b"Origin", b"http://localhost:%d" % index)
+        assert status(b"POST", b"/mcp", [*HEAD, origin]) is None
+    assert len(rules._passed) <= 64
+
+
 def test_a_reply_is_answered_as_json_with_its_status_and_retry_after() -> None:
     assert answer_of(None) == (202, [], b"")
     assert answer_of(Reply(body=b"{}")) == (200, [JSON], b"{}")
