@@ -63,6 +63,10 @@ def iso_utc(when: float) -> str:
     return text
 
 
+_SHOWN_KEPT: Final = 256
+"""Tasks whose `tasks/get` result an `Encoder` keeps encoded (`shown_task`)..."""
+_SHOWN_MAX_BYTES: Final = 16 * 1024
+"""...each at most this long (a larger result is encoded each time): 4 MiB at most."""
 _FORMATTED_KEPT: Final = 4096
 _formatted: dict[float, str] = {}
 
@@ -131,6 +135,7 @@ class Encoder:
         """Name `info` as the server in the `_meta` of replies from now on."""
         self.result_meta = w.ResultMeta(server_info=info)
         self.meta_dict: dict[str, Any] = msgspec.to_builtins(self.result_meta)
+        self._shown: dict[tuple[str, int, TaskStatus, float], msgspec.Raw] = {}
 
     def result(self, request_id: w.RequestId, result: Any) -> Reply:
         body = w.json_encoder.encode(w.ResultResponse(id=request_id, result=result))
@@ -163,6 +168,20 @@ class Encoder:
         reply = self.error_object(request_id, w.ErrorObject(code=code, message=message, data=data))
         seconds = None if retry_after_ms is None else max(1, -(-retry_after_ms // 1000))
         return msgspec.structs.replace(reply, http_status=http_status, retry_after_seconds=seconds)
+
+    def shown_task(self, record: TaskRecord) -> msgspec.Raw:
+        """`detailed_task`, encoded: kept for the record's version (and, should a write
+        have bypassed the core, its status and time of change), as a client polls the
+        same task again and again until it changes."""
+        key = (record.task_id, record.version, record.status, record.last_updated_at)
+        shown = self._shown.get(key)
+        if shown is None:
+            shown = msgspec.Raw(w.json_encoder.encode(self.detailed_task(record)))
+            if len(shown) <= _SHOWN_MAX_BYTES:
+                if len(self._shown) >= _SHOWN_KEPT:
+                    self._shown.clear()
+                self._shown[key] = shown
+        return shown
 
     def detailed_task(self, record: TaskRecord) -> w.DetailedTask:
         """The task as `tasks/get` shows it."""

@@ -229,7 +229,7 @@ class Tasks:
         encode, injected = self._parts.encode, self._parts.injected
         wait_ms = injected.poll_wait_ms(request.principal, record, now) if injected.polls else None
         if wait_ms is None:
-            return Step(reply=encode.result(request.request_id, encode.detailed_task(record)))
+            return Step(reply=encode.result(request.request_id, encode.shown_task(record)))
         message = (
             f"Polling too fast: task {record.task_id!r} advises pollIntervalMs="
             f"{record.poll_interval_ms}; poll again in {wait_ms} ms"

@@ -40,6 +40,10 @@ from mcp_tasks.core import (
     decode_result_type,
     iso_utc,
 )
+from mcp_tasks.core._encode import Encoder
+from mcp_tasks.core._records import TaskRecord
+from mcp_tasks.core._state import TaskStatus
+from mcp_tasks.core._wire import Implementation
 
 STAMP = "2026-08-01T12:00:00.000Z"
 COMMON: dict[str, Any] = {
@@ -176,3 +180,38 @@ def test_request_meta_reads_the_namespaced_keys() -> None:
 def test_iso_utc_matches_datetime_to_the_millisecond(when: float) -> None:
     stamp = datetime.datetime.fromtimestamp(when, datetime.UTC)
     assert iso_utc(when) == stamp.isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def test_a_polled_task_is_encoded_once_a_version_and_shown_as_it_is() -> None:
+    encoder = Encoder(Implementation(name="s", version="1"))
+    working = TaskRecord(
+        task_id="t1",
+        version=1,
+        tool_name="x",
+        status=TaskStatus.WORKING,
+        created_at=0.0,
+        last_updated_at=0.0,
+        ttl_ms=None,
+        poll_interval_ms=None,
+    )
+
+    def shown(record: TaskRecord) -> dict[str, Any]:
+        raw = encoder.shown_task(record)
+        assert bytes(raw) == msgspec.json.encode(encoder.detailed_task(record))
+        return json.loads(bytes(raw))
+
+    assert encoder.shown_task(working) is encoder.shown_task(working)  # kept
+    assert shown(working)["status"] == "working"
+    said = working.replace(status_message="half way", last_updated_at=1.0)
+    assert shown(said)["statusMessage"] == "half way"
+    bypassed = msgspec.structs.replace(working, status=TaskStatus.CANCELLED)  # same version
+    assert shown(bypassed)["status"] == "cancelled"
+    large = said.replace(
+        status=TaskStatus.COMPLETED, result=msgspec.Raw(b'"' + b"x" * 20_000 + b'"')
+    )
+    assert encoder.shown_task(large) is not encoder.shown_task(large)  # too large to keep
+    for version in range(1000):  # what is kept is bounded
+        encoder.shown_task(msgspec.structs.replace(working, version=version))
+    assert len(encoder._shown) <= 256
+    encoder.use_info(Implementation(name="renamed", version="2"))
+    assert shown(working)["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "renamed"
