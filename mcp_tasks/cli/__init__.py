@@ -9,13 +9,14 @@ HTTP endpoint with OAuth (`mcp_tasks.auth.ResourceServer`; see `_serve_auth`).
 
 The first SIGINT (Ctrl-C) or SIGTERM stops the transport and leaves `Server.running()`
 normally, so running tasks get the server's shutdown grace; a second one cancels them at
-once. Either way the command exits 0.
+once. Either way the command exits 0. `--workers N` serves HTTP from N processes on one
+socket and a store they share (Redis), kept by a supervisor (`_workers`: restarts, SIGHUP).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import msgspec
@@ -29,7 +30,7 @@ from ._calling import call, list_command, parse_arguments, task, tools
 from ._environment import name_variables
 from ._login import login, logout
 from ._replay import replay_command
-from ._serve_auth import auth_options, resource_server_for
+from ._serve_auth import auth_options, protection_line, resource_server_for
 from ._serving import (
     LOOPS,
     Serve,
@@ -38,10 +39,13 @@ from ._serving import (
     http_transport,
     run_on_loop,
     run_server,
+    say,
+    serving_line,
     stdio_transport,
     use_otel,
 )
 from ._target import load_server
+from ._workers import MAX_WORKERS, Seat, refuse_unless_shareable, supervise, take_seat
 
 __all__ = [
     "DEFAULT_HOST",
@@ -57,6 +61,9 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:
+    from ..auth import ResourceServer
 
 _http_transport = http_transport  # the name `serve` calls (tests stand in for it)
 
@@ -202,6 +209,16 @@ def main() -> None:
     show_default=True,
     help="Rotate the journal past this size (PATH.1 the newest of five kept).",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1, max=MAX_WORKERS),
+    default=1,
+    show_default=True,
+    help="HTTP: serve from this many processes on one listening socket, to use more than one "
+    "core; needs a store they share (--store redis://...). A worker that dies is started "
+    "again; SIGHUP replaces them all without closing the port. At most "
+    f"{MAX_WORKERS}; about one a core.",
+)
 @auth_options
 @click.pass_context
 def serve(  # noqa: PLR0917 - click passes every option
@@ -225,6 +242,7 @@ def serve(  # noqa: PLR0917 - click passes every option
     modern_only: bool,
     record_path: str | None,
     record_max_bytes: int,
+    workers: int,
     auth_issuer: str | None,
     auth_audience: str | None,
     auth_scopes: tuple[str, ...],
@@ -237,6 +255,10 @@ def serve(  # noqa: PLR0917 - click passes every option
     """
     if stdio and address is not None:
         raise click.UsageError("--http and --stdio cannot be used together: choose one.")
+    seat = take_seat()  # a worker of --workers N: its supervisor's sockets
+    supervising = workers > 1 and seat is None
+    if supervising:
+        refuse_unless_shareable(stdio=stdio, store_url=store_url, record=record_path is not None)
     protection = resource_server_for(
         ctx,
         stdio=stdio,
@@ -247,9 +269,9 @@ def serve(  # noqa: PLR0917 - click passes every option
     )
     configure_logging(log_level, log_format)
     server = load_server(target)
-    if otel:
+    if otel and not supervising:
         use_otel(server)
-    if store_url is not None:
+    if store_url is not None and not supervising:
         server.use_store(_open_store(store_url))
     if lease_seconds is not None:
         server.lease_seconds = lease_seconds
@@ -269,17 +291,12 @@ def serve(  # noqa: PLR0917 - click passes every option
         except ValueError as refused:  # a symbolic link at PATH
             raise click.ClickException(f"cannot record: {refused}") from None
     host, port = address or (DEFAULT_HOST, DEFAULT_PORT)
-    if stdio and allowed_hosts:
-        raise click.UsageError("--allow-host is for --http: stdio has no Host header.")
-    if stdio and access_log:
-        raise click.UsageError("--access-log is for --http: stdio has no HTTP requests.")
-    transport = (
-        stdio_transport()
-        if stdio
-        else _http_transport(host, port, allowed_hosts, access_log, protection)
-    )
+    transport = _transport(stdio, (host, port), allowed_hosts, access_log, protection, seat)
+    if supervising:
+        _supervise(server, workers, (host, port), protection)
+        return
     try:
-        run_on_loop(loop, run_server, server, transport)
+        run_on_loop(loop, run_server, server, transport, seat is not None)
     except KeyboardInterrupt:  # before the signal handlers were in place
         pass
     except Exception as error:
@@ -290,6 +307,42 @@ def serve(  # noqa: PLR0917 - click passes every option
     finally:
         if otel:
             flush_otel()
+
+
+def _transport(  # noqa: PLR0917 - the options of the transport
+    stdio: bool,
+    address: tuple[str, int],
+    allowed_hosts: tuple[str, ...],
+    access_log: bool,
+    protection: ResourceServer | None,
+    seat: Seat | None,
+) -> Serve:
+    """stdio, HTTP, or HTTP on the sockets of a worker's `seat` (`--workers N`)."""
+    if stdio and allowed_hosts:
+        raise click.UsageError("--allow-host is for --http: stdio has no Host header.")
+    if stdio and access_log:
+        raise click.UsageError("--access-log is for --http: stdio has no HTTP requests.")
+    if stdio:
+        return stdio_transport()
+    host, port = address
+    if seat is None:
+        return _http_transport(host, port, allowed_hosts, access_log, protection)
+    return http_transport(host, port, allowed_hosts, access_log, protection, seat=seat)
+
+
+def _supervise(
+    server: Server, workers: int, address: tuple[str, int], protection: ResourceServer | None
+) -> None:
+    """The supervisor of `--workers N`: the lines a single process says, then the workers."""
+
+    def announce(bound: int) -> None:
+        say(serving_line(server, host, bound))
+        if protection is not None:
+            say(protection_line(protection))
+
+    host, port = address
+    say(capacity(server.core.task_options))
+    supervise(workers, host, port, announce)
 
 
 def _apply_limits(

@@ -22,6 +22,7 @@ from ._serve_auth import protection_line
 
 if TYPE_CHECKING:
     from ..auth import ResourceServer
+    from ._workers import Seat
 
 Serve = Callable[[Server], Awaitable[None]]
 T = TypeVar("T")
@@ -74,8 +75,11 @@ def http_transport(
     allowed_hosts: Sequence[str] = (),
     access_log: bool = False,
     resource_server: ResourceServer | None = None,
+    *,
+    seat: Seat | None = None,
 ) -> Serve:
-    """Streamable HTTP on `host:port`, protected by `resource_server` when given."""
+    """Streamable HTTP on `host:port`, protected by `resource_server` when given; a worker
+    of `--workers N` serves on its `seat`'s sockets instead, and its supervisor says where."""
     try:  # imported here so that stdio never depends on it
         from ..transports._http_server import HttpConfig, serve_http  # noqa: PLC0415
     except ImportError as error:
@@ -88,15 +92,24 @@ def http_transport(
     endpoint = config.endpoint
 
     async def serve(server: Server) -> None:
+        sockets = () if seat is None else seat.sockets
+        start = partial(serve_http, server, host, port, config=config, sockets=sockets)
         async with anyio.create_task_group() as nursery:
-            bound = await nursery.start(partial(serve_http, server, host, port, config=config))
-            shown = f"[{host}]" if ":" in host else host
-            name = f"{server.info.name} {server.info.version}"
-            say(f"serving {name} on http://{shown}:{bound}{endpoint}")
+            bound = await nursery.start(start)
+            if seat is not None:
+                seat.ready()
+                nursery.start_soon(seat.watch_supervisor)
+                return
+            say(serving_line(server, host, bound, endpoint))
             if resource_server is not None:
                 say(protection_line(resource_server))
 
     return serve
+
+
+def serving_line(server: Server, host: str, port: int, endpoint: str = "/mcp") -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"serving {server.info.name} {server.info.version} on http://{shown}:{port}{endpoint}"
 
 
 def capacity(options: TaskOptions) -> str:
@@ -138,12 +151,15 @@ def say(message: str) -> None:
     click.echo(f"mcp-tasks: {message}", err=True)
 
 
-async def run_server(server: Server, serve: Serve) -> None:
+async def run_server(server: Server, serve: Serve, worker: bool = False) -> None:
+    """Serve until a signal stops it; a `worker` of `--workers N` leaves the capacity line
+    to its supervisor."""
     try:
         await server.store.count()  # reachable before anything is served
     except Exception as error:
         raise click.ClickException(f"cannot use the task store {server.store!r}: {error}") from None
-    say(capacity(server.core.task_options))
+    if not worker:
+        say(capacity(server.core.task_options))
     try:
         await _serve_until_stopped(server, serve)
     finally:

@@ -1,10 +1,12 @@
 """The listeners and accept loop of `serve_http`: new connections, and patience when out of
 descriptors. On asyncio a connection is a `ProtocolStream` (`_asyncio_stream` says why).
 
-A listener is closed when serving stops (no new connection is taken while the server
-drains). Out of file descriptors (or memory), `accept` waits and tries again, longer each
-time up to a second, and says so once per `_LOG_SECONDS`: not a traceback ten times a
-second.
+`listen` binds; `adopt` takes sockets bound and listening already (a supervisor's, shared by
+the worker processes of `mcp-tasks serve --workers N`: one accept queue, whichever worker is
+free takes the next connection). A listener is closed when serving stops (no new connection
+is taken while the server drains). Out of file descriptors (or memory), `accept` waits and
+tries again, longer each time up to a second, and says so once per `_LOG_SECONDS`: not a
+traceback ten times a second.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import errno
 import logging
 import math
-from collections.abc import Awaitable, Callable, Coroutine
+import socket
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
 from typing import Any, Final
 
@@ -22,7 +25,7 @@ import trio
 
 from ._asyncio_stream import accept_on_asyncio
 
-__all__ = ["accept", "listen"]
+__all__ = ["accept", "adopt", "listen"]
 
 logger = logging.getLogger("mcp_tasks.transports.http")
 
@@ -80,3 +83,13 @@ async def listen(host: str, port: int) -> list[anyio.abc.SocketListener]:
     if isinstance(listener, anyio.abc.SocketListener):
         return [listener]
     return [part for part in listener.listeners if isinstance(part, anyio.abc.SocketListener)]
+
+
+async def adopt(sockets: Sequence[socket.socket]) -> list[anyio.abc.SocketListener]:
+    """A listener on each of `sockets`, bound and listening already; each is closed with its
+    listener (the descriptor is this process's own: other processes' copies stay open)."""
+    listeners = []
+    for listening in sockets:
+        listening.setblocking(False)
+        listeners.append(await anyio.abc.SocketListener.from_socket(listening))
+    return listeners

@@ -48,13 +48,19 @@ Cancelling `serve_http` drains: the listeners close, idle connections close, req
 flight run to their end and are answered with `Connection: close` (a probe on a connection
 that had begun it: 503 "draining"); what is left after `drain_timeout_seconds` is
 cancelled. Connections run in a nursery shielded from that cancellation, so only the drain
-deadline reaches them.
+deadline reaches them. On `sockets` shared with other processes (the workers of `mcp-tasks
+serve --workers N`), where the port lives on after this process, idle connections are
+closed `_SHARED_FIRST_REQUEST_SECONDS` into the drain, not at once: one accepted just before
+would otherwise be closed with its first request unread (a failed request, where another
+worker would have answered it).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import cast
+import socket
+from collections.abc import Sequence
+from typing import Final, cast
 
 import anyio
 import anyio.abc
@@ -63,7 +69,7 @@ from anyio.abc import SocketAttribute
 from .._support import backend as _backend
 from ._budget import ByteBudget
 from ._exchange import keeper_tick
-from ._http_accept import accept, listen
+from ._http_accept import accept, adopt, listen
 from ._http_connection import HttpConnection
 from ._http_health import Probes
 from ._http_rules import (
@@ -79,6 +85,10 @@ __all__ = ["Authenticator", "HttpConfig", "Unauthorized", "serve_http"]
 
 logger = logging.getLogger("mcp_tasks.transports.http")
 
+_SHARED_FIRST_REQUEST_SECONDS: Final = 0.25
+"""On shared sockets, how long a drain waits before it closes the idle connections (the
+theory of operation says why)."""
+
 
 async def serve_http(
     server: MessageHandler,
@@ -86,6 +96,7 @@ async def serve_http(
     port: int = 8000,
     *,
     config: HttpConfig | None = None,
+    sockets: Sequence[socket.socket] = (),
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `server` over Streamable HTTP until cancelled, then drain.
@@ -93,11 +104,14 @@ async def serve_http(
     Run it inside `async with server.running():`, under `nursery.start` to learn the bound
     port (`port=0` picks a free one). Bound to loopback (the default), requests whose `Host`
     is not a loopback name are refused: DNS rebinding protection. Runs on asyncio or trio.
+    `sockets`, bound and listening already (shared with other processes, say), are served
+    instead of binding `host:port`; they are closed when serving stops.
     """
     config = HttpConfig() if config is None else config
-    listeners = await listen(host, port)
+    listeners = await adopt(sockets) if sockets else await listen(host, port)
     addresses = [listener.extra(SocketAttribute.local_address) for listener in listeners]
-    serving = _Serving(server, config, loopback=all(is_loopback(str(a[0])) for a in addresses))
+    loopback = all(is_loopback(str(a[0])) for a in addresses)
+    serving = _Serving(server, config, loopback=loopback, shared=bool(sockets))
     async with anyio.create_task_group() as nursery:
         connections = await nursery.start(serving.hold_connections)
         for listener in listeners:
@@ -114,7 +128,9 @@ async def serve_http(
 class _Serving:
     """What the connections of one `serve_http` share: the server, the rules, the drain."""
 
-    def __init__(self, server: MessageHandler, config: HttpConfig, *, loopback: bool) -> None:
+    def __init__(
+        self, server: MessageHandler, config: HttpConfig, *, loopback: bool, shared: bool = False
+    ) -> None:
         self.server = server
         self.session_server = cast(SessionHandler, server)
         """`server`, as a 2025 session's request is handed to it (`session=`)."""
@@ -123,6 +139,9 @@ class _Serving:
         self.probes = Probes(config)
         self.bodies = ByteBudget.of(config)
         self.draining = False
+        self.shared = shared
+        """Serving sockets shared with other processes: idle connections close a little
+        into the drain."""
         self.connections: set[HttpConnection] = set()
         self.tick = keeper_tick(config)
         self._connected = _backend.event()
@@ -142,6 +161,9 @@ class _Serving:
                 async with anyio.create_task_group() as connections:
                     task_status.started(connections)
                     await self._drain_started.wait()
+                    if self.shared:
+                        await anyio.sleep(_SHARED_FIRST_REQUEST_SECONDS)
+                        self._close_idle()
                 keeper.cancel_scope.cancel()
 
     async def _keep_time(self) -> None:
@@ -162,6 +184,10 @@ class _Serving:
         self.server.end_subscriptions()  # listen streams would otherwise hold the drain
         self._hold.deadline = anyio.current_time() + self.config.drain_timeout_seconds
         self._drain_started.set()
+        if not self.shared:
+            self._close_idle()
+
+    def _close_idle(self) -> None:
         for connection in list(self.connections):
             connection.close_if_idle()
 
