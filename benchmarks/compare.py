@@ -15,6 +15,8 @@ pinned to core 1):
 * `mcp_tasks`: `benchmarks/servers.py` (memory store, every check on);
 * `fastmcp-tasks`: fastmcp 4.1.4 with fastmcp-tasks 4.1.4 on its in-memory backend;
 * `official SDK`: `mcp` 2.3.0, which has no tasks: the synchronous tool call only;
+* `TypeScript SDK`: the TypeScript SDK's server on Node (`peers/ts_server.mjs`, JSON
+  answers, stateless), from tests/interop/npm where it is installed: the tool call only;
 * the ceilings: a fixed answer (msgspec decodes each request, a fixed result of the right
   shape goes back) behind httptools, as an asyncio `Protocol` on asyncio's loop and on
   uvloop, and on trio's sockets: what Python does here at best on each loop;
@@ -23,6 +25,9 @@ pinned to core 1):
 * embedded (on the task workloads): ours as an ASGI app (`mcp_tasks.asgi`) under uvicorn
   (uvloop and httptools; and asyncio with h11) and under hypercorn's trio worker, and the
   official SDK's `MCPServer` with our `TasksExtension` (`benchmarks/sdk_tasks_server.py`).
+
+Beside them: where a request's CPU time goes, part by part (`split.py`), and `serve
+--workers 2` against one worker on Redis (`workers.py`).
 
 Every server has a synchronous `greet` and a task `slow_compute`. The same load goes to all
 of them, the 2026-07-28 wire with every header: 16 keep-alive connections over 127.0.0.1,
@@ -52,6 +57,7 @@ import importlib.util
 import json
 import platform
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -289,6 +295,9 @@ ASGI_UVICORN, ASGI_UVICORN_H11, ASGI_HYPERCORN = (
     "ASGI (hypercorn)",
 )
 SDK_TASKS = "SDK + TasksExtension"
+TS_SDK = "TypeScript SDK"
+"""The TypeScript SDK's server on Node (`peers/ts_server.mjs`, `@modelcontextprotocol/server`
+from tests/interop/npm): no tasks, the synchronous tool call only."""
 EMBEDDED = [ASGI_UVICORN, ASGI_UVICORN_H11, ASGI_HYPERCORN, SDK_TASKS]
 """The servers that embed ours (run in the project's environment), on the task workloads."""
 CEILING_ASYNCIO = "ceiling: asyncio + httptools"
@@ -353,7 +362,22 @@ def http_servers(peers_python: str | None) -> list[HttpServer]:
             ),
             HttpServer("official SDK", lambda port: [peers_python, sdk, "http", str(port)]),
         ]
+        found += _typescript_server()
     return found
+
+
+def _typescript_server() -> list[HttpServer]:
+    """The TypeScript SDK's server, where tests/interop/npm is installed (Node and all)."""
+    ts_peer = _load("ts_peer")
+    try:
+        node = ts_peer.node()
+        for package in (*ts_peer.PACKAGES["v2"], "zod"):
+            ts_peer.package_version(package)
+    except RuntimeError as missing:
+        print(f"without the {TS_SDK} server: {missing}", file=sys.stderr)
+        return []
+    server = str(ts_peer.SERVER)
+    return [HttpServer(TS_SDK, lambda port: [node, server, "v2", str(port)])]
 
 
 def stdio_commands(peers_python: str | None) -> dict[str, list[str]]:
@@ -386,7 +410,7 @@ def throughput(
     task_ids = {
         name: completed_task(server)
         for name, server in servers.items()
-        if name not in (*FIXED, "official SDK")
+        if name not in (*FIXED, "official SDK", TS_SDK)
     }
     task_ids.update(dict.fromkeys(FIXED, "tsk_limitlimitlimitlimitlimitlimit"))
     with_tasks = ["mcp_tasks", ON_TRIO, "fastmcp-tasks", *FIXED, *EMBEDDED, *OBSERVED]
@@ -408,7 +432,7 @@ def throughput(
             lambda s: loadgen.task_lives(s.port, plan.warmup, plan.seconds),
         ),
         "sync tool calls (HTTP)": (
-            ["mcp_tasks", ON_TRIO, "official SDK", "fastmcp-tasks", *FIXED, *OBSERVED],
+            ["mcp_tasks", ON_TRIO, "official SDK", TS_SDK, "fastmcp-tasks", *FIXED, *OBSERVED],
             lambda s: loadgen.wrk_requests(
                 s.port, loadgen.greet_call(s.port), plan.warmup, plan.seconds
             ),
@@ -631,6 +655,9 @@ def versions(peers_python: str | None) -> dict[str, str]:
             [peers_python, "-c", script], capture_output=True, text=True, check=True
         )
         found.update(json.loads(out.stdout))
+        with contextlib.suppress(RuntimeError):  # the TypeScript SDK server's, if installed
+            package = "@modelcontextprotocol/server"
+            found[package] = _load("ts_peer").package_version(package)
     return found
 
 
@@ -656,8 +683,39 @@ def run_all(peers_python: str | None, plan: Plan, log: Callable[[str], None]) ->
         for server in http_servers(peers_python)
         if server.name in ("mcp_tasks", "fastmcp-tasks")
     }
+    figures["split"] = where_the_time_goes(log)
+    figures["workers"] = more_than_one_core(plan, log)
     figures["seconds"] = time.monotonic() - started
     figures["aims"] = aims(figures)
+    return figures
+
+
+def where_the_time_goes(log: Callable[[str], None]) -> dict[str, Any]:
+    """`split.py` on each loop, on the server's core: CPU us a request, part by part."""
+    found = {}
+    for loop in ("asyncio", "trio"):
+        command = [sys.executable, str(HERE / "split.py"), "--loop", loop]
+        if _can_pin():
+            command = ["taskset", "-c", str(SERVER_CPU), *command]
+        found[loop] = json.loads(subprocess.run(command, check=True, capture_output=True).stdout)
+        log(f"where the time goes, {loop}: {found[loop]}")
+    return found
+
+
+def more_than_one_core(plan: Plan, log: Callable[[str], None]) -> dict[str, Any] | None:
+    """`serve --workers 2` beside one worker, on Redis (`workers.py`); None without
+    redis-server. Nothing is pinned: the workers are to use both cores."""
+    if shutil.which("redis-server") is None:
+        log("serve --workers: not measured (no redis-server)")
+        return None
+    pinned = os.sched_getaffinity(0) if _can_pin() else None
+    if pinned is not None:  # the workers (and wrk) inherit it: let them have every core
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    try:
+        figures: dict[str, Any] = _load("workers").workers_figures(plan.seconds, log)
+    finally:
+        if pinned is not None:
+            os.sched_setaffinity(0, pinned)
     return figures
 
 
@@ -767,6 +825,12 @@ def aims(figures: dict[str, Any]) -> list[dict[str, Any]]:
             "sync tool calls/s, HTTP",
             _ratio(http["sync tool calls (HTTP)"], "mcp_tasks", "official SDK"),
             "official SDK",
+            5,
+        ),
+        Aim(
+            "sync tool calls/s, HTTP",
+            _ratio(http["sync tool calls (HTTP)"], "mcp_tasks", TS_SDK),
+            TS_SDK,
             5,
         ),
         Aim(
@@ -903,6 +967,41 @@ def _session_ratio(http: dict[str, Any], workload: str, modern_workload: str) ->
     return float(entry["mcp_tasks"]["per_second"] / modern["per_second"])
 
 
+def _split_table(figures: dict[str, Any]) -> list[str]:
+    """Where a request's CPU time goes (`split.py`), on each loop."""
+    split = figures.get("split")
+    if not split:
+        return ["Where the time goes: not measured in this run.", ""]
+    out = ["| where the time goes (CPU us a request) | whole connection | server.handle | "
+           "head read | HTTP layer, head too |", "| --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    for loop, workloads in split.items():
+        for workload, parts in workloads.items():
+            cells = [parts[key] for key in ("connection_us", "server_us", "head_us")]
+            cells.append(parts["transport_us"])
+            out.append(f"| {workload}, {loop} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
+    return [*out, *_apart(figures, "split"), ""]
+
+
+def _apart(figures: dict[str, Any], key: str) -> list[str]:
+    """A line naming when a section was measured, if not in the run of the rest."""
+    when = figures.get("measured_apart", {}).get(key)
+    return ["", f"(Measured apart from the rest of this page: {when}.)"] if when else []
+
+
+def _workers_table(figures: dict[str, Any]) -> list[str]:
+    """`serve --workers 2` beside one worker (`workers.py`)."""
+    workers = figures.get("workers")
+    if not workers:
+        return ["`serve --workers`: not measured in this run.", ""]
+    out = [f"| `serve --workers`, {workers['store']} (per second) | 1 worker | 2 workers | "
+           "2 / 1 |", "| --- | ---: | ---: | ---: |"]  # fmt: skip
+    for workload in ("greet", "tasks/get"):
+        entry = workers[workload]
+        one, two = entry["workers_1"]["per_second"], entry["workers_2"]["per_second"]
+        out.append(f"| {workload} | {_number(one)} | {_number(two)} | {entry['ratio']:.2f} |")
+    return [*out, *_apart(figures, "workers"), ""]
+
+
 def _legacy_table(figures: dict[str, Any]) -> list[str]:
     """Sync tool calls over stdio from a 2025 client (`initialize` first) beside a
     2026-07-28 one, ours and the official SDK's; nothing for figures measured before."""
@@ -942,7 +1041,7 @@ def _legacy_table(figures: dict[str, Any]) -> list[str]:
 def tables(figures: dict[str, Any]) -> str:
     """The figures as Markdown tables."""
     out = []
-    columns = ["mcp_tasks", "fastmcp-tasks", "official SDK", "limit", *CEILINGS]
+    columns = ["mcp_tasks", "fastmcp-tasks", "official SDK", TS_SDK, "limit", *CEILINGS]
     out.append("| figure | " + " | ".join(columns) + " | ours / asyncio ceiling |")
     out.append("| --- |" + " ---: |" * (len(columns) + 1))
     rows = [(name, entry) for name, entry in figures["http"].items()]
@@ -980,6 +1079,8 @@ def tables(figures: dict[str, Any]) -> str:
     out.append("")
     out.extend(_loop_table(figures))
     out.extend(_legacy_table(figures))
+    out.extend(_split_table(figures))
+    out.extend(_workers_table(figures))
     out.append(
         "| stored finished tasks | server | RSS (MiB) | bytes per task | "
         "tasks/get req/s | p50 (ms) | p99 (ms) |"
@@ -1126,17 +1227,24 @@ is checked (status 200 or 202, no JSON-RPC error). Pinning: {pinned}.
 
 ## Where the time goes
 
-A profile of our server under the `tasks/get` load, after the request head moved from h11
-to httptools (issue 33): the server process is busy all the time, and all of it is Python
-on the request's path; uvloop's own part is small. Under cProfile (which inflates each call
-alike), a request splits about like this: the core and the runtime around it (decode, the
-store read, encode; the interpreter, the era check) a third; the head (llhttp, and our
-callbacks that keep the headers the endpoint reads) a sixth; writing the answer to the
-socket a twelfth; and the rest, a good third, the connection's own layering: the rules'
-checks, the body's intake, the answer's framing, the coroutines resumed per request. h11
-alone had cost more than all of that together. What remains to reach 0.3 of the ceiling is
-doing less per request in that third and in the runtime: no coroutine where nothing waits,
-a body already in hand taken whole, a `Protocol`-native path on asyncio.
+`benchmarks/split.py` measures each part of a request alone, in CPU microseconds, without
+a profiler (which inflates every call alike) and without a socket (whose kernel work a
+server under wrk shares with the load generator): one connection answering thousands of
+requests from an in-memory stream (each read a real suspension of the loop, no system
+call), `Server.handle` alone on the same request, and the request's head read alone from
+its bytes; the HTTP layer is the connection less the server. Its table is above ("where the
+time goes"). A `tasks/get` spends about a quarter of its time in the core and the runtime
+(the store read, the era and header checks; its encoded task is kept from one poll to the
+next), a sixth reading the head (llhttp, and the Python callbacks that keep the headers the
+endpoint reads: a Python call per header), and the rest in the connection's own layers:
+the rules' verdict, the body taken, the answer framed, the coroutines resumed per request.
+Under wrk, the loop, the task's wake-up and the `send` system call add 12 to 20 us a
+request, about all that the asyncio ceiling spends (15 us). So reaching 0.3 of that
+ceiling on asyncio (50 us a request) takes some 20 us fewer of our own Python per
+request; this issue's changes so far took the connection from 68 to 57 us (a body that
+came whole is taken without waiting, a head that passed is remembered, a polled task is
+encoded once a version). On trio the loop itself costs more, and its ceiling is half
+asyncio's: `serve` on trio meets its aims.
 
 Over stdio the server's CPU time per answer (`cpu_us_per_answer` in `benchmarks.json`, read
 from `/proc`, which other work on the machine sways less than answers/s) is the figure to

@@ -156,6 +156,19 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
     assert "| tasks/get (req/s) |" in page and "benchmarks.png" in page
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
     assert json.loads((tmp_path / "benchmarks.json").read_text())["aims"] == figures["aims"]
+    for loop in ("asyncio", "trio"):  # where the time goes: the parts add up
+        for parts in figures["split"][loop].values():
+            assert 0 < parts["head_us"] < parts["connection_us"]
+            assert parts["server_us"] + parts["transport_us"] == pytest.approx(
+                parts["connection_us"], abs=0.2
+            )
+    workers = figures["workers"]  # serve --workers 2 beside one, on Redis
+    for workload in ("greet", "tasks/get"):
+        for count in ("workers_1", "workers_2"):
+            run = workers[workload][count]
+            assert run["count"] > 0 and run["failures"] == 0, (workload, count)
+    assert "| where the time goes (CPU us a request) |" in page
+    assert "| `serve --workers`, redis (per second) |" in page
 
 
 @pytest.mark.slow
@@ -168,7 +181,7 @@ def test_the_one_command_installs_the_peers_and_measures_them_side_by_side() -> 
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     figures = json.loads(out.stdout)
-    peers = {"fastmcp-tasks", "official SDK"}
+    peers = {"fastmcp-tasks", "official SDK", "TypeScript SDK"}
     assert figures["versions"]["fastmcp-tasks"] == "4.1.4" and figures["versions"]["mcp"] == "2.3.0"
     observed = {"mcp_tasks, INFO logs", "mcp_tasks, OpenTelemetry", "mcp_tasks, recording"}
     synchronous = {"mcp_tasks", "mcp_tasks on trio", "limit", *CEILINGS, *peers, *observed}
