@@ -184,13 +184,7 @@ class HttpServer:
             _wait_until_serving(running)
             yield running
         finally:
-            process.send_signal(signal.SIGCONT)
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            loadgen.stop(process)
 
 
 def _wait_until_serving(server: Running, timeout: float = 60.0) -> None:

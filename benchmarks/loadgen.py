@@ -18,6 +18,7 @@ import json
 import os
 import resource
 import selectors
+import signal
 import socket
 import subprocess
 import tempfile
@@ -441,6 +442,17 @@ def stdio_requests(
     return {"count": count, "failures": failures, "per_second": count / seconds,
             "unanswered": in_flight,
             "cpu_us_per_answer": cpu / count * 1e6 if cpu and count else None}  # fmt: skip
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """End a server: resumed (it may be paused), SIGTERM, and SIGKILL past `timeout`."""
+    process.send_signal(signal.SIGCONT)
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def cpu_seconds(pid: int) -> float:

@@ -118,13 +118,7 @@ def started(sdk: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
             raise RuntimeError(f"the TS SDK server ({sdk}) did not start: {line!r} {error}")
         yield process, int(line.split()[1])
     finally:
-        process.send_signal(signal.SIGCONT)
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        loadgen.stop(process)
 
 
 def _labelled(result: dict[str, Any], sdk: str) -> dict[str, Any]:

@@ -30,7 +30,6 @@ import contextlib
 import importlib.util
 import json
 import re
-import signal
 import subprocess
 import tempfile
 import time
@@ -74,12 +73,7 @@ def served(workers: int, store_url: str) -> Iterator[Any]:
             compare._wait_until_serving(running)
             yield running
         finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            loadgen.stop(process, timeout=30)
 
 
 def _wait_for_workers(process: subprocess.Popen[bytes], errors: Any, workers: int) -> int:
