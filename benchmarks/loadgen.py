@@ -382,7 +382,8 @@ def stdio_requests(
 ) -> dict[str, Any]:
     """Start `command`, wait for its first answer, then keep `window` copies of `line` in
     flight on its stdin; answers/s off its stdout, and the CPU time the server spent on each
-    (`cpu_us_per_answer`: less swayed than answers/s by whatever else the machine runs).
+    (`cpu_us_per_answer`: less swayed than answers/s by whatever else the machine runs), and
+    this generator's share of its core (`load_cpu_share`: near 1, it may be what limits).
     `prelude` (lines ending in a request) goes first, in place of the first `line`: a 2025
     client's `initialize`. Every answer is read before stdin closes (a server may drop what
     is in flight at end of input)."""
@@ -422,13 +423,13 @@ def stdio_requests(
             lines = read_lines(1.0)
             now = time.perf_counter()
             if window_start <= now < window_end:
-                if cpu_at_start is None:  # the window's first answers
-                    cpu_at_start = cpu_seconds(process.pid)
+                if cpu_at_start is None:  # the window's first answers: the server's, ours
+                    cpu_at_start = cpu_seconds(process.pid), _own_cpu_seconds(), now
                 count += len(lines)
                 failures += sum(b'"error"' in answer for answer in lines)
             if lines:
                 send(len(lines))
-        cpu = None if cpu_at_start is None else cpu_seconds(process.pid) - cpu_at_start
+        cpu, share = _window_costs(process.pid, cpu_at_start)
         deadline = time.monotonic() + 30
         in_flight = window
         while in_flight and time.monotonic() < deadline:  # the tail, before closing stdin
@@ -440,7 +441,7 @@ def stdio_requests(
             process.kill()
             process.wait()
     return {"count": count, "failures": failures, "per_second": count / seconds,
-            "unanswered": in_flight,
+            "unanswered": in_flight, "load_cpu_share": share,
             "cpu_us_per_answer": cpu / count * 1e6 if cpu and count else None}  # fmt: skip
 
 
@@ -453,6 +454,23 @@ def stop(process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def _window_costs(
+    pid: int, at_start: tuple[float, float, float] | None
+) -> tuple[float | None, float | None]:
+    """The CPU seconds process `pid` used since `at_start` (its CPU time, this process's,
+    and the clock then), and this process's share of its core meanwhile."""
+    if at_start is None:
+        return None, None
+    cpu = cpu_seconds(pid) - at_start[0]
+    return cpu, (_own_cpu_seconds() - at_start[1]) / (time.perf_counter() - at_start[2])
+
+
+def _own_cpu_seconds() -> float:
+    """The CPU time (user and system) this process has used so far: the generator's."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
 
 
 def cpu_seconds(pid: int) -> float:

@@ -12,6 +12,7 @@
     python benchmarks/servers.py ceiling-uvloop   # ... the same on uvloop
     python benchmarks/servers.py ceiling-trio     # ... trio sockets + httptools
     python benchmarks/servers.py limit-stdio    # minimal trio stdio echo
+    python benchmarks/servers.py ceiling-stdio  # the fastest echo: uvloop pipes, a Protocol
     python benchmarks/servers.py asgi-uvicorn PORT      # ours as an ASGI app under uvicorn
     python benchmarks/servers.py asgi-hypercorn PORT    # ... under hypercorn's trio worker
 
@@ -24,7 +25,9 @@ The limit and ceiling servers do no MCP at all: they read each request, decode i
 over HTTP, its method and tool name) and answer a fixed result of the right shape: a
 greeting, a task handle (`working`), or a completed task. The ceilings are what Python does
 here at best on each loop with the C parser (httptools: what uvicorn runs on); the limit is
-the same on trio with h11, the pure-Python parser the built-in server ran on before.
+the same on trio with h11, the pure-Python parser the built-in server ran on before. Over
+stdio the limit is a minimal trio echo, and the ceiling the fastest echo Python does: a
+`Protocol` on uvloop's pipes, every line of a read answered in one write.
 """
 
 # ruff: noqa: E402  (the imports must follow the sys.path fix below)
@@ -313,13 +316,13 @@ async def _ceiling_trio() -> None:
         print(f"PORT {listeners[0].socket.getsockname()[1]}", flush=True)
 
 
-def _run_ceiling_on_asyncio(loop: str) -> None:
+def _run_ceiling_on_asyncio(loop: str, ceiling: Callable[[], typing.Awaitable[None]]) -> None:
     if loop == "uvloop":
         import uvloop  # noqa: PLC0415  (this role only)
 
-        uvloop.run(_ceiling_asyncio())
+        uvloop.run(ceiling())
     else:
-        asyncio.run(_ceiling_asyncio())
+        asyncio.run(ceiling())
 
 
 async def _limit_stdio() -> None:
@@ -334,6 +337,38 @@ async def _limit_stdio() -> None:
             await stdout.send_all(b"".join(answers))
 
 
+class _StdioEcho(asyncio.Protocol):
+    """The stdio ceiling: each read of stdin cut into lines in `data_received`, their answers
+    written to stdout in one write, no task and no await."""
+
+    def __init__(self, write: Callable[[bytes], object], done: asyncio.Future[None]) -> None:
+        self.write, self.done, self.partial = write, done, b""
+
+    def data_received(self, data: bytes) -> None:
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        answers = [_limit_answer(line) + b"\n" for line in lines if line.strip()]
+        if answers:
+            self.write(b"".join(answers))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _ceiling_stdio() -> None:
+    loop = asyncio.get_running_loop()
+    stdin, stdout = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
+    out, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, stdout)
+    done = loop.create_future()
+    into, _ = await loop.connect_read_pipe(lambda: _StdioEcho(out.write, done), stdin)
+    try:
+        await asyncio.wait_for(done, LIFETIME_SECONDS)
+    finally:
+        into.close()
+        out.close()
+        await asyncio.sleep(0)  # the transports let go of their pipes
+
+
 ROLES = {
     "ours-http": _ours_http,
     "ours-http-info": _ours_http_info,
@@ -345,6 +380,7 @@ ROLES = {
     "limit-stdio": _limit_stdio,
 }
 ASYNCIO_CEILINGS = {"ceiling-asyncio": "asyncio", "ceiling-uvloop": "uvloop"}
+"""The HTTP ceilings on asyncio's loop and on uvloop; `ceiling-stdio` runs on uvloop."""
 
 
 async def _for_a_while(role: str) -> None:
@@ -386,14 +422,17 @@ if __name__ == "__main__":
         ASGI_ROLES[sys.argv[1]](int(sys.argv[2]))
         sys.exit()
     if len(sys.argv) == 2 and sys.argv[1] in ASYNCIO_CEILINGS:
-        _run_ceiling_on_asyncio(ASYNCIO_CEILINGS[sys.argv[1]])
+        _run_ceiling_on_asyncio(ASYNCIO_CEILINGS[sys.argv[1]], _ceiling_asyncio)
+        sys.exit()
+    if sys.argv[1:] == ["ceiling-stdio"]:
+        _run_ceiling_on_asyncio("uvloop", _ceiling_stdio)
         sys.exit()
     role, *rest = sys.argv[1:] or [""]
     loop = rest[1] if rest[:1] == ["--loop"] and len(rest) == 2 else "asyncio"
     if role not in ROLES or loop not in LOOPS or len(rest) not in (0, 2):
         sys.exit(
             f"usage: {sys.argv[0]} {{{','.join(ROLES)}}} [--loop {{{','.join(LOOPS)}}}] | "
-            f"{{{','.join(ASYNCIO_CEILINGS)}}} | "
+            f"{{{','.join(ASYNCIO_CEILINGS)}}} | ceiling-stdio | "
             f"{{{','.join(ASGI_ROLES)}}} PORT"
         )
     # The limit servers are written on trio; ours run on the loop asked for, as `serve` does.

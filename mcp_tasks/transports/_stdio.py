@@ -3,21 +3,25 @@
 Theory of operation
 -------------------
 One pump loop reads stdin in chunks and cuts them into lines with `LineBuffer` (no I/O in
-it). Each line that is not blank becomes a request task in the session's nursery, which
-hands it to `handle` and gives the reply to the writer, so a slow `tools/call` never holds
-up the `tasks/get` on the next line. (The nursery is trio's own on trio, and on asyncio a
-small one of the loop's own tasks, `_LoopTasks`: anyio's task group costs more per task than
-a stdio tool call can spare.) Requests start without waiting for each other (a burst of lines
-costs one scheduler round, not one per line), so their replies may come out in any order, as
-JSON-RPC allows. A notification is the exception: the pump dispatches it only once every
-request read before it has entered `handle`, which registers a call in flight before its first
-`await`, so a `notifications/cancelled` always finds the `tools/call` it names, even when
-both came in one read.
+it), and starts each line's request at once, in the pump's own task: `handle` runs there
+until it first has to wait. A request that never waits (a `greet`, a `tasks/get`: the tool and the
+store answer without suspending) is answered there and then, and the pump goes on to the
+next line; a whole read of such lines costs no task and no scheduler round a line. The first
+request that does wait keeps the task it began in, and the pump goes on in a new one (in the
+session's nursery: trio's own on trio, and on asyncio a small one of the loop's own tasks,
+`_LoopTasks`, since anyio's task group costs more per task than a stdio tool call can spare),
+so a slow `tools/call` never holds up the `tasks/get` on the next line. Each request runs in
+a copy of the context, as it would in a task of its own. Replies may come out in any order,
+as JSON-RPC allows. Lines are started in the order they came, each once the one before has
+entered `handle` (which registers a call in flight before its first `await`), so a
+`notifications/cancelled` always finds the `tools/call` it names, even when both came in
+one read. (This pump that moves from task to task is asyncio 3.12's eager tasks, by hand:
+the benchmark `compare.py --only stdio` against the stdio echo decided it.)
 
 One writer task owns stdout. Messages queued while it writes, or in the same scheduler round,
 go out in its next `send_all`, each a whole line (message + newline): replies and progress
 notifications never interleave, and a burst of answers costs one system call. A
-notification's sender waits until its line is written; a reply's request task ends at once,
+notification's sender waits until its line is written; a reply's request does not wait,
 and the writer ends the request (what it holds, below) when the reply is written. Nothing
 else is written there: logs go to stderr through `logging`, and when this module owns the
 process's stdout it also points `sys.stdout` at stderr, so a stray `print()` in a tool
@@ -37,10 +41,11 @@ the limit the client gets a JSON-RPC -32600 error (without an id, since the id i
 in the bytes being dropped), and the rest of the line is dropped up to its newline. A line
 that is not JSON gets -32700 from the core. Either way the pump keeps reading.
 
-Stdin EOF stops the pump; the nursery then waits for the requests in flight, whose replies
-are still written, and `serve_stdio` returns. Tasks are not the transport's: they live in the
-server, and leaving `Server.running()` gives them its shutdown grace. If stdout breaks (the
-client went away) nobody can read anything more, so the session is cancelled at once.
+Stdin EOF stops the pump (in whichever task it has reached); the nursery then waits for the
+requests in flight, whose replies are still written, and `serve_stdio` returns. Tasks are not
+the transport's: they live in the server, and leaving `Server.running()` gives them its
+shutdown grace. If stdout breaks (the client went away) nobody can read anything more, so the
+session is cancelled at once.
 
 It runs on anyio, on asyncio (uvloop too) as on trio. The process's own stdin and stdout are
 read and written by the event loop, no thread per read: on trio as `FdStream`s, on asyncio
@@ -50,12 +55,15 @@ through the loop's pipe transports (`_stdio_pipes`).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import contextvars
 import enum
 import logging
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final, TypeAlias
+import types
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
+from typing import Any, Final, NamedTuple, TypeAlias
 
 import anyio
 import anyio.abc
@@ -188,8 +196,8 @@ async def serve_stdio(
         async with anyio.create_task_group() as session_nursery:
             writer = _Writer(_sender(stdout), session_nursery.cancel_scope)
             session_nursery.start_soon(writer.run)
-            async with _request_nursery() as start_request:
-                session = _Session(server, writer, start_request, max_line_bytes)
+            async with _request_nursery() as start_task:
+                session = _Session(server, writer, start_task, max_line_bytes)
                 await session.pump(_receiver(stdin), lines)
             await writer.flush()
             session_nursery.cancel_scope.cancel()  # every reply is out: stop the writer
@@ -279,20 +287,18 @@ class _Writer:
         return taken
 
 
-_Work: TypeAlias = Callable[[bytes], Awaitable[bytes | None]]
-"""What a request does with its line: its reply, if it has one."""
-_StartRequest: TypeAlias = Callable[[Callable[[_Work, bytes], Awaitable[None]], _Work, bytes], None]
-"""Starts a request's task: `start(run, work, line)` runs `run(work, line)`."""
+_StartTask: TypeAlias = Callable[..., None]
+"""Starts a task of the session's nursery: `start(function, *args)` runs `function(*args)`."""
 
 
 @contextlib.asynccontextmanager
-async def _request_nursery() -> AsyncIterator[_StartRequest]:
-    """Where a session's requests run, a task each, all ended when the block is left.
+async def _request_nursery() -> AsyncIterator[_StartTask]:
+    """Where a session's requests that wait run (and the pump, each time it moves on to a
+    task of its own), all ended when the block is left.
 
-    A task a line is the price of never holding one request up behind another, and anyio's
-    task group asks about 8 µs a task more than the loop's own (its task handle, with a cancel
-    scope, an event and a coroutine of its own): a fifth of a stdio tool call. So on trio
-    the requests run in a trio nursery; on asyncio in `_LoopTasks`."""
+    anyio's task group asks about 8 µs a task more than the loop's own (its task handle,
+    with a cancel scope, an event and a coroutine of its own): a fifth of a stdio tool call.
+    So on trio they run in a trio nursery; on asyncio in `_LoopTasks`."""
     if trio.lowlevel.in_trio_task():
         async with trio.open_nursery() as nursery:
             yield nursery.start_soon
@@ -322,7 +328,7 @@ class _LoopTasks:
     async def __aenter__(self) -> _LoopTasks:
         return self
 
-    def start_soon(self, run: Callable[[_Work, bytes], Awaitable[None]], *args: Any) -> None:
+    def start_soon(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
         task = self._loop.create_task(self._run(run, *args))
         self._tasks.add(task)
         task.add_done_callback(self._ended)
@@ -372,28 +378,28 @@ class _LoopTasks:
 
 
 class _Session:
-    """One stdio client: its requests in flight, and what they hold."""
+    """One stdio client: the pump, its requests in flight, and what they hold."""
 
     def __init__(
         self,
         server: MessageHandler,
         writer: _Writer,
-        start_request: _StartRequest,
+        start_task: _StartTask,
         max_line_bytes: int,
     ) -> None:
         self._server = server
         self._writer = writer
         writer.on_written = self._written
-        self._start_request = start_request
+        self._start_task = start_task
         self._in_flight = 0
         self._bytes_in_flight = 0
         """The lines of the requests in flight and the messages waiting for stdout."""
         self._room: _backend.Event | None = None
         self._connection = Connection(carries_sessions=True)  # the process is a 2025 session
         self._max_line_bytes = max_line_bytes
-        self._not_begun = 0
-        """Requests started whose `handle` has not run to its first `await` yet."""
-        self._all_begun: _backend.Event | None = None
+        self._ready: collections.deque[bytes | _Skipped] = collections.deque()
+        """Lines read and not started yet: where the pump goes on from in its next task."""
+        self._at_eof = False
         self._too_long = error_body(
             None,
             INVALID_REQUEST,
@@ -402,30 +408,42 @@ class _Session:
         )
 
     async def pump(self, receive: Callable[[], Awaitable[bytes]], lines: LineBuffer) -> None:
-        while data := await receive():
-            for line in lines.feed(data):
-                await self._dispatch(line)
-        logger.debug("stdin is at EOF; finishing the requests in flight")
-        for line in lines.end():
-            await self._dispatch(line)
-        await self._requests_begun()
+        """Start the requests of stdin's lines until EOF, or until one waits: then the pump
+        goes on in a task of its own, and this one sees that request to its end."""
+        while True:
+            while self._ready:
+                waiting = await self._dispatch(self._ready.popleft())
+                if waiting is not None:
+                    self._start_task(self.pump, receive, lines)
+                    await self._go_on(waiting)
+                    return
+            if self._at_eof:
+                break
+            if data := await receive():
+                self._ready.extend(lines.feed(data))
+            else:
+                logger.debug("stdin is at EOF; finishing the requests in flight")
+                self._at_eof = True
+                self._ready.extend(lines.end())
         self._server.end_subscriptions(self._connection)  # nobody will cancel them now
 
-    async def _dispatch(self, line: bytes | _Skipped) -> None:
+    async def _dispatch(self, line: bytes | _Skipped) -> _Waiting | None:
+        """Start `line`'s request once there is room for it; what it waits on, if it
+        could not be answered at once."""
         if line is LINE_TOO_LONG:
             logger.warning("skipped a line longer than %d bytes", self._max_line_bytes)
             if not self._has_room(MAX_REQUESTS_IN_FLIGHT):
                 await self._wait_for_room(MAX_REQUESTS_IN_FLIGHT)
-            self._start(self._refuse_too_long, self._too_long)
+            self._in_flight += 1
+            self._answered(b"", self._too_long)
         elif isinstance(line, bytes) and line.strip(_JSON_WHITESPACE):
             most_in_flight = MAX_REQUESTS_IN_FLIGHT
-            if _NOTIFICATION in line:  # it may name a request read before it
-                await self._requests_begun()
+            if _NOTIFICATION in line:  # it frees room: `notifications/cancelled`
                 most_in_flight += _ROOM_FOR_NOTIFICATIONS
             if not self._has_room(most_in_flight):
                 await self._wait_for_room(most_in_flight)
-            self._not_begun += 1
-            self._start(self._answer, line)
+            return self._start(line)
+        return None
 
     async def _wait_for_room(self, most_in_flight: int) -> None:
         """Wait, reading nothing more, while `most_in_flight` requests are in flight or
@@ -442,24 +460,39 @@ class _Session:
     def _has_room(self, most_in_flight: int) -> bool:
         return self._in_flight < most_in_flight and self._bytes_in_flight < MAX_BYTES_IN_FLIGHT
 
-    def _start(self, work: _Work, line: bytes) -> None:
+    def _start(self, line: bytes) -> _Waiting | None:
+        """Run `line`'s request, in a context of its own, until it is answered or waits."""
         self._in_flight += 1
         self._bytes_in_flight += len(line)
-        self._start_request(self._run_in_flight, work, line)
+        context = contextvars.copy_context()
+        request = self._answer(line)
+        try:
+            waits_on = context.run(request.send, None)
+        except StopIteration as answered:
+            self._answered(line, answered.value)
+            return None
+        except BaseException:
+            self._answered(line, None)
+            raise
+        return _Waiting(line, request, waits_on, context)
 
-    async def _run_in_flight(self, work: _Work, line: bytes) -> None:
-        """Run `work`; its reply goes to the writer, which ends the request once it is
-        written (`_written`). A request without one ends here."""
+    async def _go_on(self, waiting: _Waiting) -> None:
+        """See a request that waits to its end; its reply goes to the writer."""
         body = None
         try:
-            body = await work(line)
+            body = await _resumed(waiting)
         finally:
-            if body is None:
-                self._in_flight -= 1
-                self._release(len(line))
-            else:
-                self._bytes_in_flight += len(body)
-                self._writer.reply(body, len(line) + len(body))
+            self._answered(waiting.line, body)
+
+    def _answered(self, line: bytes, body: bytes | None) -> None:
+        """A request has its reply (`body`), which the writer ends once written (`_written`);
+        a request without one ends here."""
+        if body is None:
+            self._in_flight -= 1
+            self._release(len(line))
+        else:
+            self._bytes_in_flight += len(body)
+            self._writer.reply(body, len(line) + len(body))
 
     def _written(self, replies: int, held: int) -> None:
         self._in_flight -= replies
@@ -478,20 +511,7 @@ class _Session:
         if self._room is not None:
             self._room.set()
 
-    async def _refuse_too_long(self, error: bytes) -> bytes:
-        return error
-
-    async def _requests_begun(self) -> None:
-        """Wait until every request started so far has entered `handle` (which registers a
-        call in flight before its first `await`)."""
-        if self._not_begun:
-            self._all_begun = _backend.event()
-            await self._all_begun.wait()
-
     async def _answer(self, line: bytes) -> bytes | None:
-        self._not_begun -= 1
-        if not self._not_begun and self._all_begun is not None:
-            self._all_begun.set()  # the pump runs again only after handle() first yields
         try:
             reply = await self._server.handle(line, notify=self._send, connection=self._connection)
             body = None if reply is None else reply.body
@@ -500,6 +520,40 @@ class _Session:
             failed = internal_error_reply(line)  # the core's, as every transport sends it
             body = None if failed.request_id is None else failed.body  # none to a notification
         return body
+
+
+class _Waiting(NamedTuple):
+    """A request that had to wait: its line, its coroutine, what it waits on (what it gave
+    the loop), and its context."""
+
+    line: bytes
+    request: Coroutine[Any, Any, bytes | None]
+    waits_on: Any
+    context: contextvars.Context
+
+
+@types.coroutine
+def _resumed(waiting: _Waiting) -> Generator[Any, Any, bytes | None]:
+    """Await a request's coroutine that has already run up to its first wait (`waits_on`,
+    not yet given to the loop): what `await` does with it from there, each step in its own
+    context."""
+    request, waits_on, run = waiting.request, waiting.waits_on, waiting.context.run
+    step: Callable[[Any], Any]
+    while True:
+        try:
+            sent = yield waits_on
+        except GeneratorExit:
+            request.close()
+            raise
+        except BaseException as thrown:  # a cancellation, delivered to the request
+            step, value = request.throw, thrown
+        else:
+            step, value = request.send, sent
+        try:
+            waits_on = run(step, value)
+        except StopIteration as answered:
+            body: bytes | None = answered.value
+            return body
 
 
 def _receiver(stdin: InStream) -> Callable[[], Awaitable[bytes]]:

@@ -1,0 +1,152 @@
+"""stdio batching, on asyncio and on trio: the requests of one read that never wait are
+answered in the pump's own task (no task a line) and their replies go out in one write; a
+request that waits keeps its task while the pump goes on in a new one, so later lines are
+not held up; each request sees a context of its own; a line that waits at EOF is still
+answered. A stub handler stands in for the server: what is asserted is the transport's."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import trio
+from on_asyncio import run_asyncio
+
+from mcp_tasks.core import Reply
+from mcp_tasks.transports import serve_stdio
+
+_seen_by_request: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="")
+
+
+def on_each_loop(main: Callable[[], Awaitable[None]]) -> None:
+    run_asyncio(main)
+
+    async def bounded() -> None:
+        with trio.fail_after(30):
+            await main()
+
+    trio.run(bounded)
+
+
+def current_task() -> object:
+    return trio.lowlevel.current_task() if trio.lowlevel.in_trio_task() else asyncio.current_task()
+
+
+def request(request_id: int, method: str = "quick") -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method}).encode() + b"\n"
+
+
+class Handler:
+    """Answers `quick` at once, `wait` once `released` is set; notes each request's task
+    and the context variable it found (each sets it, and would leak it to the next)."""
+
+    def __init__(self) -> None:
+        self.released = anyio.Event()
+        self.tasks: dict[int, object] = {}
+        self.found: dict[int, str] = {}
+
+    async def handle(self, data: bytes, **_: Any) -> Reply | None:
+        message = json.loads(data)
+        request_id = message["id"]
+        self.tasks[request_id] = current_task()
+        self.found[request_id] = _seen_by_request.get()
+        _seen_by_request.set(f"set by {request_id}")
+        if message["method"] == "wait":
+            await self.released.wait()
+        return Reply(body=json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}}).encode())
+
+    def end_subscriptions(self, connection: object = None) -> None:
+        pass
+
+
+class Stdin(anyio.abc.ByteReceiveStream):
+    """Gives each of `reads` in one receive, then waits for `more` (if set), then EOF."""
+
+    def __init__(self, reads: list[bytes], more: anyio.Event | None = None) -> None:
+        self.reads, self.more = list(reads), more
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        await anyio.lowlevel.checkpoint()
+        if self.reads:
+            return self.reads.pop(0)
+        if self.more is not None:
+            await self.more.wait()
+        raise anyio.EndOfStream
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Stdout(anyio.abc.ByteSendStream):
+    """Keeps each write apart, and sets `replied` once `expected` replies are in."""
+
+    def __init__(self, expected: int) -> None:
+        self.writes: list[bytes] = []
+        self.expected = expected
+        self.replied = anyio.Event()
+
+    async def send(self, item: bytes) -> None:
+        await anyio.lowlevel.checkpoint()
+        self.writes.append(item)
+        if sum(write.count(b"\n") for write in self.writes) >= self.expected:
+            self.replied.set()
+
+    def ids(self) -> list[int]:
+        return [json.loads(line)["id"] for line in b"".join(self.writes).splitlines()]
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_the_quick_requests_of_one_read_run_in_the_pump_and_go_out_in_one_write() -> None:
+    async def main() -> None:
+        handler, stdout = Handler(), Stdout(expected=20)
+        stdin = Stdin([b"".join(request(n) for n in range(20))])
+        await serve_stdio(handler, stdin=stdin, stdout=stdout)  # type: ignore[arg-type]
+        assert stdout.ids() == list(range(20))
+        assert len(stdout.writes) == 1
+        assert len(set(handler.tasks.values())) == 1 and current_task() in handler.tasks.values()
+        assert set(handler.found.values()) == {""}  # each request in a context of its own
+
+    on_each_loop(main)
+
+
+def test_a_request_that_waits_keeps_its_task_and_the_pump_goes_on_beside_it() -> None:
+    async def main() -> None:
+        handler, stdout, more = Handler(), Stdout(expected=3), anyio.Event()
+        stdin = Stdin([request(1) + request(2, "wait") + request(3) + request(4)], more)
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: serve_stdio(handler, stdin=stdin, stdout=stdout))  # type: ignore[arg-type]
+            await stdout.replied.wait()  # 1, 3 and 4 while 2 waits
+            assert sorted(stdout.ids()) == [1, 3, 4]
+            assert handler.tasks[3] is handler.tasks[4] is not handler.tasks[2]
+            assert handler.tasks[1] is handler.tasks[2]  # the pump's task, until 2 waited
+            handler.released.set()
+            more.set()  # EOF: serve_stdio returns once 2 is answered
+        assert sorted(stdout.ids()) == [1, 2, 3, 4]
+        assert set(handler.found.values()) == {""}
+
+    on_each_loop(main)
+
+
+def test_a_last_line_that_waits_at_eof_is_answered_before_serve_stdio_returns() -> None:
+    async def main() -> None:
+        handler, stdout = Handler(), Stdout(expected=2)
+        stdin = Stdin([request(1), request(2, "wait").rstrip(b"\n")])  # no newline: at EOF
+
+        async def release_once_waiting() -> None:
+            while 2 not in handler.tasks:
+                await anyio.sleep(0.001)
+            handler.released.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(release_once_waiting)
+            await serve_stdio(handler, stdin=stdin, stdout=stdout)  # type: ignore[arg-type]
+        assert stdout.ids() == [1, 2]
+
+    on_each_loop(main)
