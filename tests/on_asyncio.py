@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import trio
 
 DEADLINE_SECONDS = 30.0
 
@@ -23,6 +24,17 @@ def run_asyncio(main: Callable[[], Awaitable[None]]) -> None:
             await main()
 
     asyncio.run(bounded())
+
+
+def on_each_loop(main: Callable[[], Awaitable[None]]) -> None:
+    """`main()` on asyncio (`run_asyncio`), then on trio, each bounded by the deadline."""
+    run_asyncio(main)
+
+    async def bounded() -> None:
+        with trio.fail_after(DEADLINE_SECONDS):
+            await main()
+
+    trio.run(bounded)
 
 
 async def wait_until(check: Callable[[], bool]) -> None:

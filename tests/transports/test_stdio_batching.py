@@ -9,28 +9,17 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import anyio.abc
 import trio
-from on_asyncio import run_asyncio
+from on_asyncio import on_each_loop
 
 from mcp_tasks.core import Reply
 from mcp_tasks.transports import serve_stdio
 
 _seen_by_request: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="")
-
-
-def on_each_loop(main: Callable[[], Awaitable[None]]) -> None:
-    run_asyncio(main)
-
-    async def bounded() -> None:
-        with trio.fail_after(30):
-            await main()
-
-    trio.run(bounded)
 
 
 def current_task() -> object:

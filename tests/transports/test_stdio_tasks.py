@@ -10,20 +10,9 @@ from collections.abc import Awaitable, Callable
 import anyio
 import anyio.lowlevel
 import pytest
-import trio
-from on_asyncio import run_asyncio
+from on_asyncio import on_each_loop
 
 from mcp_tasks.transports._stdio import _request_nursery
-
-
-def on_each_loop(main: Callable[[], Awaitable[None]]) -> None:
-    run_asyncio(main)
-
-    async def bounded() -> None:
-        with trio.fail_after(30):
-            await main()
-
-    trio.run(bounded)
 
 
 async def run(work: Callable[[bytes], Awaitable[None]], line: bytes) -> None:
