@@ -1,31 +1,38 @@
-"""The SQLite store: tasks in one file that outlive the process. One process at a time.
+"""The SQLite store: tasks in one file that outlive the process, used by one process, or
+(`shared=True`) by several on one machine.
 
 Records are kept as the JSON of `encode_record`, beside their version (for the
 compare-and-set) and the time they come due (for expiry, indexed). The connection runs in
 WAL mode and is used by one worker thread at a time (`BatchingWorker`), so each method is
-one short transaction that no other write interleaves with. With `synchronous=NORMAL` (the
-default) a write survives the process being killed the moment it returns, and
-`synchronous=FULL` makes it survive a power cut too, at an fsync per write.
+one short transaction that no other write of this process interleaves with; what reads
+before it writes takes the file's write lock first (`BEGIN IMMEDIATE`), so another process
+cannot write in between either. With `synchronous=NORMAL` (the default) a write survives
+the process being killed the moment it returns, and `synchronous=FULL` makes it survive a
+power cut too, at an fsync per write.
 
-A lock file beside the database (`<path>.lock`, `flock`) keeps a second process out: the
-leases in the file belong to whichever process has it open, so when the store is opened
-every lease found there is lapsed, its holder gone, and the server takes those tasks over
-at start (fails them, or runs resumable ones again). Several processes sharing tasks need
-the Redis store. Sessions of 2025 clients are in the same file (`_sqlite_sessions`). The
-leases, single-use keys and the shared key are the store's
-coordination (`_FileCoordination`, `store.coordination`): in the file, not in memory as
-`LocalCoordination` keeps them, because they must outlive a restart.
+The counts the limits need (records, bytes of task data, sessions) are one row, `totals`,
+kept by triggers in the same transaction as each insert, delete or resize: every process
+reads the same figure in O(1).
+
+A lock file beside the database (`<path>.lock`, `flock`) says who has the file open. One
+process alone takes it exclusively: the leases in the file are then its own, so when it
+opens the file every lease found there is lapsed (its holder gone) and the server takes
+those tasks over at start (fails them, or runs resumable ones again). Processes that share
+the file take it shared (`--workers N` does): leases run out unless renewed, signals go
+through the file (`_sqlite_coordination`), and the first of them to open the file, finding
+nobody else, lapses every lease as a lone process would. One sharing and one not cannot
+open the same file. Sessions of 2025 clients are in the same file (`_sqlite_sessions`).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import secrets
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Final, Literal, TextIO, TypeVar
 
 from ..core import (
     TaskRecord,
@@ -36,8 +43,9 @@ from ..core import (
 from ..core.commands import (
     TaskLimits,
 )
-from ._base import EXPIRY_CLAIM_SECONDS, Signals, StoreFull, StoreUnavailable
+from ._base import EXPIRY_CLAIM_SECONDS, Signal, StoreFull, StoreUnavailable
 from ._legacy import Save, SavingStore
+from ._sqlite_coordination import COORDINATION_SCHEMA, FileCoordination, signal_row
 from ._sqlite_sessions import SESSIONS_SCHEMA, SQLiteSessions
 from ._worker import BatchingWorker
 
@@ -60,64 +68,101 @@ CREATE TABLE IF NOT EXISTS settings (
     name TEXT PRIMARY KEY,
     value BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS used_once (
-    key TEXT PRIMARY KEY,
-    until REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS used_once_until ON used_once (until);
-CREATE TABLE IF NOT EXISTS leases (
-    task_id TEXT PRIMARY KEY,
-    holder TEXT NOT NULL,
-    until REAL NOT NULL
-);
 """
+
+_TOTALS: Final = (
+    """CREATE TABLE IF NOT EXISTS totals (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        tasks INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        sessions INTEGER NOT NULL
+    )""",
+    """CREATE TRIGGER IF NOT EXISTS tasks_added AFTER INSERT ON tasks BEGIN
+        UPDATE totals SET tasks = tasks + 1, bytes = bytes + NEW.size;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS tasks_removed AFTER DELETE ON tasks BEGIN
+        UPDATE totals SET tasks = tasks - 1, bytes = bytes - OLD.size;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS tasks_resized AFTER UPDATE OF size ON tasks
+        WHEN NEW.size != OLD.size BEGIN
+        UPDATE totals SET bytes = bytes + NEW.size - OLD.size;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS sessions_added AFTER INSERT ON sessions BEGIN
+        UPDATE totals SET sessions = sessions + 1;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS sessions_removed AFTER DELETE ON sessions BEGIN
+        UPDATE totals SET sessions = sessions - 1;
+    END""",
+    """INSERT INTO totals (one, tasks, bytes, sessions)
+        SELECT 1, (SELECT COUNT(*) FROM tasks), (SELECT COALESCE(SUM(size), 0) FROM tasks),
+            (SELECT COUNT(*) FROM sessions)
+        WHERE NOT EXISTS (SELECT 1 FROM totals)""",
+)
+"""The counts and the triggers that keep them, made (and counted once, for a file from
+before them) in the same transaction as the tables: from then on every write keeps them."""
+
+SHARE_WAIT_SECONDS: Final = 5.0
+"""How long a sharing process waits for the file's lock while another one opens it."""
 
 
 class StoreLocked(Exception):
-    """The SQLite file is open in another process."""
+    """The SQLite file is open in another process (one that does not share it, or, for a
+    store opened alone, any)."""
 
 
 class SQLiteTaskStore(SavingStore):
-    """Tasks in one SQLite file, kept across restarts; one process at a time."""
+    """Tasks in one SQLite file, kept across restarts: one process's, or with `shared=True`
+    several processes' on one machine."""
 
     def __init__(
-        self, path: str | os.PathLike[str], *, synchronous: Literal["normal", "full"] = "normal"
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["normal", "full"] = "normal",
+        shared: bool = False,
     ) -> None:
         if synchronous not in ("normal", "full"):
             raise ValueError(f"synchronous must be 'normal' or 'full', not {synchronous!r}")
         self.path = Path(path)
+        self._shared = shared
         self._lock_file = open(f"{self.path}.lock", "a")  # noqa: SIM115 - held while open
         try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_file.close()
-            raise StoreLocked(
-                f"{self.path} is open in another process; one process at a time uses a SQLite "
-                "store (several processes share tasks through the Redis store)"
-            ) from None
-        try:
+            alone = _lock(self._lock_file, self.path, shared=shared)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-            self._db.executescript(_SCHEMA + SESSIONS_SCHEMA)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(tasks)")}
-            if "size" not in columns:  # a file from before the byte budget
-                self._db.execute("ALTER TABLE tasks ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
-            # Whoever held these leases is gone: we hold the lock now.
-            self._db.execute("UPDATE leases SET until = -1")
-            (self._count,) = self._db.execute("SELECT COUNT(*) FROM tasks").fetchone()
-            self._sizes: dict[str, int] = dict(
-                self._db.execute("SELECT task_id, size FROM tasks WHERE size > 0").fetchall()
-            )
-            """Task data bytes of each stored record that has any (`max_bytes`)."""
-            self._bytes = sum(self._sizes.values())
+            self._make_tables()
+            if alone:  # whoever held these leases is gone
+                self._db.execute("UPDATE leases SET until = -1")
+            if shared and alone:  # let the others in
+                fcntl.flock(self._lock_file, fcntl.LOCK_SH | fcntl.LOCK_NB)
             self.sessions = SQLiteSessions(self)
             """The 2025 clients' HTTP sessions (`SessionRecords`), in the same file."""
+        except BlockingIOError:
+            self._lock_file.close()
+            message = f"{self.path} was opened meanwhile by a process that does not share it"
+            raise StoreLocked(message) from None
         except BaseException:
             self._lock_file.close()
             raise
         self._worker = BatchingWorker()
-        self.coordination = _FileCoordination(self)
+        self.coordination = FileCoordination(self, shared=shared)
+
+    def _make_tables(self) -> None:
+        """The tables, the totals and their triggers, in one transaction: a process opening
+        the file at the same moment finds them whole."""
+        db = self._db
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            for script in (_SCHEMA, SESSIONS_SCHEMA, COORDINATION_SCHEMA):
+                for statement in script.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(tasks)")}
+            if "size" not in columns:  # a file from before the byte budget
+                db.execute("ALTER TABLE tasks ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
+            for statement in _TOTALS:
+                db.execute(statement)
 
     async def _run(self, work: Callable[[], T]) -> T:
         try:
@@ -139,6 +184,8 @@ class SQLiteTaskStore(SavingStore):
         record, expected_version, active, limits, lease_until = save
         data = encode_record(record)
         task_id, due_at, size = record.task_id, record.expires_at, record.data_bytes
+        origin = self.coordination.origin
+        changed = signal_row(Signal("changed", task_id, origin)) if self._shared else None
 
         def write(db: sqlite3.Connection) -> None:
             if expected_version is None:
@@ -155,20 +202,22 @@ class SQLiteTaskStore(SavingStore):
                 except sqlite3.IntegrityError:
                     raise VersionConflict(task_id, None, self._version(task_id)) from None
             else:
-                changed = db.execute(
+                changed_rows = db.execute(
                     "UPDATE tasks SET version = ?, due_at = ?, record = ?, active = ?, size = ? "
                     "WHERE task_id = ? AND version = ?",
                     (record.version, due_at, data, int(active), size, task_id, expected_version),
                 ).rowcount
-                if changed != 1:
+                if changed_rows != 1:
                     raise VersionConflict(task_id, expected_version, self._version(task_id))
             if lease_until is not None:
                 db.execute(
                     "INSERT OR REPLACE INTO leases (task_id, holder, until) VALUES (?, ?, ?)",
-                    (task_id, self.coordination.origin, lease_until),
+                    (task_id, origin, lease_until),
                 )
             if not active:
                 db.execute("DELETE FROM leases WHERE task_id = ?", (task_id,))
+            if changed is not None:  # for the listen streams of the other processes
+                db.execute("INSERT INTO signals (at, signal) VALUES (?, ?)", changed)
 
         def work() -> None:
             db = self._db
@@ -176,17 +225,14 @@ class SQLiteTaskStore(SavingStore):
                 limits.max_active_per_principal is not None
                 or limits.max_stored_per_principal is not None
             )
-            if lease_until is None and not counted and active:
-                write(db)  # one statement: atomic as it is
+            if lease_until is None and not counted and active and not self._shared:
+                # One statement, or (with limits) reads before it that no other process and
+                # no other write of this one can come between.
+                write(db)
             else:
                 with db:
                     db.execute("BEGIN IMMEDIATE")
                     write(db)
-            if expected_version is None:
-                self._count += 1
-            self._bytes += size - self._sizes.pop(task_id, 0)
-            if size:
-                self._sizes[task_id] = size
 
         await self._run(work)
 
@@ -195,10 +241,11 @@ class SQLiteTaskStore(SavingStore):
     ) -> None:
         """Raise `StoreFull` if a new `record` of `size` bytes of task data is over `limits`
         (in the write's transaction)."""
-        if self._count >= limits.max_tasks and self._version(record.task_id) is None:
+        tasks, data_bytes = db.execute("SELECT tasks, bytes FROM totals").fetchone()
+        if tasks >= limits.max_tasks and self._version(record.task_id) is None:
             raise StoreFull(limits.max_tasks, retry_at=self._next_deadline(db))
         most = limits.max_bytes
-        over = most is not None and self._bytes + size > most
+        over = most is not None and data_bytes + size > most
         if over and most is not None and self._version(record.task_id) is None:
             raise StoreFull(most, data=True, retry_at=self._next_deadline(db))
         most = limits.max_active_per_principal
@@ -232,24 +279,25 @@ class SQLiteTaskStore(SavingStore):
 
     async def delete(self, task_id: str, expected_version: int | None = None) -> bool:
         def work() -> bool:
-            db = self._db
-            found = self._version(task_id)
-            if found is None:
-                return False
-            if expected_version is not None and found != expected_version:
-                raise VersionConflict(task_id, expected_version, found)
-            with db:
+            with self._db as db:
                 db.execute("BEGIN IMMEDIATE")
+                found = self._version(task_id)
+                if found is None:
+                    return False
+                if expected_version is not None and found != expected_version:
+                    raise VersionConflict(task_id, expected_version, found)
                 db.execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))
                 db.execute("DELETE FROM leases WHERE task_id = ?", (task_id,))
-            self._count -= 1
-            self._bytes -= self._sizes.pop(task_id, 0)
             return True
 
         return await self._run(work)
 
     async def count(self) -> int:
-        return int(self._count)
+        def work() -> int:
+            (tasks,) = self._db.execute("SELECT tasks FROM totals").fetchone()
+            return int(tasks)
+
+        return await self._run(work)
 
     async def pop_due(self, now: float, limit: int = 1000) -> list[TaskRecord]:
         def work() -> list[bytes]:
@@ -281,86 +329,27 @@ class SQLiteTaskStore(SavingStore):
         return f"SQLiteTaskStore({str(self.path)!r})"
 
 
-class _FileCoordination:
-    """The coordination of a SQLite store, in its file: leases (which lapse when the file
-    is opened again, their holder gone), single use and the shared key outlive the
-    process; no signals (one process at a time)."""
-
-    shared = False
-
-    def __init__(self, store: SQLiteTaskStore) -> None:
-        self._store = store
-        self.origin = "sqlite_" + secrets.token_hex(6)
-
-    @property
-    def signals(self) -> Signals | None:
-        return None
-
-    async def claim(self, task_id: str, until: float) -> None:
-        await self._store._run(
-            lambda: self._store._db.execute(
-                "INSERT OR REPLACE INTO leases (task_id, holder, until) VALUES (?, ?, ?)",
-                (task_id, self.origin, until),
-            )
-        )
-
-    async def renew(self, task_ids: list[str], until: float) -> None:
-        rows = [(until, task_id, self.origin) for task_id in task_ids]
-        await self._store._run(
-            lambda: self._store._db.executemany(
-                "UPDATE leases SET until = ? WHERE task_id = ? AND holder = ?", rows
-            )
-        )
-
-    async def release(self, task_id: str) -> None:
-        await self._store._run(
-            lambda: self._store._db.execute(
-                "DELETE FROM leases WHERE task_id = ? AND holder = ?", (task_id, self.origin)
-            )
-        )
-
-    async def lease_holder(self, task_id: str, now: float) -> str | None:
-        def work() -> str | None:
-            row = self._store._db.execute(
-                "SELECT holder FROM leases WHERE task_id = ? AND until > ?", (task_id, now)
-            ).fetchone()
-            return None if row is None else str(row[0])
-
-        return await self._store._run(work)
-
-    async def lapsed(self, now: float, limit: int = 100) -> list[str]:
-        def work() -> list[str]:
-            db = self._store._db
-            with db:
-                db.execute("BEGIN IMMEDIATE")
-                rows = db.execute(
-                    "SELECT task_id FROM leases WHERE until <= ? ORDER BY until LIMIT ?",
-                    (now, limit),
-                ).fetchall()
-                db.executemany("DELETE FROM leases WHERE task_id = ?", rows)
-            return [str(row[0]) for row in rows]
-
-        return await self._store._run(work)
-
-    async def use_once(self, key: str, until: float, now: float) -> bool:
-        def work() -> bool:
-            with self._store._db as db:
-                db.execute("BEGIN IMMEDIATE")
-                db.execute("DELETE FROM used_once WHERE until < ?", (now,))
-                taken = db.execute(
-                    "INSERT OR IGNORE INTO used_once (key, until) VALUES (?, ?)", (key, until)
-                ).rowcount
-            return bool(taken == 1)
-
-        return await self._store._run(work)
-
-    async def shared_key(self, proposal: bytes) -> bytes:
-        def work() -> bytes:
-            self._store._db.execute(
-                "INSERT OR IGNORE INTO settings (name, value) VALUES ('state_key', ?)",
-                (proposal,),
-            )
-            row = self._store._db.execute("SELECT value FROM settings WHERE name = 'state_key'")
-            return bytes(row.fetchone()[0])
-
-        return await self._store._run(work)
+def _lock(lock_file: TextIO, path: Path, *, shared: bool) -> bool:
+    """Take the file's lock for one process alone, or (`shared`) beside others that share;
+    True if this process has it alone (nobody else has the file open). Raises `StoreLocked`
+    if another process has it in a way that excludes this one."""
+    try:
+        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        if not shared:
+            raise StoreLocked(
+                f"{path} is open in another process; one process at a time uses a SQLite "
+                "store unless each opens it shared (sqlite:///...?shared=true)"
+            ) from None
+    deadline = time.monotonic() + SHARE_WAIT_SECONDS
+    while True:  # another sharing process may hold it alone for a moment, as it opens
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise StoreLocked(
+                    f"{path} is open in another process that does not share it"
+                ) from None
+            time.sleep(0.01)

@@ -9,19 +9,19 @@ IMMEDIATE` transaction.
 An expired session stays in the file until it is purged: each `open_session` deletes up to
 `PURGE_BATCH` of them (and their events), oldest first, and a `get_session` or
 `save_session` that finds one expired deletes it. Until then it is never returned nor
-counted. The store-wide count is kept in memory (the rows, less the expired ones left,
-which the index counts), so opening a session costs O(log n), not O(n).
+counted. The store-wide count is the store's `totals` row (kept by triggers), less the
+expired ones left, which the index counts: opening a session costs O(log n), not O(n), and
+every process sharing the file reads the same figure.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from contextlib import suppress
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from ..core import VersionConflict
-from ._base import StoreFull, StoreUnavailable
+from ._base import StoreFull
 from ._sessions import (
     MAX_EVENTS,
     SessionLimits,
@@ -66,9 +66,6 @@ class SQLiteSessions:
     def __init__(self, store: SQLiteTaskStore) -> None:
         self._store = store
         self._db = store._db
-        self._rows = 0
-        """Rows in `sessions`, expired ones not purged yet included."""
-        self._count_rows()
 
     async def open_session(
         self, record: SessionRecord, *, limits: SessionLimits, idle_seconds: float, now: float
@@ -77,7 +74,7 @@ class SQLiteSessions:
             db = self._db
             with db:  # a refusal keeps what was purged
                 db.execute("BEGIN IMMEDIATE")
-                self._rows -= self._purge(db, now)
+                self._purge(db, now)
                 if self._live(db, record.session_id, now) is not None:
                     return VersionConflict(record.session_id, None, 1)
                 refusal = self._refusal(db, record.principal, limits, now)
@@ -88,7 +85,6 @@ class SQLiteSessions:
                     "VALUES (?, ?, ?, ?, ?)",
                     (*_row(record), now + idle_seconds),
                 )
-                self._rows += 1
             return None
 
         refusal = await self._run(work)
@@ -96,17 +92,7 @@ class SQLiteSessions:
             raise refusal
 
     async def _run(self, work: Callable[[], T]) -> T:
-        """`work()` in the store's worker thread. A write that failed (and was rolled
-        back) may have changed the count of rows: it is counted again."""
-        try:
-            return await self._store._run(work)
-        except (StoreUnavailable, sqlite3.Error):
-            with suppress(StoreUnavailable, sqlite3.Error):
-                await self._store._run(self._count_rows)
-            raise
-
-    def _count_rows(self) -> None:
-        (self._rows,) = self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()
+        return await self._store._run(work)
 
     def _purge(self, db: sqlite3.Connection, now: float) -> int:
         """Delete up to `PURGE_BATCH` expired sessions and their events; how many."""
@@ -126,7 +112,8 @@ class SQLiteSessions:
         (expired,) = db.execute(
             "SELECT COUNT(*) FROM sessions WHERE expires_at <= ?", (now,)
         ).fetchone()
-        if self._rows - expired >= limits.max_sessions:
+        (rows,) = db.execute("SELECT sessions FROM totals").fetchone()
+        if rows - expired >= limits.max_sessions:
             (first,) = db.execute(
                 "SELECT MIN(expires_at) FROM sessions WHERE expires_at > ?", (now,)
             ).fetchone()
@@ -165,7 +152,6 @@ class SQLiteSessions:
                 return self._delete(db, session_id)
         gone = db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,)).rowcount
         db.execute("DELETE FROM session_events WHERE session_id = ?", (session_id,))
-        self._rows -= gone
         return bool(gone)
 
     async def get_session(
@@ -189,19 +175,24 @@ class SQLiteSessions:
     async def save_session(
         self, record: SessionRecord, expected_version: int, *, idle_seconds: float, now: float
     ) -> None:
-        def work() -> None:
-            db = self._db
-            found = self._live(db, record.session_id, now)
-            stored = None if found is None else found[2]
-            if found is None or stored != expected_version:
-                raise VersionConflict(record.session_id, expected_version, stored)
-            check_principal(record, found[0])
-            db.execute(  # one process, one worker thread: nothing wrote since `_live`
-                "UPDATE sessions SET state = ?, version = ?, expires_at = ? WHERE session_id = ?",
-                (record.state, record.version, now + idle_seconds, record.session_id),
-            )
+        def work() -> VersionConflict | None:
+            with self._db as db:  # the write lock first: nothing writes between read and write
+                db.execute("BEGIN IMMEDIATE")
+                found = self._live(db, record.session_id, now)
+                stored = None if found is None else found[2]
+                if found is None or stored != expected_version:  # an expired one stays deleted
+                    return VersionConflict(record.session_id, expected_version, stored)
+                check_principal(record, found[0])
+                db.execute(
+                    "UPDATE sessions SET state = ?, version = ?, expires_at = ? "
+                    "WHERE session_id = ?",
+                    (record.state, record.version, now + idle_seconds, record.session_id),
+                )
+            return None
 
-        await self._run(work)
+        conflict = await self._run(work)
+        if conflict is not None:
+            raise conflict
 
     async def close_session(self, session_id: str) -> bool:
         return await self._run(lambda: self._delete(self._db, session_id))

@@ -3,7 +3,7 @@ a real redis-server. Two `Server` objects on one Redis prefix stand for two proc
 share nothing but Redis, so whatever crosses between them crosses through it.
 
 (The same with real processes, kill -9 included: tests/store/test_sqlite_restart.py and
-tests/store/test_redis_processes.py.)
+tests/store/test_shared_processes.py.)
 """
 
 from __future__ import annotations

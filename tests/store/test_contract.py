@@ -2,8 +2,9 @@
 (a real redis-server): records in and out exactly, compare-and-set, the task limit, the
 expiry index, leases.
 
-Where a store may be shared by several processes (Redis), "another process" is a second
-store object on the same server and prefix: it shares nothing with the first but Redis.
+Where a store may be shared by several processes (Redis, SQLite opened shared), "another
+process" is a second store object on the same server and prefix, or the same file: it
+shares nothing with the first but the store.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from mcp_tasks.store import (
     TaskStore,
 )
 
-KINDS = ["memory", "sqlite", "redis"]
+KINDS = ["memory", "sqlite", "sqlite-shared", "redis"]
 
 
 @pytest.fixture(params=KINDS)
@@ -59,6 +60,8 @@ def _make(request: pytest.FixtureRequest, tmp_path: Path) -> TaskStore:
         return MemoryTaskStore()
     if request.param == "sqlite":
         return SQLiteTaskStore(tmp_path / "tasks.db")
+    if request.param == "sqlite-shared":
+        return SQLiteTaskStore(tmp_path / "tasks.db", shared=True)
     url = request.getfixturevalue("redis_url")
     return RedisTaskStore(url, prefix="t" + secrets.token_hex(6))
 
@@ -337,10 +340,11 @@ async def test_a_key_is_used_once_until_it_may_be_forgotten(store: TaskStore) ->
     assert not await store.use_once("k1", until=300.0, now=199.0)  # still remembered
 
 
-async def test_processes_on_one_redis_use_a_key_once_between_them(redis_url: str) -> None:
-    prefix = "once" + secrets.token_hex(6)
-    a = RedisTaskStore(redis_url, prefix=prefix)
-    b = RedisTaskStore(redis_url, prefix=prefix)
+@pytest.mark.parametrize("kind", ["redis", "sqlite"])
+async def test_processes_on_one_store_use_a_key_once_between_them(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    a, b = _two_processes(kind, request, tmp_path)
     try:
         now = time.time()
         taken = [await a.use_once("k", now + 60, now), await b.use_once("k", now + 60, now)]
@@ -348,6 +352,17 @@ async def test_processes_on_one_redis_use_a_key_once_between_them(redis_url: str
     finally:
         await a.aclose()
         await b.aclose()
+
+
+def _two_processes(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> tuple[TaskStore, TaskStore]:
+    """Two store objects on one shared store, as two processes have them."""
+    if kind == "sqlite":
+        path = tmp_path / "shared.db"
+        return SQLiteTaskStore(path, shared=True), SQLiteTaskStore(path, shared=True)
+    url, prefix = request.getfixturevalue("redis_url"), "two" + secrets.token_hex(6)
+    return RedisTaskStore(url, prefix=prefix), RedisTaskStore(url, prefix=prefix)
 
 
 async def test_pop_due_returns_only_records_whose_time_has_come(store: TaskStore) -> None:
@@ -448,9 +463,11 @@ async def test_the_first_proposed_key_is_the_shared_key(store: TaskStore) -> Non
         assert (first, again) == (b"k" * 32, b"z" * 32)
 
 
-async def test_processes_on_one_redis_share_the_key(redis_url: str) -> None:
-    prefix = "k" + secrets.token_hex(6)
-    one, other = RedisTaskStore(redis_url, prefix=prefix), RedisTaskStore(redis_url, prefix=prefix)
+@pytest.mark.parametrize("kind", ["redis", "sqlite"])
+async def test_processes_on_one_store_share_the_key(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    one, other = _two_processes(kind, request, tmp_path)
     assert await one.shared_key(b"a" * 32) == await other.shared_key(b"b" * 32) == b"a" * 32
     await one.aclose()
     await other.aclose()

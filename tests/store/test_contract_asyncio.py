@@ -20,7 +20,7 @@ from mcp_tasks.store import MemoryTaskStore, RedisTaskStore, SQLiteTaskStore, Ta
 from . import test_contract as contract
 
 DEADLINE_SECONDS = 30.0
-FIXTURES = {"redis_url", "tmp_path"}
+FIXTURES = {"redis_url", "tmp_path", "request"}
 """Fixtures a contract test may take besides `store`: handed on as pytest made them."""
 
 
@@ -51,6 +51,8 @@ def _make(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> TaskStor
         return MemoryTaskStore()
     if kind == "sqlite":
         return SQLiteTaskStore(tmp_path / "tasks.db")
+    if kind == "sqlite-shared":
+        return SQLiteTaskStore(tmp_path / "tasks.db", shared=True)
     url = request.getfixturevalue("redis_url")
     return RedisTaskStore(url, prefix="aio" + secrets.token_hex(6))
 
@@ -64,9 +66,12 @@ def test_the_contract_holds_under_asyncio(
     request: pytest.FixtureRequest,
 ) -> None:
     wanted = inspect.signature(test).parameters
-    arguments = {name: request.getfixturevalue(name) for name in FIXTURES if name in wanted}
+    arguments: dict[str, Any] = {"request": request} if "request" in wanted else {}
+    for name in FIXTURES - {"request"}:
+        if name in wanted:
+            arguments[name] = request.getfixturevalue(name)
     arguments.update(variant)
-    if kind == "redis":
+    if "redis" in (kind, variant.get("kind")):
         request.getfixturevalue("redis_url")  # started outside any event loop
 
     async def main() -> None:

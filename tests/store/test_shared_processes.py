@@ -1,13 +1,15 @@
-"""Three real `mcp-tasks serve` processes (A, B, C) sharing one Redis store.
+"""Three real `mcp-tasks serve` processes (A, B, C) sharing one store: a Redis server, or one
+SQLite file that each opens shared (`?shared=true`).
 
-Each test starts its own three processes on its own key prefix, and talks to them with the
+Each test starts its own three processes on its own key prefix (or file), and talks to them with the
 library's HTTP client (and, for `subscriptions/listen`, a raw h11 client). What crosses
 processes: `tasks/get` (any process answers), `tasks/cancel` and `tasks/update` (they reach
 the process running the handler), leases (a killed process's tasks are failed, or run
 again when resumable), and `notifications/tasks` (to a listen stream held elsewhere).
 
-Whether a handler is still running is read in Redis itself: a running handler holds its
-task's lease (`{prefix}:holders`), and lets go of it when it ends. Every wait is a poll
+Whether a handler is still running is read in the store itself: a running handler holds
+its task's lease (in Redis `{prefix}:holders`, in SQLite a live row of `leases`), and lets
+go of it when it ends. Every wait is a poll
 under `fail_after`.
 """
 
@@ -17,14 +19,16 @@ import json
 import re
 import secrets
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -59,29 +63,42 @@ LISTEN = "subscriptions/listen"
 
 @dataclass
 class Shared:
-    """The Redis store the processes share: its URL, its key prefix, and a client of ours."""
+    """The store the processes share: its URL, and how to read who holds a task's lease."""
 
     url: str
-    prefix: str
-    redis: redis.Redis
+    holder_of: Callable[[str], object]
+    """The lease holder of a task (None if nobody holds it), read by a blocking call."""
 
-    async def lease_holder(self, task_id: str) -> bytes | None:
+    async def lease_holder(self, task_id: str) -> object:
         """The store origin of the process whose handler holds the task's lease, if any."""
-        key = f"{self.prefix}:holders"
-        found: bytes | None = await trio.to_thread.run_sync(
-            lambda: self.redis.hget(key, task_id)  # type: ignore[arg-type, return-value]
-        )
-        return found
+        return await trio.to_thread.run_sync(self.holder_of, task_id)
 
 
-@pytest.fixture
-def shared(redis_url: str) -> Iterator[Shared]:
+@pytest.fixture(params=["redis", "sqlite"])
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Shared]:
+    if request.param == "sqlite":
+        path = tmp_path / "tasks.db"
+        yield Shared(f"sqlite:///{path}?shared=true", partial(_sqlite_holder, path))
+        return
+    redis_url = request.getfixturevalue("redis_url")
     prefix = f"t{secrets.token_hex(4)}"
     client = redis.Redis.from_url(redis_url)
     try:
-        yield Shared(f"{redis_url}?prefix={prefix}", prefix, client)
+        yield Shared(
+            f"{redis_url}?prefix={prefix}",
+            lambda task_id: client.hget(f"{prefix}:holders", task_id),
+        )
     finally:
         client.close()
+
+
+def _sqlite_holder(path: Path, task_id: str) -> str | None:
+    """The live lease's holder in the SQLite file, through a read-only connection of ours."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        row = db.execute(
+            "SELECT holder FROM leases WHERE task_id = ? AND until > ?", (task_id, time.time())
+        ).fetchone()
+    return None if row is None else str(row[0])
 
 
 # --- the processes -----------------------------------------------------------------------
