@@ -1,6 +1,6 @@
 """`mcp-tasks serve --workers N`: what it refuses (in process), and a supervisor with its
-worker processes on one loopback port and a real redis-server: tasks shared between the
-workers, a killed worker started again, SIGHUP without a failed request, SIGTERM.
+worker processes on one loopback port and a real redis-server (or one SQLite file): tasks
+shared between the workers, a killed worker started again, SIGHUP without a failed request, SIGTERM.
 
 Which worker answers is made certain, not hoped for: `hold_the_loop` blocks the event loop
 of the worker that runs it (a `time.sleep`, no await) until the test releases it, so every
@@ -67,13 +67,13 @@ def redis_url() -> Iterator[str]:
 
 @asynccontextmanager
 async def supervised(
-    tmp_path: Path, redis_url: str, *flags: str, loop: str = "asyncio"
+    tmp_path: Path, store_url: str, *flags: str, loop: str = "asyncio"
 ) -> AsyncIterator[tuple[Session, list[int]]]:
     """`serve --workers 2` of the tools above; the session, and its workers' pids once both
     serve."""
     (tmp_path / "worker_tools.py").write_text(TOOLS)
     command = cli("serve", str(tmp_path / "worker_tools.py"), "--http", "127.0.0.1:0",
-                  "--store", redis_url, "--loop", loop, "--workers", "2", *flags)  # fmt: skip
+                  "--store", store_url, "--loop", loop, "--workers", "2", *flags)  # fmt: skip
     async with spawn(*command) as child:
         found = await child.stderr_line(r"serving jobs 0\.1\.0 on (http://127\.0\.0\.1:\d+/mcp)")
         pids = await serving(child, 2)
@@ -138,7 +138,7 @@ async def finish(session: Session) -> str:
         ([], "with the memory store each worker would hold its own tasks"),
         (["--store", "memory://"], "a tasks/get answered by another worker would not find"),
         (["--stdio"], "--workers is for --http: stdio has one stdin"),
-        (["--store", "sqlite:///tasks.db"], "a SQLite store is open in one process at a time"),
+        (["--store", "file:///tasks.db"], "a store the workers share: redis://HOST:6379/0 or"),
         (["--store", "redis://127.0.0.1:1/0", "--record", "j.jsonl"], "--record writes one"),
         (["--store", "redis://127.0.0.1:1/0"], "run it as `mcp-tasks serve ...`"),
     ],
@@ -160,11 +160,19 @@ def test_the_number_of_workers_is_bounded(workers: str) -> None:
 # --- served ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+@pytest.mark.parametrize(
+    ("loop", "store"), [("asyncio", "redis"), ("trio", "redis"), ("asyncio", "sqlite")]
+)
 async def test_two_workers_answer_on_one_port_and_share_their_tasks(
-    tmp_path: Path, redis_url: str, loop: str
+    tmp_path: Path, request: pytest.FixtureRequest, loop: str, store: str
 ) -> None:
-    async with supervised(tmp_path, redis_url, loop=loop) as (session, pids):
+    """A task one worker made is read by the other: in Redis, or in one SQLite file both
+    workers opened shared (the URL says nothing of sharing: `--workers` does)."""
+    if store == "redis":
+        store_url = request.getfixturevalue("redis_url")
+    else:
+        store_url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    async with supervised(tmp_path, store_url, loop=loop) as (session, pids):
         async with holding(session, tmp_path) as held:
             maker = await whoami(session)
             assert maker != held and {maker, held} == set(pids)

@@ -10,7 +10,8 @@ HTTP endpoint with OAuth (`mcp_tasks.auth.ResourceServer`; see `_serve_auth`).
 The first SIGINT (Ctrl-C) or SIGTERM stops the transport and leaves `Server.running()`
 normally, so running tasks get the server's shutdown grace; a second one cancels them at
 once. Either way the command exits 0. `--workers N` serves HTTP from N processes on one
-socket and a store they share (Redis), kept by a supervisor (`_workers`: restarts, SIGHUP).
+socket and a store they share (Redis, or SQLite opened shared), kept by a supervisor
+(`_workers`: restarts, SIGHUP).
 """
 
 from __future__ import annotations
@@ -272,7 +273,7 @@ def serve(  # noqa: PLR0917 - click passes every option
     if otel and not supervising:
         use_otel(server)
     if store_url is not None and not supervising:
-        server.use_store(_open_store(store_url))
+        server.use_store(_open_store(store_url, shared=seat is not None))
     if lease_seconds is not None:
         server.lease_seconds = lease_seconds
     _apply_limits(server, max_tasks, ttl_seconds, poll_seconds, max_tool_threads)
@@ -367,9 +368,9 @@ def _apply_limits(
         server.use_options(threads)
 
 
-def _open_store(url: str) -> TaskStore:
+def _open_store(url: str, *, shared: bool) -> TaskStore:
     try:
-        return open_store(url)
+        return open_store(url, shared=shared)
     except (ValueError, StoreLocked, ImportError, OSError) as error:
         raise click.BadParameter(str(error), param_hint="--store") from None
 

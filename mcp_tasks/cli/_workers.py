@@ -15,8 +15,8 @@ worker says `ready` on its channel once it serves; when the channel ends (the su
 gone, even killed), the worker stops as on SIGTERM.
 
 A tasks/get may land on any worker, so the tasks are where every worker finds them: in
-Redis, whose leases, signals and shared key are made for several processes. The memory
-store is one process's; the SQLite store is one process's at a time (a lock on its file).
+Redis, or in a SQLite file each worker opens shared (leases that lapse, signals through the
+file). The memory store is one process's.
 
 The supervisor waits on one selector: its signals (`signal.set_wakeup_fd`) and the
 workers' channels. What it does:
@@ -62,8 +62,9 @@ threads) that serves one core, so more than the cores only contend; the bound st
 RESTART_LIMIT: Final = 10
 RESTART_WINDOW_SECONDS: Final = 60.0
 """More unasked exits than `RESTART_LIMIT` within this window is a crash loop: give up."""
-SHARED_SCHEMES: Final = frozenset({"redis", "rediss", "unix"})
-"""The stores (by URL scheme) that several processes share: Redis."""
+SHARED_SCHEMES: Final = frozenset({"redis", "rediss", "unix", "sqlite"})
+"""The stores (by URL scheme) that several processes share: Redis, and SQLite (each worker
+opens the file shared)."""
 _VARIABLE: Final = "_MCP_TASKS_WORKER"
 _READY: Final = b"ready\n"
 _TICK_SECONDS: Final = 1.0
@@ -79,16 +80,13 @@ def refuse_unless_shareable(*, stdio: bool, store_url: str | None, record: bool)
         raise click.UsageError(
             "--workers needs a store the workers share: with the memory store each worker "
             "would hold its own tasks, and a tasks/get answered by another worker would not "
-            "find the task. Add --store redis://HOST:6379/0, or serve with one worker."
-        )
-    if scheme == "sqlite":
-        raise click.UsageError(
-            "--workers needs a store the workers share: a SQLite store is open in one process "
-            "at a time (it locks its file). Use --store redis://HOST:6379/0, or serve the "
-            "SQLite store with one worker."
+            "find the task. Add --store sqlite:///tasks.db or --store redis://HOST:6379/0, or "
+            "serve with one worker."
         )
     if scheme not in SHARED_SCHEMES:
-        raise click.UsageError("--workers needs a store the workers share: redis://HOST:6379/0.")
+        raise click.UsageError(
+            "--workers needs a store the workers share: redis://HOST:6379/0 or sqlite:///path.db."
+        )
     if record:
         raise click.UsageError(
             "--record writes one journal: with --workers every worker would write the same "
