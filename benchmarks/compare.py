@@ -29,7 +29,7 @@ pinned to core 1):
   official SDK's `MCPServer` with our `TasksExtension` (`benchmarks/sdk_tasks_server.py`).
 
 Beside them: where a request's CPU time goes, part by part (`split.py`), and `serve
---workers 2` against one worker on Redis (`workers.py`).
+--workers 2` against one worker on Redis and on SQLite (`workers.py`).
 
 Every server has a synchronous `greet` and a task `slow_compute`. The same load goes to all
 of them, the 2026-07-28 wire with every header: 16 keep-alive connections over 127.0.0.1,
@@ -59,7 +59,6 @@ import importlib.util
 import json
 import platform
 import re
-import shutil
 import signal
 import socket
 import statistics
@@ -702,11 +701,8 @@ def where_the_time_goes(log: Callable[[str], None]) -> dict[str, Any]:
 
 
 def more_than_one_core(plan: Plan, log: Callable[[str], None]) -> dict[str, Any] | None:
-    """`serve --workers 2` beside one worker, on Redis (`workers.py`); None without
-    redis-server. Nothing is pinned: the workers are to use both cores."""
-    if shutil.which("redis-server") is None:
-        log("serve --workers: not measured (no redis-server)")
-        return None
+    """`serve --workers 2` beside one worker, on Redis (without redis-server: not) and on
+    SQLite (`workers.py`). Nothing is pinned: the workers are to use both cores."""
     pinned = os.sched_getaffinity(0) if _can_pin() else None
     if pinned is not None:  # the workers (and wrk) inherit it: let them have every core
         os.sched_setaffinity(0, range(os.cpu_count() or 1))
@@ -1001,16 +997,21 @@ def _apart(figures: dict[str, Any], key: str) -> list[str]:
 
 
 def _workers_table(figures: dict[str, Any]) -> list[str]:
-    """`serve --workers 2` beside one worker (`workers.py`)."""
+    """`serve --workers 2` beside one worker (`workers.py`), on each store measured."""
     workers = figures.get("workers")
     if not workers:
         return ["`serve --workers`: not measured in this run.", ""]
-    out = [f"| `serve --workers`, {workers['store']} (per second) | 1 worker | 2 workers | "
-           "2 / 1 |", "| --- | ---: | ---: | ---: |"]  # fmt: skip
-    for workload in ("greet", "tasks/get"):
-        entry = workers[workload]
-        one, two = entry["workers_1"]["per_second"], entry["workers_2"]["per_second"]
-        out.append(f"| {workload} | {_number(one)} | {_number(two)} | {entry['ratio']:.2f} |")
+    out = ["| `serve --workers` (per second) | 1 worker | 2 workers | 2 / 1 |",
+           "| --- | ---: | ---: | ---: |"]  # fmt: skip
+    for name, measured in (("Redis", workers), ("SQLite", workers.get("sqlite") or {})):
+        for workload in ("greet", "tasks/get"):
+            entry = measured.get(workload)
+            if entry is None:
+                continue
+            one, two = entry["workers_1"]["per_second"], entry["workers_2"]["per_second"]
+            out.append(
+                f"| {workload}, {name} | {_number(one)} | {_number(two)} | {entry['ratio']:.2f} |"
+            )
     return [*out, *_apart(figures, "workers"), ""]
 
 

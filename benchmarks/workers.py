@@ -4,10 +4,11 @@
 
 `benchmarks/servers.py` (the server `compare.py` measures as "mcp_tasks": `greet`, and a
 `slow_compute` that is always a task) is served by `mcp-tasks serve` with `--workers 1` and
-then `--workers 2` on a Redis store (a redis-server of its own, on loopback: the one store
-workers can share), and each is loaded by wrk (`loadgen.wrk_requests`: 16 keep-alive
+then `--workers 2` on each store workers can share: Redis (a redis-server of its own, on
+loopback; skipped without one) and a SQLite file (in a temporary folder, opened shared by
+each worker), and each is loaded by wrk (`loadgen.wrk_requests`: 16 keep-alive
 connections, a warm-up, then a window) with two of `compare.py`'s workloads: a synchronous
-`greet` call, and tasks/get of a completed task (a Redis read each). Nothing is pinned: two
+`greet` call, and tasks/get of a completed task (a store read each). Nothing is pinned: two
 workers need two cores, and wrk and redis-server share the machine with them, so on a
 machine of two cores the ratio says what a second worker buys when the load is generated on
 the same machine, not the ceiling of two cores. `ratio` is req/s with two workers over req/s
@@ -30,6 +31,7 @@ import contextlib
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -92,23 +94,36 @@ def _wait_for_workers(process: subprocess.Popen[bytes], errors: Any, workers: in
 
 
 def workers_figures(plan_seconds: float, log: Callable[[str], None]) -> dict[str, Any]:
-    """req/s of one worker and of two, for `greet` and tasks/get, and their ratios."""
+    """req/s of one worker and of two, for `greet` and tasks/get, and their ratios: on Redis
+    (the top-level entries, as before SQLite could be shared; absent without redis-server)
+    and on SQLite (`figures["sqlite"]`)."""
     figures: dict[str, Any] = {"cores": os.cpu_count(), "store": "redis"}
-    with stores.started_redis() as (store_url, redis_version):
-        figures["redis"] = redis_version
-        for workers in (1, 2):
-            with served(workers, store_url) as running:
-                task_id = compare.completed_task(running)
-                loads = {
-                    "greet": loadgen.greet_call(running.port),
-                    "tasks/get": loadgen.task_poll(running.port, task_id),
-                }
-                for workload, data in loads.items():
-                    log(f"--workers {workers}: {workload} for {plan_seconds:g} s")
-                    measured = loadgen.wrk_requests(running.port, data, 1.0, plan_seconds)
-                    figures.setdefault(workload, {})[f"workers_{workers}"] = measured
-    for workload in ("greet", "tasks/get"):
-        entry = figures[workload]
+    if shutil.which("redis-server") is not None:
+        with stores.started_redis() as (store_url, redis_version):
+            figures["redis"] = redis_version
+            figures.update(_one_beside_two(store_url, "Redis", plan_seconds, log))
+    with tempfile.TemporaryDirectory() as folder:
+        store_url = f"sqlite:///{folder}/tasks.db"
+        figures["sqlite"] = _one_beside_two(store_url, "SQLite", plan_seconds, log)
+    return figures
+
+
+def _one_beside_two(
+    store_url: str, name: str, plan_seconds: float, log: Callable[[str], None]
+) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    for workers in (1, 2):
+        with served(workers, store_url) as running:
+            task_id = compare.completed_task(running)
+            loads = {
+                "greet": loadgen.greet_call(running.port),
+                "tasks/get": loadgen.task_poll(running.port, task_id),
+            }
+            for workload, data in loads.items():
+                log(f"--workers {workers}, {name}: {workload} for {plan_seconds:g} s")
+                measured = loadgen.wrk_requests(running.port, data, 1.0, plan_seconds)
+                figures.setdefault(workload, {})[f"workers_{workers}"] = measured
+    for entry in figures.values():
         entry["ratio"] = entry["workers_2"]["per_second"] / entry["workers_1"]["per_second"]
     return figures
 

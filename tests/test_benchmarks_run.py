@@ -40,7 +40,8 @@ def test_core_benchmark_runs_and_reports_every_figure() -> None:
 
 @pytest.mark.slow
 def test_stores_benchmark_runs_and_reports_every_figure() -> None:
-    """Memory, SQLite and Redis over HTTP, and the cross-process signals on Redis."""
+    """Memory, SQLite and Redis over HTTP, and the cross-process signals on Redis and on
+    SQLite opened shared."""
     if shutil.which("redis-server") is None:
         hint = "redis-server is not installed (Debian/Ubuntu: sudo apt-get install redis-server)"
         if os.environ.get("CI"):
@@ -62,11 +63,12 @@ def test_stores_benchmark_runs_and_reports_every_figure() -> None:
             for figure in ("requests_per_second", "p50_ms", "p99_ms"):
                 assert run[figure] > 0, (store, figure, run)
             assert workload["ratio_to_memory"][store] > 0
-    assert set(figures["cross_process"]) == {"tasks/cancel", "tasks/update"}
-    for latency in figures["cross_process"].values():
-        assert latency["count"] > 0
-        for figure in ("p50_ms", "p99_ms", "max_ms"):
-            assert latency[figure] > 0, (figure, latency)
+    for key in ("cross_process", "cross_process_sqlite"):
+        assert set(figures[key]) == {"tasks/cancel", "tasks/update"}
+        for latency in figures[key].values():
+            assert latency["count"] > 0
+            for figure in ("p50_ms", "p99_ms", "max_ms"):
+                assert latency[figure] > 0, (key, figure, latency)
 
 
 @pytest.mark.slow
