@@ -8,7 +8,7 @@ else the `node` on PATH. Two SDK lines, each with the request of its wire:
 * `v1`: `@modelcontextprotocol/sdk` (1.32.2, pinned in package.json), which speaks up to
   2025-11-25: `loadgen.legacy_greet_call` with no session (the server is stateless, and a
   `tools/call` needs no `initialize` there), `MCP-Protocol-Version: 2025-11-25`, no `_meta`;
-* `v2`: `@modelcontextprotocol/server` (2.3.1, in the lock as the Inspector's dependency),
+* `v2`: `@modelcontextprotocol/server` (2.3.1, pinned in tests/interop/npm/package.json),
   which speaks 2026-07-28: `loadgen.greet_call`, the very request ours is measured with.
 
 Both answer plain JSON (`enableJsonResponse` / `responseMode: 'json'`) and keep no session.
