@@ -1,5 +1,5 @@
-"""2025 sessions over HTTP on two real `mcp-tasks serve` processes sharing one Redis, with
-nothing in front: a session opened on one is used on the other, a question one process
+"""2025 sessions over HTTP on two real `mcp-tasks serve` processes sharing one Redis, or one
+SQLite file opened shared, with nothing in front: a session opened on one is used on the other, a question one process
 asks is answered by a POST to the other, and a session ended on one is gone on both.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
@@ -18,9 +19,12 @@ from legacy_http import LegacyHttpClient, sse_events
 from .served import serving
 
 
-@pytest.fixture
-def shared_url(redis_url: str) -> Iterator[str]:
-    yield f"{redis_url}?prefix=t{secrets.token_hex(4)}"
+@pytest.fixture(params=["redis", "sqlite"])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tasks.db'}?shared=true"
+    else:
+        yield f"{request.getfixturevalue('redis_url')}?prefix=t{secrets.token_hex(4)}"
 
 
 async def test_a_session_opened_on_one_process_is_served_by_the_other(shared_url: str) -> None:
@@ -36,7 +40,7 @@ async def test_a_session_opened_on_one_process_is_served_by_the_other(shared_url
         listed = await on_b.request("tools/list")
         assert "greets_in_place" in [tool["name"] for tool in listed["result"]["tools"]]
 
-        # A asks on its POST stream; the answer goes to B, and reaches A through Redis.
+        # A asks on its POST stream; the answer goes to B, and reaches A through the store.
         message: dict[str, Any] = {
             "jsonrpc": "2.0",
             "id": 5,
