@@ -51,6 +51,7 @@ import http.client
 import importlib.util
 import json
 import platform
+import random
 import secrets
 import shutil
 import socket
@@ -66,6 +67,7 @@ import trio
 
 from mcp_tasks import START_TASK, CallToolResult, Server, TaskOptions, ToolContext, ToolOutcome
 from mcp_tasks.store import open_store
+from mcp_tasks.store._sqlite_coordination import SIGNAL_POLL_SECONDS
 from mcp_tasks.transports import serve_http
 
 
@@ -287,6 +289,13 @@ class Peer:
             time.sleep(0.005)
 
 
+def _at_random_phase() -> None:
+    """Wait 0-20 ms at random: each round starts right after A's handler ended the one
+    before, so without it every request would reach a store that looks for signals every
+    20 ms (SQLite) at the same point of that look, always the worst or the best."""
+    time.sleep(random.random() * SIGNAL_POLL_SECONDS)
+
+
 def _wait_for_note(path: Path) -> float:
     deadline = time.monotonic() + WAIT_SECONDS
     while not path.exists():
@@ -363,12 +372,14 @@ def run_cross_process(url: str, folder: Path, count: int) -> dict[str, Any]:
         for _ in range(count):
             task_id = on_a.create("blocks_noting")
             on_a.wait_for(task_id, "working", BLOCKING)
+            _at_random_phase()
             start = time.time()
             on_b.post("tasks/cancel", task_id, {"taskId": task_id})
             cancel_ms.append((_wait_for_note(folder / f"{task_id}.cancel") - start) * 1000)
 
             task_id = on_a.create("asks_noting")
             on_a.wait_for(task_id, "input_required")
+            _at_random_phase()
             start = time.time()
             on_b.post("tasks/update", task_id, {"taskId": task_id,
                                                 "inputResponses": {"input-1": ANSWER}})  # fmt: skip
