@@ -1,6 +1,7 @@
 """2025 sessions over HTTP on two real `mcp-tasks serve` processes sharing one Redis, or one
-SQLite file opened shared, with nothing in front: a session opened on one is used on the other, a question one process
-asks is answered by a POST to the other, and a session ended on one is gone on both.
+SQLite file opened shared, with nothing in front: a session opened on one is used on the
+other, a question one process asks is answered by a POST to the other, and a session ended
+on one is gone on both.
 """
 
 from __future__ import annotations
