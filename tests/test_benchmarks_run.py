@@ -167,13 +167,15 @@ def test_side_by_side_benchmark_runs_ours_and_the_limit_and_writes_its_page(
             assert parts["server_us"] + parts["transport_us"] == pytest.approx(
                 parts["connection_us"], abs=0.2
             )
-    workers = figures["workers"]  # serve --workers 2 beside one, on Redis
-    for workload in ("greet", "tasks/get"):
-        for count in ("workers_1", "workers_2"):
-            run = workers[workload][count]
-            assert run["count"] > 0 and run["failures"] == 0, (workload, count)
+    workers = figures["workers"]  # serve --workers 2 beside one, on Redis and on SQLite
+    for measured in (workers, workers["sqlite"]):
+        for workload in ("greet", "tasks/get"):
+            for count in ("workers_1", "workers_2"):
+                run = measured[workload][count]
+                assert run["count"] > 0 and run["failures"] == 0, (workload, count)
     assert "| where the time goes (CPU us a request) |" in page
-    assert "| `serve --workers`, redis (per second) |" in page
+    assert "| `serve --workers` (per second) |" in page
+    assert "| tasks/get, Redis |" in page and "| tasks/get, SQLite |" in page
 
 
 @pytest.mark.slow
