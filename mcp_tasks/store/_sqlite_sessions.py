@@ -17,7 +17,6 @@ every process sharing the file reads the same figure.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from ..core import VersionConflict
@@ -87,22 +86,18 @@ class SQLiteSessions:
                 )
             return None
 
-        refusal = await self._run(work)
+        refusal = await self._store._run(work)
         if refusal is not None:
             raise refusal
 
-    async def _run(self, work: Callable[[], T]) -> T:
-        return await self._store._run(work)
-
-    def _purge(self, db: sqlite3.Connection, now: float) -> int:
-        """Delete up to `PURGE_BATCH` expired sessions and their events; how many."""
+    def _purge(self, db: sqlite3.Connection, now: float) -> None:
+        """Delete up to `PURGE_BATCH` expired sessions and their events."""
         rows = db.execute(
             "SELECT session_id FROM sessions WHERE expires_at <= ? ORDER BY expires_at LIMIT ?",
             (now, PURGE_BATCH),
         ).fetchall()
         db.executemany("DELETE FROM sessions WHERE session_id = ?", rows)
         db.executemany("DELETE FROM session_events WHERE session_id = ?", rows)
-        return len(rows)
 
     def _refusal(
         self, db: sqlite3.Connection, principal: str | None, limits: SessionLimits, now: float
@@ -170,7 +165,7 @@ class SQLiteSessions:
                 session_id=session_id, principal=principal, state=state, version=version
             )
 
-        return await self._run(work)
+        return await self._store._run(work)
 
     async def save_session(
         self, record: SessionRecord, expected_version: int, *, idle_seconds: float, now: float
@@ -190,12 +185,12 @@ class SQLiteSessions:
                 )
             return None
 
-        conflict = await self._run(work)
+        conflict = await self._store._run(work)
         if conflict is not None:
             raise conflict
 
     async def close_session(self, session_id: str) -> bool:
-        return await self._run(lambda: self._delete(self._db, session_id))
+        return await self._store._run(lambda: self._delete(self._db, session_id))
 
     async def append_event(
         self, session_id: str, stream: str, data: bytes, *, max_events: int = MAX_EVENTS
@@ -222,7 +217,7 @@ class SQLiteSessions:
                 )
             return number
 
-        return await self._run(work)
+        return await self._store._run(work)
 
     @staticmethod
     def _last(db: sqlite3.Connection, session_id: str, stream: str) -> int:
@@ -250,7 +245,7 @@ class SQLiteSessions:
                 return None  # dropped already
             return [(int(number), bytes(data)) for number, data in rows]
 
-        return await self._run(work)
+        return await self._store._run(work)
 
 
 def _row(record: SessionRecord) -> tuple[str, str | None, bytes, int]:

@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager, closing
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 import mcp_tasks.store._sqlite as sqlite_module
@@ -25,21 +26,13 @@ from mcp_tasks.core import TaskRecord, TaskStatus
 from mcp_tasks.core.commands import TaskLimits
 from mcp_tasks.store import Signal, SQLiteTaskStore, StoreFull, StoreLocked, StoreUnavailable
 
+from .test_contract import record as contract_record
+
 WAIT = 5.0  # seconds any one wait may take, at most
 
 
 def record(task_id: str, *, principal: str | None = None) -> TaskRecord:
-    return TaskRecord(
-        task_id=task_id,
-        version=1,
-        tool_name="tool",
-        status=TaskStatus.WORKING,
-        created_at=100.0,
-        last_updated_at=100.0,
-        ttl_ms=60_000,
-        poll_interval_ms=1000,
-        principal=principal,
-    )
+    return msgspec.structs.replace(contract_record(task_id), principal=principal)
 
 
 @asynccontextmanager
