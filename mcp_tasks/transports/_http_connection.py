@@ -250,7 +250,7 @@ class HttpConnection:
         if refusal is not None:
             await self._refuse(refusal, close=False)
         else:
-            await self._call_server(request.found, body, request.params, principal, request.method)
+            await self._call_server(request, body, principal)
 
     async def _read_body(self, content_length: bytes | None, intake: BodyIntake) -> bytes:
         """The body, its bytes taken from the budget as they come, at the pace it must
@@ -283,15 +283,11 @@ class HttpConnection:
 
     # --- the server's answer -------------------------------------------------------------
 
-    async def _call_server(
-        self,
-        found: dict[bytes, bytes],
-        body: bytes,
-        params: dict[str, str],
-        principal: str | None,
-        method: bytes,
-    ) -> None:
-        headers = mcp_headers(found, params)
+    async def _call_server(self, request: RequestHead, body: bytes, principal: str | None) -> None:
+        found, method = request.found, request.method
+        headers = request.mcp
+        if headers is None:  # made once a head: a repeated one is read once (`RequestInput`)
+            headers = request.mcp = mcp_headers(found, request.params)
         self._sse_allowed = self.serving.rules.allows_event_stream(found.get(b"accept"))
         if b"mcp-session-id" not in found and method == b"POST":
             session = None  # what every 2026-07-28 request is (`session_headers`)

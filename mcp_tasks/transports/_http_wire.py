@@ -22,12 +22,15 @@ which knows no chunks, gets the stream unframed, and the connection closes after
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import httptools
 
 from ._exchange import REASONS
 from ._http_rules import PARAM_PREFIX, READ_HEADERS, Refusal, add_param
+
+if TYPE_CHECKING:
+    from ..core import HttpHeaders
 
 __all__ = [
     "LAST_CHUNK",
@@ -64,6 +67,7 @@ class RequestHead:
         "headers",
         "http_version",
         "keep_alive",
+        "mcp",
         "method",
         "params",
         "target",
@@ -80,6 +84,8 @@ class RequestHead:
         """The client keeps the connection after this request (HTTP/1.1 without
         `Connection: close`, or HTTP/1.0 with `keep-alive`)."""
         self.expects_continue = False
+        self.mcp: HttpHeaders | None = None
+        """What the core reads of the head (`_http_rules.mcp_headers`), once made."""
 
     # httptools' callbacks, while the head is parsed
     def on_url(self, url: bytes) -> None:
@@ -115,13 +121,14 @@ class RequestInput:
     """The bytes a client sent, read one request at a time: `next_head`, then `next_body`
     until it returns `b""` (the body's end), then `next_head` again."""
 
-    __slots__ = ("_body", "_buffer", "_start", "ended", "max_head_bytes")
+    __slots__ = ("_body", "_buffer", "_last", "_start", "ended", "max_head_bytes")
 
     def __init__(self, max_head_bytes: int) -> None:
         self.max_head_bytes = max_head_bytes
         self._buffer = b""
         self._start = 0  # where the unread bytes begin in `_buffer`
         self._body: _Body | None = None
+        self._last: tuple[bytes, RequestHead] | None = None  # the head read last, and its bytes
         self.ended = False
         """The client sent end-of-file: nothing more comes."""
 
@@ -182,14 +189,20 @@ class RequestInput:
         end += 4
         if end - start > self.max_head_bytes:
             raise _head_too_large(end - start, self.max_head_bytes)
+        data = buffer[start:end]
+        last = self._last
+        if last is not None and last[0] == data:  # the same head again: a client polling
+            self._start = end  # one task sends the same bytes each time; read them once
+            self._body = _framing(last[1])
+            return last[1]
         head = RequestHead()
         parser = httptools.HttpRequestParser(head)
         try:
-            parser.feed_data(memoryview(buffer)[start:end])
+            parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             pass  # read as a plain request: the server never switches protocols
         except httptools.HttpParserError as error:
-            raise _unreadable(buffer[start:end], error) from None
+            raise _unreadable(data, error) from None
         self._start = end
         head.method = parser.get_method()
         head.http_version = version = parser.get_http_version()
@@ -198,6 +211,7 @@ class RequestInput:
             raise Refusal(505, message, reason="bad_request")
         head.keep_alive = parser.should_keep_alive()
         self._body = _framing(head)
+        self._last = (data, head)
         return head
 
     def next_body(self, so_far: int, limit: int) -> bytes | None:

@@ -194,6 +194,37 @@ def test_a_body_that_came_whole_is_taken_at_once_and_no_other_is() -> None:
     assert chunked.next_head() is not None and chunked.whole_body_size(BODY_LIMIT) is None
 
 
+@pytest.mark.parametrize("cuts", [0, 5])
+def test_a_repeated_head_is_read_once_and_never_stands_for_another(cuts: int) -> None:
+    same = post(b'{"id":1}', b"Mcp-Name: task-a", b"Mcp-Param-Region: eu")
+    other = post(b'{"id":2}', b"Mcp-Name: task-b")  # the same length: only a value differs
+    chunked = post(b"2\r\n{}\r\n0\r\n\r\n", b"Mcp-Name: task-a", b"Transfer-Encoding: chunked")
+    requests = read_all(same + same + other + same + chunked, cuts)
+    heads = [head for head, _ in requests]
+    assert [body for _, body in requests] == [
+        b'{"id":1}',
+        b'{"id":1}',
+        b'{"id":2}',
+        b'{"id":1}',
+        b"{}",
+    ]
+    assert heads[1] is heads[0]  # the same bytes again: the head read before
+    assert heads[2].found[b"mcp-name"] == b"task-b" and heads[2].params == {}
+    assert heads[3].found[b"mcp-name"] == b"task-a" and heads[3].params == {"region": "eu"}
+    assert b"transfer-encoding" in heads[4].found  # framed by its own head, not the last one
+
+
+def test_a_head_refused_after_a_good_one_is_still_refused() -> None:
+    good = post(b"")
+    bad = good.replace(b"Host: 127.0.0.1", b"Host : 127.0.0.1")  # llhttp refuses the space
+    reader = RequestInput(HEAD_LIMIT)
+    reader.receive(good + bad)
+    assert reader.next_head() is not None and reader.end_if_no_body()
+    with pytest.raises(Refusal) as refused:
+        reader.next_head()
+    assert refused.value.status == 400
+
+
 def test_answers_are_framed_as_http_1_1() -> None:
     answer = response_bytes(200, [(b"content-length", b"2")], b"{}")
     assert answer == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"
