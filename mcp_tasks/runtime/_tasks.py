@@ -11,6 +11,7 @@ travel as `Signal`s.
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ import anyio.abc
 import anyio.lowlevel
 from msgspec import Raw
 
+from .._support import backend as _backend
 from .._support.backend import CancelScope, Event, cancel_scope, event
 from ..core import (
     Reply,
@@ -134,7 +136,7 @@ class TaskRunner:
         # shutdown grace), never because whoever runs the server was cancelled.
         running = RunningTask(scope=cancel_scope(shield=True), record=created)
         self.running[start.task_id] = running
-        self.nursery.start_soon(self._run, start, running)
+        self.nursery.start_soon(self._run, start, running, name=f"task {start.task_id}")
 
     @property
     def held(self) -> list[str]:
@@ -307,17 +309,26 @@ class TaskRunner:
         self, what: str, attempt: Callable[[], Awaitable[Any]], seconds: float | None
     ) -> bool:
         """`attempt()` until the store takes it (True), waiting longer each time it is
-        unavailable, for up to `seconds` (None: as long as this process runs)."""
+        unavailable, for up to `seconds` from now (None: as long as this process runs).
+        The first try runs outside the deadline's scope (nearly every one succeeds, and a
+        scope with a deadline costs a task about 6% of its life); a store's own timeouts
+        bound it, and the retries keep to the deadline set before it."""
+        deadline = math.inf if seconds is None else _backend.clock()() + seconds
         wait = FIRST_RETRY_SECONDS
-        with anyio.move_on_after(seconds):
+        try:
+            await attempt()
+            return True
+        except StoreUnavailable as error:
+            logger.warning("%s: %s; trying again in %.2g s", what, error, wait)
+        with cancel_scope(deadline=deadline):
             while True:
+                await anyio.sleep(wait * random.uniform(0.8, 1.0))  # apart, not in step
+                wait = min(wait * 2, LAST_RETRY_SECONDS)
                 try:
                     await attempt()
                     return True
                 except StoreUnavailable as error:
                     logger.warning("%s: %s; trying again in %.2g s", what, error, wait)
-                await anyio.sleep(wait * random.uniform(0.8, 1.0))  # apart, not in step
-                wait = min(wait * 2, LAST_RETRY_SECONDS)
         return False
 
     async def _set_status(self, task_id: str, message: str | None) -> None:
