@@ -38,6 +38,7 @@ from ._serving import (
     capacity,
     flush_otel,
     http_transport,
+    ignore_late_stop_signals,
     run_on_loop,
     run_server,
     say,
@@ -56,6 +57,7 @@ __all__ = [
     "load_server",
     "main",
     "parse_arguments",
+    "run_command",
 ]
 
 DEFAULT_HOST = "127.0.0.1"
@@ -92,6 +94,12 @@ def _parse_address(
 def main() -> None:
     """Serve MCP servers that use the Tasks extension (io.modelcontextprotocol/tasks), and
     call their tools."""
+
+
+def run_command() -> None:
+    """The `mcp-tasks` process: `main`, a late stop signal ignored once a server stopped."""
+    ignore_late_stop_signals()
+    main()
 
 
 @main.command()

@@ -1,5 +1,5 @@
 """`python -m mcp_tasks.cli`: the `mcp-tasks` command."""
 
-from . import main
+from . import run_command
 
-main()
+run_command()

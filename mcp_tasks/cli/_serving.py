@@ -167,8 +167,36 @@ async def run_server(server: Server, serve: Serve, worker: bool = False) -> None
             await server.store.aclose()
 
 
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
+class _LateStopSignals:
+    """Whether a stop signal that comes once the server has stopped is ignored until the
+    process exits (`ignore_late_stop_signals`)."""
+
+    ignored = False
+
+
+def ignore_late_stop_signals() -> None:
+    """From now on in this process, a SIGINT or SIGTERM that comes after a served server
+    stopped (the second of a double Ctrl-C, come late) is ignored: the command still
+    exits 0, where the default action would kill it as it closes the store or exits.
+    For the `mcp-tasks` process alone (it exits next): a host that runs `serve` in its
+    own process keeps its handlers."""
+    _LateStopSignals.ignored = True
+
+
 async def _serve_until_stopped(server: Server, serve: Serve) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    try:
+        await _serve_until_signalled(server, serve)
+    finally:
+        if _LateStopSignals.ignored:
+            for number in STOP_SIGNALS:
+                signal.signal(number, signal.SIG_IGN)
+
+
+async def _serve_until_signalled(server: Server, serve: Serve) -> None:
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with anyio.create_task_group() as nursery:
             transport = anyio.CancelScope()
             nursery.start_soon(_stop_on_signals, signals, transport, nursery.cancel_scope)
