@@ -264,8 +264,11 @@ class Interpreter:
         for _ in range(MAX_CONFLICT_RETRIES):
             if record is None:
                 record = await self._shared.store.get(task_id)
+            step = decide(record)
+            if not step.effects:  # a read (a poll): nothing to perform
+                return step.reply
             try:
-                return await self.perform(decide(record))
+                return await self.perform(step)
             except VersionConflict:
                 record = None
         raise RuntimeError(

@@ -205,8 +205,11 @@ class HttpConnection:
                 await self._answer_probe(kind)
                 return
         found = request.found
-        if rules.authenticate is None:  # the verdict needs no wait
+        if request.passed:  # a repeated head, let through before (`RequestHead.passed`)
+            refusal, principal = None, None
+        elif rules.authenticate is None:  # the verdict needs no wait
             refusal, principal = rules.refusal_for(method, request.target, found), None
+            request.passed = refusal is None and method == b"POST"
         else:
             refusal, principal = await admit(
                 rules,
@@ -288,7 +291,11 @@ class HttpConnection:
         headers = request.mcp
         if headers is None:  # made once a head: a repeated one is read once (`RequestInput`)
             headers = request.mcp = mcp_headers(found, request.params)
-        self._sse_allowed = self.serving.rules.allows_event_stream(found.get(b"accept"))
+        allowed = request.event_stream
+        if allowed is None:
+            allowed = self.serving.rules.allows_event_stream(found.get(b"accept"))
+            request.event_stream = allowed
+        self._sse_allowed = allowed
         if b"mcp-session-id" not in found and method == b"POST":
             session = None  # what every 2026-07-28 request is (`session_headers`)
         else:

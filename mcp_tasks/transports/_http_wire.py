@@ -62,6 +62,7 @@ class RequestHead:
     `params`), read as the head is parsed."""
 
     __slots__ = (
+        "event_stream",
         "expects_continue",
         "found",
         "headers",
@@ -70,6 +71,7 @@ class RequestHead:
         "mcp",
         "method",
         "params",
+        "passed",
         "target",
     )
 
@@ -84,8 +86,14 @@ class RequestHead:
         """The client keeps the connection after this request (HTTP/1.1 without
         `Connection: close`, or HTTP/1.0 with `keep-alive`)."""
         self.expects_continue = False
+        # What the connection learnt of the head, kept for a repeat of it (`RequestInput`):
         self.mcp: HttpHeaders | None = None
-        """What the core reads of the head (`_http_rules.mcp_headers`), once made."""
+        """What the core reads of it (`_http_rules.mcp_headers`), once made."""
+        self.passed = False
+        """The endpoint's rules let it through: a `POST`, no authenticator (a token may
+        expire), nothing refused."""
+        self.event_stream: bool | None = None
+        """Its Accept admits an SSE answer (`RequestRules.allows_event_stream`), once asked."""
 
     # httptools' callbacks, while the head is parsed
     def on_url(self, url: bytes) -> None:

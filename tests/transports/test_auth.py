@@ -105,6 +105,31 @@ async def test_an_async_authenticator_is_awaited() -> None:
         await client.aclose()
 
 
+async def test_a_repeated_head_is_authenticated_again_each_time() -> None:
+    """The server reads a head that repeats the one before on its connection only once;
+    its credentials are still checked for each request: a token revoked in between is
+    refused at once."""
+    tokens = dict(TOKENS)
+    asked: list[str] = []
+
+    def revocable(headers: Mapping[str, str]) -> str:
+        asked.append(headers.get("authorization", ""))
+        principal = tokens.get(headers.get("authorization", "").removeprefix("Bearer "))
+        if principal is None:
+            raise Unauthorized("a known bearer token is required", challenge='Bearer realm="t"')
+        return principal
+
+    async with serving(build(), authenticate=revocable) as port:
+        client = await HttpClient.connect(port)
+        created = (await post(client, request("tools/call", {"name": "job"}), "t-alice")).json()
+        poll = request("tasks/get", {"taskId": created["result"]["taskId"]})
+        assert "result" in (await post(client, poll, "t-alice")).json()
+        del tokens["t-alice"]
+        refused = await post(client, poll, "t-alice")  # the same bytes as the poll before
+        assert refused.status == 401 and asked == ["Bearer t-alice"] * 3
+        await client.aclose()
+
+
 async def test_a_poll_too_soon_is_429_with_retry_after() -> None:
     server = Server("polled", "1", tasks=TaskOptions(poll_interval_ms=60_000, min_poll_fraction=1))
 
