@@ -101,8 +101,9 @@ def is_request_id(value: Any) -> bool:
 def decode_message(data: bytes) -> w.IncomingMessage:
     try:
         # msgspec checks UTF-8 only in what it decodes; params stay raw until later, so the
-        # whole body is checked here, once (a fast path for ASCII).
-        data.decode("utf-8")
+        # whole body is checked here, once (ASCII, nearly every body, without a copy).
+        if not data.isascii():
+            data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise RemoteProtocolError(
             PARSE_ERROR,

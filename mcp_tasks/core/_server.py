@@ -294,7 +294,9 @@ class ServerCore(CompatibleNames):
             )
         check_version_and_method(method, meta, self.catalog.capabilities, legacy=legacy)
         if method in TASK_METHODS:
-            return self._tasks.request(request_id, method, raw_params, meta, principal)
+            return self._tasks.request(
+                request_id, method, raw_params, meta, principal, task_id=head.task_id
+            )
         if method == "tools/call":
             return self._tools.call(
                 request_id,

@@ -168,13 +168,20 @@ class Tasks:
         raw_params: Raw,
         meta: w.RequestMeta,
         principal: str | None,
+        *,
+        task_id: Any = None,
     ) -> FetchTask:
+        """`task_id`: the params' `taskId` as a first look found it (`ParamsHead`, with
+        `_meta` there already): a string is all `tasks/get` and `tasks/cancel` take, so
+        their params need no second decoding."""
         if not meta.client_capabilities.has_tasks:
             raise needs_tasks_extension(f"{method} needs")
         responses = None
         if method == "tasks/update":
             update = decode_params(raw_params, w.UpdateTaskParams)
             task_id, responses = update.task_id, update.input_responses
+        elif type(task_id) is str:
+            pass
         elif method == "tasks/get":
             task_id = decode_params(raw_params, w.GetTaskParams).task_id
         else:
