@@ -14,6 +14,7 @@ import anyio.abc
 from anyio.abc import SocketAttribute
 
 from .._support import backend as _backend
+from ..core import Reply
 from ._budget import LINGER_BYTES, LINGER_SECONDS, BodyIntake, slow_body
 from ._exchange import (
     CLOSE,
@@ -40,6 +41,7 @@ from ._http_wire import (
     RequestHead,
     RequestInput,
     chunk,
+    json_answer_bytes,
     response_bytes,
     stream_head,
 )
@@ -223,7 +225,10 @@ class HttpConnection:
         if size is not None and serving.bodies.take_now(size):  # here already, and room
             try:
                 body = self.input.take_whole_body()
-                await self._answer_body(request, refusal, body, principal)
+                if request.passed:  # no refusal, and no authenticator: no scopes to check
+                    await self._call_server(request, body, None)
+                else:
+                    await self._answer_body(request, refusal, body, principal)
             finally:
                 serving.bodies.give_back(size)
             return
@@ -332,6 +337,17 @@ class HttpConnection:
             async with self._send_lock:
                 last = b"" if reply is None else self._stream_bytes(sse_event(reply.body))
                 await self.stream.send(last + self._stream_end())
+        elif (
+            type(reply) is Reply
+            and reply.retry_after_seconds is None
+            and reply.body
+            and self._client_keeps
+            and not self.serving.draining
+            and self._method == b"POST"
+        ):  # nearly every answer: a JSON body and nothing more to say (`answer_of`, `framed`)
+            self._status = status = reply.http_status
+            self._responding = True
+            await self.stream.send(json_answer_bytes(status, reply.body))
         else:
             await self._send_response(*answer_of(reply))
 

@@ -38,6 +38,7 @@ __all__ = [
     "RequestHead",
     "RequestInput",
     "chunk",
+    "json_answer_bytes",
     "response_bytes",
     "stream_head",
 ]
@@ -377,6 +378,20 @@ def response_bytes(status: int, headers: Headers, body: bytes, *, head_only: boo
 
 
 _STATUS_LINES: dict[int, bytes] = {}  # few: the statuses are the server's own
+
+
+def json_answer_bytes(status: int, body: bytes) -> bytes:
+    """`response_bytes` of a JSON `body` with no other header: the answer to nearly every
+    request, its head made once a status."""
+    start = _JSON_HEADS.get(status)
+    if start is None:
+        start = _JSON_HEADS[status] = (
+            _STATUS_LINES.get(status) or _status_line(status)
+        ) + b"content-type: application/json\r\ncontent-length: "
+    return b"%s%d\r\n\r\n%s" % (start, len(body), body)
+
+
+_JSON_HEADS: dict[int, bytes] = {}
 
 
 def _status_line(status: int) -> bytes:

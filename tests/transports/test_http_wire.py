@@ -12,6 +12,7 @@ from mcp_tasks.transports._http_wire import (
     RequestHead,
     RequestInput,
     chunk,
+    json_answer_bytes,
     response_bytes,
     stream_head,
 )
@@ -223,6 +224,14 @@ def test_a_head_refused_after_a_good_one_is_still_refused() -> None:
     with pytest.raises(Refusal) as refused:
         reader.next_head()
     assert refused.value.status == 400
+
+
+@pytest.mark.parametrize("status", [200, 202, 400, 429, 500])
+def test_a_json_answer_is_the_answer_its_headers_make(status: int) -> None:
+    body = b'{"jsonrpc":"2.0","id":1,"result":{}}'
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    assert json_answer_bytes(status, body) == response_bytes(status, headers, body)
+    assert json_answer_bytes(status, b"{}").endswith(b"content-length: 2\r\n\r\n{}")
 
 
 def test_answers_are_framed_as_http_1_1() -> None:
