@@ -296,11 +296,9 @@ class HttpConnection:
         headers = request.mcp
         if headers is None:  # made once a head: a repeated one is read once (`RequestInput`)
             headers = request.mcp = mcp_headers(found, request.params)
-        allowed = request.event_stream
-        if allowed is None:
-            allowed = self.serving.rules.allows_event_stream(found.get(b"accept"))
-            request.event_stream = allowed
-        self._sse_allowed = allowed
+        if request.event_stream is None:
+            request.event_stream = self.serving.rules.allows_event_stream(found.get(b"accept"))
+        self._sse_allowed = request.event_stream
         if b"mcp-session-id" not in found and method == b"POST":
             session = None  # what every 2026-07-28 request is (`session_headers`)
         else:
@@ -337,17 +335,9 @@ class HttpConnection:
             async with self._send_lock:
                 last = b"" if reply is None else self._stream_bytes(sse_event(reply.body))
                 await self.stream.send(last + self._stream_end())
-        elif (
-            type(reply) is Reply
-            and reply.retry_after_seconds is None
-            and reply.body
-            and self._client_keeps
-            and not self.serving.draining
-            and self._method == b"POST"
-        ):  # nearly every answer: a JSON body and nothing more to say (`answer_of`, `framed`)
-            self._status = status = reply.http_status
-            self._responding = True
-            await self.stream.send(json_answer_bytes(status, reply.body))
+        elif reply is not None and _bare_json(reply) and self._plain_post():
+            self._status, self._responding = reply.http_status, True
+            await self.stream.send(json_answer_bytes(reply.http_status, reply.body))
         else:
             await self._send_response(*answer_of(reply))
 
@@ -438,6 +428,10 @@ class HttpConnection:
         head_only = self._method == b"HEAD"  # its answer has headers only
         await self.stream.send(response_bytes(status, headers, body, head_only=head_only))
 
+    def _plain_post(self) -> bool:
+        """The answer in flight is to a `POST`, and says nothing of closing."""
+        return self._method == b"POST" and self._client_keeps and not self.serving.draining
+
     def _will_close(self, headers: Headers) -> None:
         """Note the answer begun; say `Connection: close` if either side closes after it."""
         self._responding = True
@@ -466,6 +460,12 @@ class HttpConnection:
             dropped = 0
             while dropped < LINGER_BYTES:
                 dropped += len(await self.stream.receive(_RECEIVE_BYTES))
+
+
+def _bare_json(reply: Reply) -> bool:
+    """Whether `reply` is a JSON body and nothing more to say: nearly every answer, written
+    in one step (`json_answer_bytes`; what `answer_of` and `framed` would make)."""
+    return type(reply) is Reply and reply.retry_after_seconds is None and bool(reply.body)
 
 
 class _PostAnswer(PostAnswer):
