@@ -1252,18 +1252,27 @@ server under wrk shares with the load generator): one connection answering thous
 requests from an in-memory stream (each read a real suspension of the loop, no system
 call), `Server.handle` alone on the same request, and the request's head read alone from
 its bytes; the HTTP layer is the connection less the server. Its table is above ("where the
-time goes"). A `tasks/get` spends about a quarter of its time in the core and the runtime
-(the store read, the era and header checks; its encoded task is kept from one poll to the
-next), a sixth reading the head (llhttp, and the Python callbacks that keep the headers the
-endpoint reads: a Python call per header), and the rest in the connection's own layers:
-the rules' verdict, the body taken, the answer framed, the coroutines resumed per request.
-Under wrk, the loop, the task's wake-up and the `send` system call add 12 to 20 us a
-request, about all that the asyncio ceiling spends (15 us). So reaching 0.3 of that
-ceiling on asyncio (50 us a request) takes some 20 us fewer of our own Python per
-request; this issue's changes so far took the connection from 68 to 57 us (a body that
-came whole is taken without waiting, a head that passed is remembered, a polled task is
-encoded once a version). On trio the loop itself costs more, and its ceiling is half
-asyncio's: `serve` on trio meets its aims.
+time goes"). A head costs llhttp and a Python pass over its fields, about 10 us, but only
+the first time on a connection: a client polling one task sends the same head each time,
+and a head that repeats the one before it, byte for byte, is not read again (nor is what the
+rules said of it, but for a token, which is checked on every request). So the `head read`
+column is a head's first reading, and the whole connection costs less than its parts. A
+`tasks/get` then spends about a third of its time in the core and the runtime (the store
+read, the era and header checks; its params decoded once, its encoded task kept from one
+poll to the next) and the rest in the connection's own layers: the body taken, the answer
+written (a JSON answer's head made once a status), the coroutines resumed per request.
+Measured by hand under wrk on 2026-12-05, in a quiet moment: `serve` answered 20,800
+`tasks/get` a second; with `Server.handle` replaced by a fixed reply, 31,900 (so the server
+costs about 17 us a request in place, though 11 alone: called in a tight loop, it finds its
+code and data in the processor's caches); a task per connection on the same asyncio stream
+answering fixed replies, without `HttpConnection`, 58,600; the uvloop ceiling 80,000. So a
+request spends about 12.5 us in the loop and the system calls, 4.5 in our stream's task and
+future, about 14 in the connection's Python and 17 in the server; 0.3 of the asyncio ceiling
+is 40 to 52 us a request, as its figure varies from run to run. This machine is shared:
+later the same day the same code answered 16,100-17,000 a second while the ceiling's figure
+did not move (a server that runs more code loses more to a neighbour's use of the caches).
+On trio the loop itself costs more, and its ceiling is a third of uvloop's: `serve` on trio
+meets its aims.
 
 Over stdio the server's CPU time per answer (`cpu_us_per_answer` in `benchmarks.json`, read
 from `/proc`, which other work on the machine sways less than answers/s) is the figure to
