@@ -111,16 +111,9 @@ class Interpreter:
                     answer = self._shared.decide(refused)
                     tool_call = None
                     continue
-            if isinstance(answer, FetchTask):  # a poll first: read, decide, nothing to write
-                task_id = answer.request.task_id
-                step = self._shared.decide(answer.fetched(await self._shared.store.get(task_id)))
-                if not step.effects:
-                    return step.reply
-                try:
-                    return await self.perform(step)
-                except VersionConflict:  # changed underneath: read it again (`transition`)
-                    fetched = functools.partial(_fetched, self._shared.decide, answer)
-                    return await self.transition(task_id, fetched)
+            if isinstance(answer, FetchTask):
+                fetched = functools.partial(_fetched, self._shared.decide, answer)
+                return await self.transition(answer.request.task_id, fetched)
             if isinstance(answer, Listen):
                 return await self._listen_streams.carry(
                     answer, notify, connection, closing=self._shared.closing
