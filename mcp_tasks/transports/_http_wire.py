@@ -73,6 +73,7 @@ class RequestHead:
         "method",
         "params",
         "passed",
+        "reader",
         "target",
     )
 
@@ -95,6 +96,8 @@ class RequestHead:
         expire), nothing refused."""
         self.event_stream: bool | None = None
         """Its Accept admits an SSE answer (`RequestRules.allows_event_stream`), once asked."""
+        self.reader: httptools.HttpRequestParser | None = None
+        """The parser reading it, while it does (`on_headers_complete` asks it)."""
 
     # httptools' callbacks, while the head is parsed
     def on_url(self, url: bytes) -> None:
@@ -111,6 +114,13 @@ class RequestHead:
             self.expects_continue = value.lower() == b"100-continue"
         elif lowered.startswith(PARAM_PREFIX):
             add_param(self.params, lowered, value)
+
+    def on_headers_complete(self) -> None:
+        # Asked here, not once `feed_data` returns: llhttp forgets a request's `Connection`
+        # when its message ends, so a request without a body (`GET`, `Content-Length: 0`)
+        # would read as keep-alive whatever it said.
+        assert self.reader is not None
+        self.keep_alive = self.reader.should_keep_alive()
 
 
 class _Body:
@@ -205,20 +215,21 @@ class RequestInput:
             self._body = _framing(last[1])
             return last[1]
         head = RequestHead()
-        parser = httptools.HttpRequestParser(head)
+        parser = head.reader = httptools.HttpRequestParser(head)
         try:
             parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             pass  # read as a plain request: the server never switches protocols
         except httptools.HttpParserError as error:
             raise _unreadable(data, error) from None
+        finally:
+            head.reader = None
         self._start = end
         head.method = parser.get_method()
         head.http_version = version = parser.get_http_version()
         if version not in ("1.1", "1.0"):
             message = f"HTTP version not supported: {version}, only 1.0 and 1.1"
             raise Refusal(505, message, reason="bad_request")
-        head.keep_alive = parser.should_keep_alive()
         self._body = _framing(head)
         self._last = (data, head)
         return head

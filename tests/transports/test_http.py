@@ -793,6 +793,30 @@ async def test_connection_close_from_the_client_is_honoured(client: HttpClient) 
         assert await client.rest_until_closed() == b""
 
 
+@pytest.mark.parametrize(
+    ("method", "head"),
+    [
+        ("GET", b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+        (
+            "POST",
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Connection: Close, x\r\nContent-Length: 0\r\n\r\n",
+        ),
+    ],
+)
+async def test_connection_close_on_a_request_without_a_body_is_honoured(
+    client: HttpClient, method: str, head: bytes
+) -> None:
+    # llhttp forgets `Connection` once a message without a body has ended: read too late,
+    # such a request kept the connection, and the request behind it was answered too.
+    behind = b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    await client.send_raw(head + behind, method=method)
+    with trio.fail_after(5):
+        response = await client.response()
+        assert response.headers["connection"] == "close", response
+        assert await client.rest_until_closed() == b""
+
+
 # --- timeouts ----------------------------------------------------------------------------
 
 

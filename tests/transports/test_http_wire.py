@@ -96,6 +96,30 @@ def test_http_1_0_does_not_keep_the_connection_nor_wait_for_100_continue() -> No
     assert head.expects_continue and head.keep_alive
 
 
+@pytest.mark.parametrize(
+    ("version", "connection", "keeps"),
+    [
+        (b"1.1", None, True),
+        (b"1.1", b"close", False),
+        (b"1.1", b"Close, x", False),
+        (b"1.1", b"x, close", False),
+        (b"1.0", None, False),
+        (b"1.0", b"keep-alive", True),
+    ],
+)
+@pytest.mark.parametrize("body", [None, b"", b"{}"])
+def test_connection_says_whether_the_client_keeps_it_with_a_body_or_without(
+    version: bytes, connection: bytes | None, keeps: bool, body: bytes | None
+) -> None:
+    lines = [b"Connection: " + connection] if connection is not None else []
+    if body is None:  # a GET: no body, no Content-Length
+        data = b"\r\n".join([b"GET /mcp HTTP/" + version, b"Host: x", *lines]) + b"\r\n\r\n"
+    else:
+        data = post(body, *lines, version=version)
+    ((head, _),) = read_all(data)
+    assert head.keep_alive is keeps
+
+
 def test_an_upgrade_is_read_as_a_plain_request() -> None:
     data = post(b"{}", b"Connection: Upgrade", b"Upgrade: h2c") + post(b"[]")
     assert [body for _, body in read_all(data)] == [b"{}", b"[]"]
