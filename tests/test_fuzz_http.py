@@ -52,6 +52,7 @@ from functools import partial
 from typing import Any, Final, Literal, TypeVar
 
 import h11
+import httptools
 import msgspec
 import pytest
 import trio
@@ -303,11 +304,14 @@ class Parsed:
     """The requests h11 reads whole from the bytes, in order, and how the bytes end after
     them: `complete` (nothing left, or the client closes the connection with its last
     request), `incomplete` (more bytes needed) or `error` (h11 refuses what follows).
-    `broken_head` is the head of the request the bytes end in, if h11 read that far."""
+    `broken_head` is the head of the request the bytes end in, if h11 read that far;
+    `refused_method` that request's method when h11 refused its head and llhttp (the
+    server's parser) reads it: the server answers it as such (a `HEAD`, no body)."""
 
     requests: list[ParsedRequest]
     ending: Literal["complete", "incomplete", "error"]
     broken_head: h11.Request | None = None
+    refused_method: bytes | None = None
 
 
 def parse_as_server(data: bytes, max_header_bytes: int = CONFIG.max_header_bytes) -> Parsed:
@@ -316,8 +320,11 @@ def parse_as_server(data: bytes, max_header_bytes: int = CONFIG.max_header_bytes
     requests: list[ParsedRequest] = []
     head: h11.Request | None = None
     body: list[bytes] = []
+    head_at = 0  # where the next request's head begins in `data`
     try:
         while True:
+            if head is None:
+                head_at = len(data) - len(server.trailing_data[0])
             event = server.next_event()
             if event is h11.NEED_DATA:
                 pending = head is not None or bool(server.trailing_data[0])
@@ -340,7 +347,29 @@ def parse_as_server(data: bytes, max_header_bytes: int = CONFIG.max_header_bytes
             else:  # pragma: no cover - ConnectionClosed or PAUSED: nothing more is read
                 return Parsed(requests, "complete")
     except h11.RemoteProtocolError:
-        return Parsed(requests, "error", head)
+        method = _method_llhttp_reads(data[head_at:]) if head is None else None
+        return Parsed(requests, "error", head, method)
+
+
+def _method_llhttp_reads(data: bytes) -> bytes | None:
+    """The method of the head `data` begins with, if llhttp reads that head (h11 asks more:
+    a `Host`, for one)."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return None
+    parser = httptools.HttpRequestParser(_NoCallbacks())
+    try:
+        parser.feed_data(data[: end + 4])
+    except httptools.HttpParserUpgrade:
+        pass
+    except httptools.HttpParserError:
+        return None
+    method: bytes = parser.get_method()
+    return method
+
+
+class _NoCallbacks:
+    """What httptools calls while it parses: nothing."""
 
 
 # --- one exchange over a socket ------------------------------------------------------------------
@@ -399,7 +428,10 @@ def exchange(port: int, wire: Wire, parsed: Parsed) -> Exchange:
     due = len(parsed.requests) + (parsed.ending == "error")
     framing = [request.head.method for request in parsed.requests]
     if parsed.ending != "complete":  # the request the bytes end in, as the server reads it
-        framing.append(b"GET" if parsed.broken_head is None else parsed.broken_head.method)
+        if parsed.broken_head is not None:
+            framing.append(parsed.broken_head.method)
+        else:
+            framing.append(parsed.refused_method or b"GET")
     sock = socket.create_connection(("127.0.0.1", port), timeout=ANSWER_SECONDS)
     try:
         with contextlib.suppress(ConnectionError):  # refused early (413): answered anyway
@@ -578,7 +610,7 @@ def check_exchange(parsed: Parsed, result: Exchange, tally: Tally) -> None:
         tally.abandoned += 1
     for index, answer in enumerate(result.answers):
         request = parsed.requests[index] if index < len(parsed.requests) else None
-        check_answer(request, answer, tally)
+        check_answer(request, answer, tally, refused_method=parsed.refused_method)
         if not answer.whole:
             return  # a listen stream the client left
         if answer.headers.get(b"connection", b"").lower() == b"close":
@@ -594,8 +626,15 @@ def check_exchange(parsed: Parsed, result: Exchange, tally: Tally) -> None:
         tally.closed_without_answer += 1
 
 
-def check_answer(request: ParsedRequest | None, answer: Answer, tally: Tally) -> None:
-    """One response: its status, its framing, and each JSON-RPC message in it."""
+def check_answer(
+    request: ParsedRequest | None,
+    answer: Answer,
+    tally: Tally,
+    *,
+    refused_method: bytes | None = None,
+) -> None:
+    """One response: its status, its framing, and each JSON-RPC message in it (to a
+    request h11 refused: `refused_method`, if llhttp read it)."""
     tally.answers += 1
     tally.statuses[answer.status] += 1
     where = f"HTTP {answer.status} {answer.headers} {answer.body[:300]!r}"
@@ -603,7 +642,8 @@ def check_answer(request: ParsedRequest | None, answer: Answer, tally: Tally) ->
     assert set(answer.informational) <= {100}, where
     value: Any = _NOT_JSON if request is None else _loads(request.body)
     content_type = answer.headers.get(b"content-type")
-    is_head = request is not None and request.head.method == b"HEAD"
+    method = refused_method if request is None else request.head.method
+    is_head = method == b"HEAD"
     if answer.status == 202:
         assert answer.body == b"" and content_type is None, where
         assert _is_notification(value) or _is_response(value), f"202 for {value!r:.300}"
