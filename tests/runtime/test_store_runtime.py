@@ -338,7 +338,7 @@ async def test_a_transition_that_loses_a_race_is_decided_again(method: str) -> N
 PASSWORD = "s3cret-" + secrets.token_hex(6)
 
 
-@pytest.mark.parametrize("password", [None, PASSWORD])
+@pytest.mark.parametrize("password", [None, PASSWORD], ids=["no-password", "password"])
 async def test_an_unreachable_store_costs_requests_not_the_server(
     caplog: pytest.LogCaptureFixture, password: str | None
 ) -> None:
