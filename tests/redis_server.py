@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -32,6 +33,15 @@ def free_port() -> int:
 def running_redis(password: str | None = None) -> Iterator[str]:
     """Start redis-server on a free loopback port (requiring `password`, if given); yield
     its URL (with the password in it); stop it."""
+    with running_redis_process(password) as (url, _):
+        yield url
+
+
+@contextmanager
+def running_redis_process(
+    password: str | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`running_redis`, with its process (to stop it with SIGSTOP, say)."""
     binary = shutil.which("redis-server")
     if binary is None:
         if os.environ.get("CI"):
@@ -62,7 +72,8 @@ def running_redis(password: str | None = None) -> Iterator[str]:
                 raise RuntimeError(f"redis-server did not start on port {port}")
             time.sleep(0.02)
         userinfo = "" if password is None else f":{password}@"
-        yield f"redis://{userinfo}127.0.0.1:{port}/0"
+        yield f"redis://{userinfo}127.0.0.1:{port}/0", process
     finally:
+        process.send_signal(signal.SIGCONT)  # a test may have left it stopped
         process.terminate()
         process.wait(timeout=10)

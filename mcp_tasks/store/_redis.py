@@ -20,6 +20,12 @@ stream held on another process hears of it without a second round trip. redis-py
 blocking; calls run in one worker thread, batched (`BatchingWorker`); the pub/sub reader
 waits in a thread of its own. One Redis server, not a cluster (the
 scripts touch keys they build).
+
+A Redis that stops answering (stopped, or a network that drops packets) holds that thread,
+and every call queued behind it, for `timeout_seconds` at most (`DEFAULT_TIMEOUT_SECONDS`;
+the URL's own `socket_timeout` and `socket_connect_timeout` win): then it is
+`StoreUnavailable`, what an unreachable Redis is, so requests get 503 and a task's outcome
+is saved again later, instead of waiting for as long as the socket stays open.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import math
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
@@ -55,6 +61,10 @@ except ImportError:  # pragma: no cover - the extra is not installed
     redis = None  # type: ignore[assignment]
 
 T = TypeVar("T")
+
+DEFAULT_TIMEOUT_SECONDS: Final = 5.0
+"""How long connecting to Redis, or a command's answer, may take before the store counts
+Redis as unavailable."""
 
 _SAVE = """
 local current = redis.call('HGET', KEYS[1], 'v')
@@ -171,9 +181,16 @@ _signal_decoder = msgspec.json.Decoder(Signal)
 
 
 class RedisTaskStore(SavingStore):
-    """Tasks on a Redis server, shared by every process that opens the same URL and prefix."""
+    """Tasks on a Redis server, shared by every process that opens the same URL and prefix.
+    A call Redis has not answered in `timeout_seconds` is `StoreUnavailable`."""
 
-    def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        prefix: str | None = None,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    ) -> None:
         if redis is None:
             raise ImportError("the Redis store needs redis-py: pip install 'mcp-tasks[redis]'")
         parts = urlsplit(url)
@@ -181,7 +198,9 @@ class RedisTaskStore(SavingStore):
         prefix = query.pop("prefix", "mcp_tasks") if prefix is None else prefix
         self.url = urlunsplit(parts._replace(query=urlencode(query)))
         self.prefix = prefix
-        self._client = redis.Redis.from_url(self.url)
+        self._client = redis.Redis.from_url(  # the URL's own timeouts win
+            self.url, socket_timeout=timeout_seconds, socket_connect_timeout=timeout_seconds
+        )
         self._ids = f"{prefix}:ids"
         self._due = f"{prefix}:due"
         self._leases = f"{prefix}:leases"
