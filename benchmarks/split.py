@@ -9,7 +9,8 @@ benchmark's own server (`servers.py`):
 * `connection_us`: one `HttpConnection` answering N requests from an in-memory stream (each
   read a real suspension of the loop, each answer kept, no system call): the whole of our
   Python per request, head to answer;
-* `server_us`: `Server.handle` alone on the same request (the core and the runtime);
+* `server_us`: `Server.handle` alone on the same request (the core and the runtime; for a
+  task creation, the task's run too: a loop round is let go after each);
 * `head_us`: the request read alone from its bytes (`RequestInput`: llhttp and our header
   callbacks, the body framed);
 * `transport_us`: the connection less the server: what the HTTP layer costs.
@@ -114,7 +115,7 @@ async def _answered(serving: _Serving, request: bytes, count: int) -> tuple[floa
     return took / count * 1e6, stream.last
 
 
-async def _server_alone(server: Any, request: bytes, count: int) -> float:
+async def _server_alone(server: Any, request: bytes, count: int, *, settle: bool) -> float:
     reader = RequestInput(65536)
     reader.receive(request)
     head = reader.next_head()
@@ -124,6 +125,8 @@ async def _server_alone(server: Any, request: bytes, count: int) -> float:
     started = time.process_time()
     for _ in range(count):
         await server.handle(body, headers=headers)
+        if settle:  # the task it made runs (as each read of a connection lets it)
+            await anyio.lowlevel.checkpoint()
     return (time.process_time() - started) / count * 1e6
 
 
@@ -151,10 +154,13 @@ async def split(count: int) -> dict[str, dict[str, float]]:
                 await anyio.sleep(0.01)
         greet = _request("tools/call", "greet", '"name":"greet","arguments":{"name":"bench"}')
         found: dict[str, dict[str, float]] = {}
-        for workload, request in (("tasks/get", get), ("sync tools/call", greet)):
+        creation = _request("tools/call", "slow_compute", create)
+        workloads = (("tasks/get", get), ("sync tools/call", greet), ("task creations", creation))
+        for workload, request in workloads:
             await _answered(serving, request, count // 10)  # warm
             connection, _ = await _answered(serving, request, count)
-            alone = await _server_alone(server, request, count)
+            settle = request is creation
+            alone = await _server_alone(server, request, count, settle=settle)
             found[workload] = {
                 "connection_us": round(connection, 1),
                 "server_us": round(alone, 1),

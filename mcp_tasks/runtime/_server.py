@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from .._support.backend import event
+from .._support.backend import event, spawning
 from .._support.handing_on import AttributeOf, handed_on
 from ..core import (
     HttpHeaders,
@@ -196,8 +196,8 @@ class Server(Registering):
             raise RuntimeError("this server is already running")
         self.closing = False
         runner.all_ended = None
-        async with anyio.create_task_group() as nursery:
-            runner.nursery = nursery
+        async with anyio.create_task_group() as nursery, spawning() as spawner:
+            runner.nursery, runner.spawner = nursery, spawner
             self.tool_threads.start(self.core.options.max_tool_threads)
             try:
                 if not self._state_key_given:  # the store's: any process opens a round
@@ -208,7 +208,7 @@ class Server(Registering):
                 if self._journal is not None:
                     nursery.start_soon(self._flush_journal_every_second)
             except BaseException:
-                runner.nursery = None  # never started: it may be tried again
+                runner.nursery = runner.spawner = None  # never started: it may be tried again
                 raise
             try:
                 yield self
@@ -218,7 +218,7 @@ class Server(Registering):
                 background.cancel()
                 await self._wind_down()
                 nursery.cancel_scope.cancel()
-                runner.nursery = None
+                runner.nursery = runner.spawner = None
                 if self._journal is not None:
                     self._flush_journal()
                     self._journal.close()

@@ -23,7 +23,7 @@ import anyio.lowlevel
 from msgspec import Raw
 
 from .._support import backend as _backend
-from .._support.backend import CancelScope, Event, cancel_scope, event
+from .._support.backend import CancelScope, Event, Spawner, cancel_scope, event
 from ..core import (
     Reply,
     Step,
@@ -111,6 +111,8 @@ class TaskRunner:
         still holds their lease (renewed, never taken over by itself) until it is."""
         self.outcome_retry_seconds = STORE_RETRY_SECONDS
         self.nursery: anyio.abc.TaskGroup | None = None
+        self.spawner: Spawner | None = None
+        """Where handlers run (the loop's own tasks: cheaper than the nursery's)."""
         self.all_ended: Event | None = None
 
     def saves_through(self, transition: Transition) -> None:
@@ -131,12 +133,12 @@ class TaskRunner:
     def start(self, start: StartTask, created: TaskRecord | None = None) -> None:
         """Run the handler of the task in the server's nursery; `created` is the record if
         this process just saved it."""
-        assert self.nursery is not None
+        assert self.spawner is not None
         # Shielded: a task ends by its own scope only (tasks/cancel, expiry, the end of the
         # shutdown grace), never because whoever runs the server was cancelled.
         running = RunningTask(scope=cancel_scope(shield=True), record=created)
         self.running[start.task_id] = running
-        self.nursery.start_soon(self._run, start, running, name=f"task {start.task_id}")
+        self.spawner.spawn(self._run, start, running, name=f"task {start.task_id}")
 
     @property
     def held(self) -> list[str]:
