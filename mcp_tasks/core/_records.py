@@ -73,8 +73,10 @@ class TaskRecord(Struct, kw_only=True, frozen=True):
         """The bytes of what clients and handlers put in the record (arguments, answers,
         handler state, result, messages): what a store's byte budget counts."""
         size = len(self.arguments or b"") + len(self.result or b"")
-        for answers in (self.prior_responses, self.input_responses):
-            size += sum(len(answer) for answer in (answers or {}).values())
+        if self.prior_responses:  # most records have no answers (no generator made)
+            size += sum(map(len, self.prior_responses.values()))
+        if self.input_responses:
+            size += sum(map(len, self.input_responses.values()))
         size += len(self.handler_state or "") + len(self.status_message or "")
         if self.error is not None:
             size += len(self.error.message)
