@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import math
 import typing
 from typing import Any, Final
 
@@ -54,8 +53,10 @@ def iso_utc(when: float) -> str:
     text = _formatted.get(when)
     if text is not None:
         return text
-    fraction, whole = math.modf(when)  # rounds to microseconds as datetime does
-    seconds, micros = divmod(int(whole) * 1_000_000 + round(fraction * 1_000_000), 1_000_000)
+    seconds = int(when)
+    micros = round((when - seconds) * 1_000_000)  # rounded to microseconds, as datetime does
+    if not 0 <= micros < 1_000_000:  # rounded up to the next second, or before 1970
+        seconds, micros = divmod(seconds * 1_000_000 + micros, 1_000_000)
     text = f"{_second(seconds)}.{micros // 1000:03d}Z"
     if len(_formatted) >= _FORMATTED_KEPT:
         _formatted.clear()
