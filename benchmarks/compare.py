@@ -36,7 +36,8 @@ of them, the 2026-07-28 wire with every header: 16 keep-alive connections over 1
 one request in flight on each, a warm-up first, then a window of fixed length. A fixed
 request again and again is sent by wrk, a C load generator, whose share of its core is kept
 with each figure (`load_cpu_share`: near 1, the generator may be what limits it); task lives,
-which read each answer to send the next request, by `loadgen.py`. Runs alternate between
+which read each answer to send the next request, by wrk too, with a Lua script that follows
+each connection's task (`loadgen.wrk_lives`). Runs alternate between
 the servers (ours, peer, limit, ours, peer, ...), the servers not being measured stopped
 (SIGSTOP) meanwhile, and the best run of each counts: anything else on the machine can only
 slow a run down.
@@ -427,7 +428,7 @@ def throughput(
         ),
         "task lives": (
             with_tasks,
-            lambda s: loadgen.task_lives(s.port, plan.warmup, plan.seconds),
+            lambda s: loadgen.wrk_lives(s.port, plan.warmup, plan.seconds),
         ),
         "sync tool calls (HTTP)": (
             ["mcp_tasks", ON_TRIO, "official SDK", TS_SDK, "fastmcp-tasks", *FIXED, *OBSERVED],
@@ -783,25 +784,22 @@ LOOP_WORKLOADS = ("tasks/get", "task creations", "task lives", "sync tool calls 
 
 
 def _ceiling_aims(http: dict[str, Any]) -> list[Aim]:
-    """`serve` read against the fixed-answer ceiling of the loop it runs on: `tasks/get`
-    and sync calls at 0.3 of it, task creations at 0.2, whole task lives at 0.15."""
+    """`serve` read against the fixed-answer ceiling of the loop it runs on, each workload
+    against the ceiling's own figure for it: `tasks/get` and sync calls at 0.3 of it, task
+    creations at 0.2, whole task lives at 0.15."""
     targets = {"tasks/get": 0.3, "sync tool calls (HTTP)": 0.3, "task creations": 0.2,
                "task lives": 0.15}  # fmt: skip
     found = []
     for ours, ceiling, loop in (("mcp_tasks", CEILING_ASYNCIO, "asyncio"),
                                 (ON_TRIO, CEILING_TRIO, "trio")):  # fmt: skip
         for workload, target in targets.items():
-            entry = dict(http[workload])
-            if workload == "task lives" and ceiling in http["tasks/get"]:
-                # loadgen.py, which reads each answer, measures lives: read against the
-                # ceiling's request rate under wrk, the most any answer can go at
-                entry[ceiling] = http["tasks/get"][ceiling]
-            ratio = _ratio(entry, ours, ceiling)
+            ratio = _ratio(http[workload], ours, ceiling)
             found.append(Aim(f"{workload}/s on {loop}", ratio, ceiling, target))
-    for ceiling in CEILINGS:  # the generator is not what limits the ceilings
-        share = http["tasks/get"].get(ceiling, {}).get("load_cpu_share")
-        found.append(Aim(f"wrk's share of its core, {ceiling}", share, "one core", 0.9,
-                         at_most=True))  # fmt: skip
+    for workload in ("tasks/get", "task lives"):  # the generator is not what limits them
+        for ceiling in CEILINGS:
+            share = http[workload].get(ceiling, {}).get("load_cpu_share")
+            found.append(Aim(f"wrk's share of its core, {ceiling}, {workload}", share,
+                             "one core", 0.9, at_most=True))  # fmt: skip
     return found
 
 
@@ -1071,7 +1069,8 @@ def tables(figures: dict[str, Any]) -> str:
                 f"{entry[c]['p50_ms']:.2f} / {entry[c]['p99_ms']:.2f}" if c in entry else "-"
                 for c in columns
             ]
-            out.append(f"| {name}: p50 / p99 (ms) | " + " | ".join(cells) + " | |")
+            what = "p50 / p99 of a request" if name == "task lives" else "p50 / p99"
+            out.append(f"| {name}: {what} (ms) | " + " | ".join(cells) + " | |")
     out.append("")
     embedding = ["mcp_tasks", *EMBEDDED, "fastmcp-tasks"]
     out.append("| embedded (per second) | " + " | ".join(embedding) + " |")
@@ -1208,7 +1207,7 @@ core on that echo (`load_cpu_share`) is kept too, and an aim checks it stays und
 * **tasks/get**: polls of one completed task (its result inlined), again and again.
 * **task creations**: `tools/call` of `slow_compute` with `seconds: 0`, answered with a task handle.
 * **task lives**: create a task with no work, `tasks/get` it at once until it is `completed`,
-  then the next; a life is two or more round trips.
+  then the next; a life is two or more round trips (the latencies are of its requests).
 * **sync tool calls**: `tools/call` of `greet`, over HTTP and over stdio (16 lines in flight
   on one pipe, a fresh process per run).
 * **embedded**: the task workloads again, served by ours as an ASGI app (`mcp_tasks.asgi`,
@@ -1240,9 +1239,14 @@ ones not measured paused (SIGSTOP), and the best run of each counts. A fixed req
 and again (tasks/get, task creations, sync tool calls) is sent by wrk, a C load generator on
 one thread; its share of its core is kept with each figure (`load_cpu_share`), and an aim
 checks it stays under 0.9 for every ceiling, so the generator is not what limits them. Task
-lives, which read each answer to send the next request, are driven by `loadgen.py` (Python,
-standard library), and read against the ceiling's `tasks/get` rate under wrk. Every answer
-is checked (status 200 or 202, no JSON-RPC error). Pinning: {pinned}.
+lives, which read each answer to send the next request, are driven by wrk as well: 16
+threads of one connection each, whose Lua script reads each answer (a task handle: poll
+it; `completed`: a life, start over). That costs wrk far more per request than a fixed
+request does, and a ceiling's lives take all of wrk's core: there the ceiling's figure is
+what wrk reaches, less than the ceiling could (its share is in the aims). wrk times
+requests, not lives: a life's latencies are those of its requests. Each workload is read
+against the ceiling's figure for the same workload. Every answer is checked (status 200
+or 202, no JSON-RPC error). Pinning: {pinned}.
 
 ## Where the time goes
 

@@ -7,9 +7,12 @@ window of lines over stdio), counts the answers completed inside a window that s
 a warm-up, and checks every answer.
 
 * `fixed_requests`: one pre-built request, again and again (tasks/get, tools/call);
-* `task_lives`: create a task, poll `tasks/get` at once until it is `completed`, start over;
 * `fill`: exactly `count` requests (storing that many tasks), then stop;
 * `stdio_requests`: one pre-built line into a child process's stdin, answers off its stdout.
+
+Over HTTP the timed loads of `compare.py` are driven by wrk, a C load generator, from here:
+`wrk_requests` (one request again and again) and `wrk_lives` (create a task, poll
+`tasks/get` at once until it is `completed`, start over).
 """
 
 from __future__ import annotations
@@ -194,38 +197,137 @@ def wrk_requests(port: int, data: bytes, warmup: float, seconds: float) -> dict[
     )
     script = _WRK_SCRIPT % {"method": _lua_string(method), "path": _lua_string(path),
                             "body": _lua_string(body), "headers": headers}  # fmt: skip
-    with tempfile.NamedTemporaryFile("w", suffix=".lua") as lua:
-        lua.write(script)
-        lua.flush()
-        url = f"http://127.0.0.1:{port}{path.decode()}"
-
-        def run(duration: float) -> str:
-            command = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{max(1, round(duration))}s",
-                       "-s", lua.name, url]  # fmt: skip
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode != 0 or "MCP_FIGURES" not in done.stdout:
-                raise RuntimeError(f"wrk failed ({done.returncode}): {done.stdout} {done.stderr}")
-            return done.stdout
-
-        if warmup >= 0.5:  # wrk counts whole seconds: a shorter warm-up is skipped
-            run(warmup)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.monotonic()
-        out = run(seconds)
-        wall = time.monotonic() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out, share = _run_wrk(script, f"http://127.0.0.1:{port}{path.decode()}", 1, warmup, seconds)
     line = next(line for line in out.splitlines() if line.startswith("MCP_FIGURES "))
     count, failures, duration_us, p50_us, p99_us = (int(part) for part in line.split()[1:])
-    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {
         "count": count,
         "failures": failures,
         "per_second": count / (duration_us / 1e6),
         "p50_ms": p50_us / 1000,
         "p99_ms": p99_us / 1000,
-        "load_cpu_share": used / wall,
+        "load_cpu_share": share,
         "generator": "wrk",
     }
+
+
+_WRK_LIVES_SCRIPT = """
+local create = %(create)s
+local head_start, head_end, body_start, body_end = %(head_start)s, %(head_end)s,
+  %(body_start)s, %(body_end)s
+local polling = nil
+lives, polls, failures = 0, 0, 0
+
+function request()
+  if polling == nil then
+    return create
+  end
+  polls = polls + 1
+  local body = body_start .. polling .. body_end
+  return head_start .. polling .. head_end .. #body .. "\\r\\n\\r\\n" .. body
+end
+
+function response(status, headers, body)
+  if status < 200 or status > 299 or body:find('"error"', 1, true) then
+    failures = failures + 1
+    polling = nil
+  elseif body:find('"completed"', 1, true) then
+    lives = lives + 1
+    polling = nil
+  elseif polling == nil then
+    polling = body:match('"taskId"%%s*:%%s*"([^"]+)"')
+    if polling == nil then
+      failures = failures + 1
+    end
+  end
+end
+
+local threads = {}
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+function done(summary, latency, requests)
+  local all_lives, all_polls, failed = 0, 0, summary.errors.status + summary.errors.read
+    + summary.errors.write + summary.errors.timeout
+  for _, thread in ipairs(threads) do
+    all_lives = all_lives + thread:get("lives")
+    all_polls = all_polls + thread:get("polls")
+    failed = failed + thread:get("failures")
+  end
+  io.write(string.format("MCP_LIVES %%d %%d %%d %%d %%d %%d\\n", all_lives, all_polls, failed,
+    summary.duration, latency:percentile(50), latency:percentile(99)))
+end
+"""
+"""One connection per wrk thread, so each thread's Lua state follows one connection: it
+creates a task, polls it until an answer says `completed`, and starts over. wrk times
+requests, not lives: the latencies are of a life's requests."""
+
+_ID_MARK = "MCPBENCHTASKIDMARK"
+
+
+def wrk_lives(port: int, warmup: float, seconds: float) -> dict[str, Any]:
+    """`task_lives` driven by wrk (`CONNECTIONS` threads of one connection each, each
+    reading its answers in Lua): lives/s, the latency of a life's requests, the failed
+    answers, the polls a life took on average, and wrk's share of its core."""
+    create = task_creation(port)
+    _checked_once(port, create)
+    poll = task_poll(port, _ID_MARK)
+    head, _, body = poll.partition(b"\r\n\r\n")
+    head = head[: head.index(b"Content-Length:") + len(b"Content-Length:")] + b" "
+    mark = _ID_MARK.encode()
+    head_start, head_end = head.split(mark)
+    body_start, body_end = body.split(mark)
+    script = _WRK_LIVES_SCRIPT % {
+        "create": _lua_string(create),
+        "head_start": _lua_string(head_start),
+        "head_end": _lua_string(head_end),
+        "body_start": _lua_string(body_start),
+        "body_end": _lua_string(body_end),
+    }
+    url = f"http://127.0.0.1:{port}/mcp"
+    out, share = _run_wrk(script, url, CONNECTIONS, warmup, seconds)
+    line = next(line for line in out.splitlines() if line.startswith("MCP_LIVES "))
+    lives, polls, failures, duration_us, p50_us, p99_us = (int(p) for p in line.split()[1:])
+    return {
+        "count": lives,
+        "failures": failures,
+        "per_second": lives / (duration_us / 1e6),
+        "p50_ms": p50_us / 1000,
+        "p99_ms": p99_us / 1000,
+        "polls_per_life": polls / lives if lives else None,
+        "load_cpu_share": share,
+        "generator": "wrk",
+    }
+
+
+def _run_wrk(
+    script: str, url: str, threads: int, warmup: float, seconds: float
+) -> tuple[str, float]:
+    """wrk with `script` on `CONNECTIONS` connections over `threads` threads: a warm-up
+    run (when it is half a second or more: wrk counts whole seconds), then the measured
+    one. Its output, and the share of a core it used while measured."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as lua:
+        lua.write(script)
+        lua.flush()
+
+        def run(duration: float) -> str:
+            command = ["wrk", f"-t{threads}", f"-c{CONNECTIONS}", f"-d{max(1, round(duration))}s",
+                       "-s", lua.name, url]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0 or "MCP_" not in done.stdout:
+                raise RuntimeError(f"wrk failed ({done.returncode}): {done.stdout} {done.stderr}")
+            return done.stdout
+
+        if warmup >= 0.5:
+            run(warmup)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.monotonic()
+        out = run(seconds)
+        wall = time.monotonic() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out, used / wall
 
 
 def _summary(latencies: list[float], seconds: float, failures: int) -> dict[str, Any]:
@@ -329,46 +431,6 @@ def fill(port: int, data: bytes, count: int, limit_seconds: float) -> dict[str, 
     last_task_id = json.loads(last).get("result", {}).get("taskId")
     return {"count": done, "failures": failures, "seconds": elapsed, "per_second": done / elapsed,
             "last_task_id": last_task_id}  # fmt: skip
-
-
-def task_lives(port: int, warmup: float, seconds: float) -> dict[str, Any]:
-    """Whole task lives on every connection: create a task with no work, then `tasks/get`
-    it (again at once while it is not `completed`), then the next. Lives/s, the time of a
-    life, and the polls a life took on average."""
-    create = task_creation(port)
-    pool = _Connections(port, CONNECTIONS)
-    lives: list[float] = []
-    polls = failures = 0
-    window_start = time.perf_counter() + warmup
-    window_end = window_start + seconds
-    for sock in pool.sockets:
-        pool.send(sock, create)
-        pool.selector.get_key(sock).data[2] = time.perf_counter()
-    while (now := time.perf_counter()) < window_end:
-        for sock, state, ok, body in pool.answers(1.0):
-            now = time.perf_counter()
-            counted = window_start <= now < window_end
-            result = json.loads(body).get("result") if ok else None
-            if result is None:
-                failures += counted
-                state[2] = now
-                pool.send(sock, create)
-                continue
-            status = result.get("status")
-            if "taskId" in result and status != "completed":
-                polls += counted
-                pool.send(sock, task_poll(port, result["taskId"]))
-                continue
-            if status != "completed":
-                failures += counted
-            elif counted:
-                lives.append(now - state[2])
-            state[2] = now
-            pool.send(sock, create)
-    pool.close()
-    figures = _summary(lives, seconds, failures)
-    figures["polls_per_life"] = polls / len(lives) if lives else None
-    return figures
 
 
 def stdio_requests(
