@@ -72,7 +72,10 @@ from mcp_tasks.cli._serving import LOOPS, run_on_loop
 from mcp_tasks.transports import serve_http, serve_stdio
 
 LIFETIME_SECONDS = 3600  # a server left behind stops by itself
-STORED_TASKS_ROOM = 250_000
+STORED_TASKS_ROOM = 1_000_000
+"""Every task a run makes stays stored (their TTL outlasts the run): creations and lives
+at 10,000 a second or so make some 400,000 over their rounds, and a store that is full
+refuses them. About a gigabyte at most, in memory."""
 
 server = Server(
     "bench",
