@@ -1274,21 +1274,38 @@ request spends about 12.5 us in the loop and the system calls, 4.5 in our stream
 future, about 14 in the connection's Python and 17 in the server; 0.3 of the asyncio ceiling
 is 40 to 52 us a request, as its figure varies from run to run. This machine is shared:
 later the same day the same code answered 16,100-17,000 a second while the ceiling's figure
-did not move (a server that runs more code loses more to a neighbour's use of the caches).
-On trio the loop itself costs more, and its ceiling is a third of uvloop's: `serve` on trio
-meets its aims.
+did not move (a server that runs more code loses more to a neighbour's use of the caches);
+on a quiet day (the run of issue 33's sixth session) the same code answered 37,700 against
+the ceiling's 99,800. On trio the loop itself costs more, and its ceiling is under half of
+asyncio's: `serve` on trio meets its aims but for task creations.
+
+A task creation costs four to five times a `tasks/get` in the server (the `task creations`
+rows): the tool runs twice (in the request, where it answers that it becomes a task, then
+in the task), the record is made (an id from the system's random source, its times
+formatted) and saved twice (working, then completed) under the store's limits, the task's
+run is started (an asyncio task, or a trio nursery's child, in a shielded cancel scope of
+its own) and the core decides three times (the call, the handler's answer, the outcome).
+No one part is most of it: the largest, a few microseconds each, are the two saves, the
+task's start and its scope, and the handle's encoding. anyio's task group, used before,
+gave each child a cancel scope and an event more (16 us a creation); a record's byte count
+made a generator per answer map (4 us). 0.2 of the asyncio ceiling is about 50 us a
+creation under wrk, the socket and the loop included: less than the server alone spends
+on one in-process. A whole life adds a `tasks/get` to it; its aim reads ours against the
+ceiling's lives, which wrk itself limits (it reads every answer in Lua, at 0.99 of its
+core), so that ratio is if anything too low.
 
 Over stdio the server's CPU time per answer (`cpu_us_per_answer` in `benchmarks.json`, read
 from `/proc`, which other work on the machine sways less than answers/s) is the figure to
 watch. Most of a `greet` call's is `Server.handle` (the core, the interpreter's cancel scope
-for `notifications/cancelled`, the tool's context): about 34 us of the 44 it costs on
-asyncio (as measured for issue 33, where it was 56 before); the rest is the transport and
+for `notifications/cancelled`, the tool's context): in-process about 10 us alone, and 21 us
+of CPU an answer the whole process spends in this run, against the echo's 2.6 (it was 44
+against 2, and 56 before issue 33, on a busier machine); the rest is the transport and
 the loop. The transport makes no task for a line whose request never waits (a `greet`, a
 `tasks/get`): the pump runs `handle` for it at once and goes on to the next line, all the
 lines of a read answered in one write. Only a request that does wait gets a task (the one
 it began in; the pump goes on in a new one), which is what keeps a slow call from holding
-up the next line. The echo spends 2 us an answer; 0.35 of it is out of reach until
-`Server.handle` itself is cheaper.
+up the next line. 0.35 of the echo is some 7 us of CPU an answer: less than
+`Server.handle` alone, so out of reach until the server itself is cheaper.
 
 A 2025 session's request costs what the 2026-07-28 one does, plus the session: its
 record read from the store (its idle time started again), the session's `_meta` written in
