@@ -199,16 +199,7 @@ def wrk_requests(port: int, data: bytes, warmup: float, seconds: float) -> dict[
                             "body": _lua_string(body), "headers": headers}  # fmt: skip
     out, share = _run_wrk(script, f"http://127.0.0.1:{port}{path.decode()}", 1, warmup, seconds)
     line = next(line for line in out.splitlines() if line.startswith("MCP_FIGURES "))
-    count, failures, duration_us, p50_us, p99_us = (int(part) for part in line.split()[1:])
-    return {
-        "count": count,
-        "failures": failures,
-        "per_second": count / (duration_us / 1e6),
-        "p50_ms": p50_us / 1000,
-        "p99_ms": p99_us / 1000,
-        "load_cpu_share": share,
-        "generator": "wrk",
-    }
+    return _wrk_figures([int(part) for part in line.split()[1:]], share)
 
 
 _WRK_LIVES_SCRIPT = """
@@ -288,14 +279,22 @@ def wrk_lives(port: int, warmup: float, seconds: float) -> dict[str, Any]:
     url = f"http://127.0.0.1:{port}/mcp"
     out, share = _run_wrk(script, url, CONNECTIONS, warmup, seconds)
     line = next(line for line in out.splitlines() if line.startswith("MCP_LIVES "))
-    lives, polls, failures, duration_us, p50_us, p99_us = (int(p) for p in line.split()[1:])
+    lives, polls, *rest = (int(part) for part in line.split()[1:])
+    figures = _wrk_figures([lives, *rest], share)
+    figures["polls_per_life"] = polls / lives if lives else None
+    return figures
+
+
+def _wrk_figures(printed: list[int], share: float) -> dict[str, Any]:
+    """What wrk's `done` printed (count, failures, duration, p50 and p99 in us), as the
+    figures of a run, with wrk's `share` of its core."""
+    count, failures, duration_us, p50_us, p99_us = printed
     return {
-        "count": lives,
+        "count": count,
         "failures": failures,
-        "per_second": lives / (duration_us / 1e6),
+        "per_second": count / (duration_us / 1e6),
         "p50_ms": p50_us / 1000,
         "p99_ms": p99_us / 1000,
-        "polls_per_life": polls / lives if lives else None,
         "load_cpu_share": share,
         "generator": "wrk",
     }
