@@ -258,8 +258,9 @@ _ID_MARK = "MCPBENCHTASKIDMARK"
 
 
 def wrk_lives(port: int, warmup: float, seconds: float) -> dict[str, Any]:
-    """`task_lives` driven by wrk (`CONNECTIONS` threads of one connection each, each
-    reading its answers in Lua): lives/s, the latency of a life's requests, the failed
+    """Whole task lives driven by wrk (`CONNECTIONS` threads of one connection each, each
+    reading its answers in Lua): create a task with no work, poll it at once until it is
+    `completed`, then the next. Lives/s, the latency of a life's requests, the failed
     answers, the polls a life took on average, and wrk's share of its core."""
     create = task_creation(port)
     _checked_once(port, create)

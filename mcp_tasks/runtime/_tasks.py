@@ -131,8 +131,8 @@ class TaskRunner:
     # --- commands ---------------------------------------------------------------------------
 
     def start(self, start: StartTask, created: TaskRecord | None = None) -> None:
-        """Run the handler of the task in the server's nursery; `created` is the record if
-        this process just saved it."""
+        """Run the handler of the task in a task of its own (`spawner`); `created` is the
+        record if this process just saved it."""
         assert self.spawner is not None
         # Shielded: a task ends by its own scope only (tasks/cancel, expiry, the end of the
         # shutdown grace), never because whoever runs the server was cancelled.
