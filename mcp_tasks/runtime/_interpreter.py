@@ -57,7 +57,7 @@ from ..core.wire import (
     RequestMeta,
 )
 from ..store import StoreFull
-from ..transports._port import Connection
+from ..transports._port import Cancellable, Connection
 from ..transports._port import Notify as SendNotification
 from . import _observe
 from ._context import RequestContext, ToolContext
@@ -141,13 +141,19 @@ class Interpreter:
         notify: SendNotification | None,
         connection: Connection | None,
     ) -> Step | Need | None:
-        """Run the handler in the request's own task, where the client may cancel it."""
+        """Run the handler where the client may cancel it: in the request's own task
+        (an HTTP POST's, or a task a stdio request keeps), or else in a scope of its own."""
         request_id = need.call.request_id
         if connection is None or request_id is None:  # nothing can cancel it but its caller
             return await self._run_handler(need, notify)
-        post = notify.post if type(notify) is PostStream else None
-        if post is not None:  # it runs in its POST's task: the transport cancels it there
-            connection.in_flight[request_id] = post
+        cancels: Cancellable | None
+        if type(notify) is PostStream:  # it runs in its POST's task: the transport cancels it
+            cancels = notify.post
+        else:  # a task the request keeps: its scope cancels it (no scope to make here)
+            task_scope = connection.task_scope
+            cancels = None if task_scope is None else task_scope()
+        if cancels is not None:
+            connection.in_flight[request_id] = cancels
             try:
                 return await self._run_handler(need, notify)
             finally:

@@ -11,7 +11,10 @@ request that does wait keeps the task it began in, and the pump goes on in a new
 session's nursery: trio's own on trio, and on asyncio a small one of the loop's own tasks,
 `_LoopTasks`, since anyio's task group costs more per task than a stdio tool call can spare),
 so a slow `tools/call` never holds up the `tasks/get` on the next line. Each request runs in
-a copy of the context, as it would in a task of its own. Replies may come out in any order,
+a copy of the context, as it would in a task of its own. Each of these tasks (the first
+pump's too) has a cancel scope of its own, and a request that waits is the only one left in
+its task: `notifications/cancelled` cancels it through that scope (`Connection.task_scope`),
+so no handler needs a scope of its own (4 µs a tool call). Replies may come out in any order,
 as JSON-RPC allows. Lines are started in the order they came, each once the one before has
 entered `handle` (which registers a call in flight before its first `await`), so a
 `notifications/cancelled` always finds the `tools/call` it names, even when both came in
@@ -63,7 +66,7 @@ import logging
 import sys
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
-from typing import Any, Final, NamedTuple, TypeAlias
+from typing import Any, Final, NamedTuple, Protocol, TypeAlias
 
 import anyio
 import anyio.abc
@@ -78,7 +81,7 @@ from ..core.wire import (
     error_body,
 )
 from . import _stdio_pipes
-from ._port import Connection, MessageHandler
+from ._port import Cancellable, Connection, MessageHandler
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "serve_stdio"]
 
@@ -196,9 +199,9 @@ async def serve_stdio(
         async with anyio.create_task_group() as session_nursery:
             writer = _Writer(_sender(stdout), session_nursery.cancel_scope)
             session_nursery.start_soon(writer.run)
-            async with _request_nursery() as start_task:
-                session = _Session(server, writer, start_task, max_line_bytes)
-                await session.pump(_receiver(stdin), lines)
+            async with _request_nursery() as tasks:
+                session = _Session(server, writer, tasks, max_line_bytes)
+                await tasks.run_here(session.pump, _receiver(stdin), lines)
             await writer.flush()
             session_nursery.cancel_scope.cancel()  # every reply is out: stop the writer
 
@@ -287,24 +290,61 @@ class _Writer:
         return taken
 
 
-_StartTask: TypeAlias = Callable[..., None]
-"""Starts a task of the session's nursery: `start(function, *args)` runs `function(*args)`."""
+class _RequestTasks(Protocol):
+    """Where a session's requests that wait run, each keeping the task it waited in (and
+    the pump, each time it moves on to a task of its own)."""
+
+    def start_soon(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Run `run(*args)` in a task of its own, in a cancel scope of its own."""
+
+    async def run_here(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Run `run(*args)` in the caller's task, as if it were one of these (the pump
+        begins there)."""
+
+    def running_scope(self) -> Cancellable | None:
+        """The cancel scope of the task running now (None: not one of these): it cancels
+        the request that runs in it (`Connection.task_scope`)."""
 
 
 @contextlib.asynccontextmanager
-async def _request_nursery() -> AsyncIterator[_StartTask]:
-    """Where a session's requests that wait run (and the pump, each time it moves on to a
-    task of its own), all ended when the block is left.
+async def _request_nursery() -> AsyncIterator[_RequestTasks]:
+    """The tasks of a session's requests that wait (and of the pump), all ended when the
+    block is left.
 
     anyio's task group asks about 8 µs a task more than the loop's own (its task handle,
     with a cancel scope, an event and a coroutine of its own): a fifth of a stdio tool call.
-    So on trio they run in a trio nursery; on asyncio in `_LoopTasks`."""
+    So on trio they run in a trio nursery; on asyncio in `_LoopTasks`. Each task has a
+    cancel scope of its own: a request that waits keeps its task, so the task's scope is
+    the request's (a handler needs none of its own: 4 µs a tool call)."""
     if trio.lowlevel.in_trio_task():
         async with trio.open_nursery() as nursery:
-            yield nursery.start_soon
+            yield _TrioTasks(nursery)
         return
     async with _LoopTasks() as tasks:
-        yield tasks.start_soon
+        yield tasks
+
+
+class _TrioTasks:
+    """`_RequestTasks` in a trio nursery: each task in a trio cancel scope of its own."""
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        self._scopes: dict[trio.lowlevel.Task, trio.CancelScope] = {}
+
+    def start_soon(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
+        self._nursery.start_soon(self.run_here, run, *args)
+
+    async def run_here(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
+        task = trio.lowlevel.current_task()
+        with trio.CancelScope() as scope:
+            self._scopes[task] = scope
+            try:
+                await run(*args)
+            finally:
+                del self._scopes[task]
+
+    def running_scope(self) -> Cancellable | None:
+        return self._scopes.get(trio.lowlevel.current_task())
 
 
 class _LoopTasks:
@@ -320,7 +360,8 @@ class _LoopTasks:
         """The class of the cancel scopes anyio makes here: made directly, a scope skips
         anyio's look-up of the running library (a third of its cost)."""
         self._tasks: set[asyncio.Task[None]] = set()
-        self._scopes: set[anyio.CancelScope] = set()
+        self._scopes: dict[asyncio.Task[Any] | None, anyio.CancelScope] = {}
+        """Each running task's scope, by its task."""
         self._cancelled = False
         self._failures: list[BaseException] = []
         self._all_ended: anyio.Event | None = None
@@ -329,19 +370,23 @@ class _LoopTasks:
         return self
 
     def start_soon(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
-        task = self._loop.create_task(self._run(run, *args))
+        task = self._loop.create_task(self.run_here(run, *args))
         self._tasks.add(task)
         task.add_done_callback(self._ended)
 
-    async def _run(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
+    async def run_here(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
+        task = asyncio.current_task()
         with self._new_scope() as scope:
             if self._cancelled:  # started after the others were cancelled
                 scope.cancel()
-            self._scopes.add(scope)
+            self._scopes[task] = scope
             try:
                 await run(*args)
             finally:
-                self._scopes.discard(scope)
+                del self._scopes[task]
+
+    def running_scope(self) -> Cancellable | None:
+        return self._scopes.get(asyncio.current_task())
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -353,7 +398,7 @@ class _LoopTasks:
 
     def _cancel(self) -> None:
         self._cancelled = True
-        for scope in list(self._scopes):
+        for scope in list(self._scopes.values()):
             scope.cancel()
 
     async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> bool:
@@ -384,18 +429,19 @@ class _Session:
         self,
         server: MessageHandler,
         writer: _Writer,
-        start_task: _StartTask,
+        tasks: _RequestTasks,
         max_line_bytes: int,
     ) -> None:
         self._server = server
         self._writer = writer
         writer.on_written = self._written
-        self._start_task = start_task
+        self._start_task = tasks.start_soon
         self._in_flight = 0
         self._bytes_in_flight = 0
         """The lines of the requests in flight and the messages waiting for stdout."""
         self._room: _backend.Event | None = None
         self._connection = Connection(carries_sessions=True)  # the process is a 2025 session
+        self._connection.task_scope = tasks.running_scope
         self._max_line_bytes = max_line_bytes
         self._ready: collections.deque[bytes | _Skipped] = collections.deque()
         """Lines read and not started yet: where the pump goes on from in its next task."""

@@ -32,9 +32,9 @@ def test_leaving_the_block_waits_for_every_request() -> None:
                 released.set()
             done.append(line)
 
-        async with _request_nursery() as start:
-            start(run, work, b"waits")
-            start(run, work, b"releases")
+        async with _request_nursery() as tasks:
+            tasks.start_soon(run, work, b"waits")
+            tasks.start_soon(run, work, b"releases")
         assert done == [b"releases", b"waits"]
 
     on_each_loop(main)
@@ -60,9 +60,9 @@ def test_a_cancelled_session_cancels_its_requests_but_not_their_shielded_section
                     seen.append("cancelled")
 
         with anyio.CancelScope() as session:
-            async with _request_nursery() as start:
-                start(run, work, b"shielded")
-                start(run, work, b"waits forever")
+            async with _request_nursery() as tasks:
+                tasks.start_soon(run, work, b"shielded")
+                tasks.start_soon(run, work, b"waits forever")
                 await entered.wait()
                 session.cancel()
                 go_on.set()
@@ -87,9 +87,9 @@ def test_a_failing_request_cancels_the_others_and_is_raised() -> None:
                 cancelled.append(line)
 
         with pytest.raises(BaseExceptionGroup) as caught:
-            async with _request_nursery() as start:
-                start(run, work, b"waits forever")
-                start(run, work, b"fails")
+            async with _request_nursery() as tasks:
+                tasks.start_soon(run, work, b"waits forever")
+                tasks.start_soon(run, work, b"fails")
         assert caught.group_contains(ValueError, match="a bug behind the session")
         assert cancelled == [b"waits forever"]
 
