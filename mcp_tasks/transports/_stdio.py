@@ -23,7 +23,12 @@ the benchmark `compare.py --only stdio` against the stdio echo decided it.)
 
 One writer task owns stdout. Messages queued while it writes, or in the same scheduler round,
 go out in its next `send_all`, each a whole line (message + newline): replies and progress
-notifications never interleave, and a burst of answers costs one system call. A
+notifications never interleave, and a burst of answers costs one system call. A reply does
+not wait long behind the lines read after it: once the oldest message queued has waited
+`HOLD_SECONDS` (0.15 ms, some ten tool calls), the pump lets the writer send what is queued
+before it starts the next line. A client that keeps requests in flight then reads the first
+replies while the rest are worked on, and both sides work at once (a read of 16 `greet`s:
+52,000 to 58,000 calls a second in place of 43,000, for a write more every 0.15 ms). A
 notification's sender waits until its line is written; a reply's request does not wait,
 and the writer ends the request (what it holds, below) when the reply is written. Nothing
 else is written there: logs go to stderr through `logging`, and when this module owns the
@@ -64,12 +69,14 @@ import contextvars
 import enum
 import logging
 import sys
+import time
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from typing import Any, Final, NamedTuple, Protocol, TypeAlias
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import trio
 
 from .._support import backend as _backend
@@ -101,6 +108,8 @@ _ROOM_FOR_NOTIFICATIONS: Final = 32
 """How many more than `MAX_REQUESTS_IN_FLIGHT` may be in flight when the line is a
 notification: a `notifications/cancelled` is how a client frees room, so it must get in."""
 _RECEIVE_BYTES: Final = 65536
+HOLD_SECONDS: Final = 0.000_15
+"""How long a message may wait for the writer while the pump goes on to the next line."""
 _JSON_WHITESPACE: Final = b" \t\r"
 _NOTIFICATION: Final = b'"notifications/'
 """In a line, the mark of a notification (or of a request that mentions one: it only waits)."""
@@ -229,6 +238,8 @@ class _Writer:
         self._in_write: _backend.Event | None = None
         """While a write is under way, the event it sets when it is done."""
         self._stopped = False
+        self.queued_at: float | None = None
+        """When the oldest message waiting to be written was queued (`time.perf_counter`)."""
         self.on_written: Callable[[int, int], None] = lambda replies, held: None
 
     async def send(self, body: bytes) -> None:
@@ -236,7 +247,7 @@ class _Writer:
         Once the writer has stopped, a message goes nowhere: nobody can read it."""
         if self._stopped:
             return
-        self._lines.append(body + b"\n")
+        self._queue(body)
         written = self._written
         self._pending.set()
         await written.wait()
@@ -245,7 +256,7 @@ class _Writer:
         """Queue a request's reply, which holds `held` bytes until it is written."""
         if self._stopped:
             return
-        self._lines.append(body + b"\n")
+        self._queue(body)
         self._replies += 1
         self._held += held
         self._pending.set()
@@ -280,11 +291,30 @@ class _Writer:
             writing.set()
             self._written.set()
 
+    async def let_out(self) -> None:
+        """Let the writer take what is queued now, if it is free to (a write under way
+        takes it when it ends): the caller goes on once it has, without waiting for the
+        write."""
+        queued_at = self.queued_at
+        while (
+            queued_at is not None
+            and self.queued_at == queued_at
+            and self._in_write is None
+            and not self._stopped
+        ):
+            await anyio.lowlevel.checkpoint()  # the writer is ready to run: its turn
+
+    def _queue(self, body: bytes) -> None:
+        if not self._lines:
+            self.queued_at = time.perf_counter()
+        self._lines.append(body + b"\n")
+
     def _take(self) -> tuple[bytes, _backend.Event, int, int]:
         """The messages queued, as one write: its bytes, the event it sets when written,
         its replies and what they hold. The next messages queue afresh."""
         taken = (b"".join(self._lines), self._written, self._replies, self._held)
         self._lines, self._written, self._pending = [], _backend.event(), _backend.event()
+        self.queued_at = None
         self._replies = self._held = 0
         self._in_write = taken[1]
         return taken
@@ -463,6 +493,9 @@ class _Session:
                     self._start_task(self.pump, receive, lines)
                     await self._go_on(waiting)
                     return
+                queued_at = self._writer.queued_at
+                if queued_at is not None and time.perf_counter() - queued_at >= HOLD_SECONDS:
+                    await self._writer.let_out()
             if self._at_eof:
                 break
             if data := await receive():

@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import time
 from typing import Any
 
 import anyio
 import anyio.abc
+import pytest
 import trio
 from on_asyncio import on_each_loop
 
 from mcp_tasks.core import Reply
-from mcp_tasks.transports import serve_stdio
+from mcp_tasks.transports import _stdio, serve_stdio
 
 _seen_by_request: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="")
 
@@ -38,6 +40,7 @@ class Handler:
         self.released = anyio.Event()
         self.tasks: dict[int, object] = {}
         self.found: dict[int, str] = {}
+        self.order: list[tuple[str, int]] = []
 
     async def handle(self, data: bytes, **_: Any) -> Reply | None:
         message = json.loads(data)
@@ -47,6 +50,11 @@ class Handler:
         _seen_by_request.set(f"set by {request_id}")
         if message["method"] == "wait":
             await self.released.wait()
+        if message["method"] == "slow":  # works (without waiting) past the writer's hold
+            self.order.append(("handled", request_id))
+            started = time.perf_counter()
+            while time.perf_counter() - started < _stdio.HOLD_SECONDS:
+                pass
         return Reply(body=json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}}).encode())
 
     def end_subscriptions(self, connection: object = None) -> None:
@@ -92,7 +100,11 @@ class Stdout(anyio.abc.ByteSendStream):
         pass
 
 
-def test_the_quick_requests_of_one_read_run_in_the_pump_and_go_out_in_one_write() -> None:
+def test_the_quick_requests_of_one_read_run_in_the_pump_and_go_out_in_one_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_stdio, "HOLD_SECONDS", 60.0)  # none waits long enough to be sent early
+
     async def main() -> None:
         handler, stdout = Handler(), Stdout(expected=20)
         stdin = Stdin([b"".join(request(n) for n in range(20))])
@@ -101,6 +113,32 @@ def test_the_quick_requests_of_one_read_run_in_the_pump_and_go_out_in_one_write(
         assert len(stdout.writes) == 1
         assert len(set(handler.tasks.values())) == 1 and current_task() in handler.tasks.values()
         assert set(handler.found.values()) == {""}  # each request in a context of its own
+
+    on_each_loop(main)
+
+
+def test_a_reply_goes_out_once_it_has_waited_the_hold_while_later_lines_work() -> None:
+    """Lines of one read that each work (without waiting) past `HOLD_SECONDS`: the pump
+    lets the writer send what has waited that long before it starts the next line, so the
+    first replies are out while the later requests still work."""
+
+    async def main() -> None:
+        handler, stdout = Handler(), Stdout(expected=4)
+        original_send = stdout.send
+
+        async def noting_send(item: bytes) -> None:
+            for line in item.splitlines():
+                handler.order.append(("written", json.loads(line)["id"]))
+            await original_send(item)
+
+        stdout.send = noting_send  # type: ignore[method-assign]
+        stdin = Stdin([b"".join(request(n, "slow") for n in range(4))])
+        await serve_stdio(handler, stdin=stdin, stdout=stdout)  # type: ignore[arg-type]
+        assert stdout.ids() == [0, 1, 2, 3]
+        assert len(stdout.writes) > 1
+        # each reply is written before the line after the next one is handled
+        for n in range(2):
+            assert handler.order.index(("written", n)) < handler.order.index(("handled", n + 2))
 
     on_each_loop(main)
 
