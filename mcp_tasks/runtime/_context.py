@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec import UNSET
 
-from .._support.handing_on import AttributeOf
 from ..core import ToolCall
 from ..core import wire as w
 from ._answers import Answer, form_for, read_answer
@@ -142,9 +141,22 @@ class ToolContext(RequestContext):
         """Made when first asked for (`_cancel_event`): most calls never are, and an event
         is a lock and a condition, a microsecond of a stdio tool call."""
 
-    in_task = AttributeOf[bool]("_tool_call", doc="Do the work now: in a task, or in place.")
-    task_id = AttributeOf[str | None]("_tool_call", doc="The task's id (None: not in one).")
-    tool_name = AttributeOf[str]("_tool_call", doc="The name the tool was called by.")
+    # Properties, not `AttributeOf`: a tool reads them on every call (a C-level property
+    # and a method a third of the look-up).
+    @property
+    def in_task(self) -> bool:
+        """Do the work now: in a task, or in place."""
+        return self._tool_call.in_task
+
+    @property
+    def task_id(self) -> str | None:
+        """The task's id (None: not in one)."""
+        return self._tool_call.task_id
+
+    @property
+    def tool_name(self) -> str:
+        """The name the tool was called by."""
+        return self._tool_call.tool_name
 
     # --- cancellation, for plain functions in worker threads ------------------------------
 

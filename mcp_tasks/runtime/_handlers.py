@@ -237,9 +237,12 @@ async def _call(
     """The tool's function: awaited, or, for a plain function, run in one of `threads` (a
     cancelled call stops waiting for the thread, which runs on to its end, holding its
     place among them). A task's run waits for a free thread; a call waits briefly."""
-    positional, named = _with_context(entry.context, context, args, kwargs)
     if entry.is_async:
+        if entry.context == FIRST and not kwargs:  # most: `async def tool(ctx, args)`
+            return await entry.function(context, *args)
+        positional, named = _with_context(entry.context, context, args, kwargs)
         return await entry.function(*positional, **named)
+    positional, named = _with_context(entry.context, context, args, kwargs)
     work = functools.partial(entry.function, *positional, **named)
     return await threads.run(entry.spec.name, work, queue=context.task_id is not None)
 

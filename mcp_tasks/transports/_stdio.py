@@ -9,7 +9,7 @@ store answer without suspending) is answered there and then, and the pump goes o
 next line; a whole read of such lines costs no task and no scheduler round a line. The first
 request that does wait keeps the task it began in, and the pump goes on in a new one (in the
 session's nursery: trio's own on trio, and on asyncio a small one of the loop's own tasks,
-`_LoopTasks`, since anyio's task group costs more per task than a stdio tool call can spare),
+`_stdio_tasks`, since anyio's task group costs more per task than a stdio tool call can spare),
 so a slow `tools/call` never holds up the `tasks/get` on the next line. Each request runs in
 a copy of the context, as it would in a task of its own. Each of these tasks (the first
 pump's too) has a cancel scope of its own, and a request that waits is the only one left in
@@ -62,7 +62,6 @@ through the loop's pipe transports (`_stdio_pipes`).
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import contextvars
@@ -71,8 +70,8 @@ import logging
 import sys
 import time
 import types
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
-from typing import Any, Final, NamedTuple, Protocol, TypeAlias
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any, Final, NamedTuple, TypeAlias
 
 import anyio
 import anyio.abc
@@ -88,7 +87,8 @@ from ..core.wire import (
     error_body,
 )
 from . import _stdio_pipes
-from ._port import Cancellable, Connection, MessageHandler
+from ._port import Connection, MessageHandler
+from ._stdio_tasks import RequestTasks, request_nursery
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "serve_stdio"]
 
@@ -208,7 +208,7 @@ async def serve_stdio(
         async with anyio.create_task_group() as session_nursery:
             writer = _Writer(_sender(stdout), session_nursery.cancel_scope)
             session_nursery.start_soon(writer.run)
-            async with _request_nursery() as tasks:
+            async with request_nursery() as tasks:
                 session = _Session(server, writer, tasks, max_line_bytes)
                 await tasks.run_here(session.pump, _receiver(stdin), lines)
             await writer.flush()
@@ -320,138 +320,6 @@ class _Writer:
         return taken
 
 
-class _RequestTasks(Protocol):
-    """Where a session's requests that wait run, each keeping the task it waited in (and
-    the pump, each time it moves on to a task of its own)."""
-
-    def start_soon(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
-        """Run `run(*args)` in a task of its own, in a cancel scope of its own."""
-
-    async def run_here(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
-        """Run `run(*args)` in the caller's task, as if it were one of these (the pump
-        begins there)."""
-
-    def running_scope(self) -> Cancellable | None:
-        """The cancel scope of the task running now (None: not one of these): it cancels
-        the request that runs in it (`Connection.task_scope`)."""
-
-
-@contextlib.asynccontextmanager
-async def _request_nursery() -> AsyncIterator[_RequestTasks]:
-    """The tasks of a session's requests that wait (and of the pump), all ended when the
-    block is left.
-
-    anyio's task group asks about 8 µs a task more than the loop's own (its task handle,
-    with a cancel scope, an event and a coroutine of its own): a fifth of a stdio tool call.
-    So on trio they run in a trio nursery; on asyncio in `_LoopTasks`. Each task has a
-    cancel scope of its own: a request that waits keeps its task, so the task's scope is
-    the request's (a handler needs none of its own: 4 µs a tool call)."""
-    if trio.lowlevel.in_trio_task():
-        async with trio.open_nursery() as nursery:
-            yield _TrioTasks(nursery)
-        return
-    async with _LoopTasks() as tasks:
-        yield tasks
-
-
-class _TrioTasks:
-    """`_RequestTasks` in a trio nursery: each task in a trio cancel scope of its own."""
-
-    def __init__(self, nursery: trio.Nursery) -> None:
-        self._nursery = nursery
-        self._scopes: dict[trio.lowlevel.Task, trio.CancelScope] = {}
-
-    def start_soon(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
-        self._nursery.start_soon(self.run_here, run, *args)
-
-    async def run_here(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
-        task = trio.lowlevel.current_task()
-        with trio.CancelScope() as scope:
-            self._scopes[task] = scope
-            try:
-                await run(*args)
-            finally:
-                del self._scopes[task]
-
-    def running_scope(self) -> Cancellable | None:
-        return self._scopes.get(trio.lowlevel.current_task())
-
-
-class _LoopTasks:
-    """A nursery of the asyncio loop's own tasks. Each task runs in an anyio cancel scope of
-    its own, which is how they are cancelled (a shielded section in one stays shielded), when
-    the block is left by an exception or a cancellation, or a task fails. Leaving the block
-    waits for every task; a task's failure is raised there, in an exception group, as anyio's
-    task group raises it."""
-
-    def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._new_scope = type(anyio.CancelScope())
-        """The class of the cancel scopes anyio makes here: made directly, a scope skips
-        anyio's look-up of the running library (a third of its cost)."""
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._scopes: dict[asyncio.Task[Any] | None, anyio.CancelScope] = {}
-        """Each running task's scope, by its task."""
-        self._cancelled = False
-        self._failures: list[BaseException] = []
-        self._all_ended: anyio.Event | None = None
-
-    async def __aenter__(self) -> _LoopTasks:
-        return self
-
-    def start_soon(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
-        task = self._loop.create_task(self.run_here(run, *args))
-        self._tasks.add(task)
-        task.add_done_callback(self._ended)
-
-    async def run_here(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
-        task = asyncio.current_task()
-        with self._new_scope() as scope:
-            if self._cancelled:  # started after the others were cancelled
-                scope.cancel()
-            self._scopes[task] = scope
-            try:
-                await run(*args)
-            finally:
-                del self._scopes[task]
-
-    def running_scope(self) -> Cancellable | None:
-        return self._scopes.get(asyncio.current_task())
-
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (failure := task.exception()) is not None:
-            self._failures.append(failure)
-            self._cancel()
-        if not self._tasks and self._all_ended is not None:
-            self._all_ended.set()
-
-    def _cancel(self) -> None:
-        self._cancelled = True
-        for scope in list(self._scopes.values()):
-            scope.cancel()
-
-    async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> bool:
-        if error is not None:
-            self._cancel()
-        try:
-            with anyio.CancelScope(shield=error is not None):
-                await self._wait()
-        except BaseException:  # cancelled while waiting: the tasks go down too
-            self._cancel()
-            with anyio.CancelScope(shield=True):
-                await self._wait()
-            raise
-        if self._failures:
-            raise BaseExceptionGroup("a request of the stdio session failed", self._failures)
-        return False
-
-    async def _wait(self) -> None:
-        while self._tasks:
-            self._all_ended = anyio.Event()
-            await self._all_ended.wait()
-
-
 class _Session:
     """One stdio client: the pump, its requests in flight, and what they hold."""
 
@@ -459,7 +327,7 @@ class _Session:
         self,
         server: MessageHandler,
         writer: _Writer,
-        tasks: _RequestTasks,
+        tasks: RequestTasks,
         max_line_bytes: int,
     ) -> None:
         self._server = server

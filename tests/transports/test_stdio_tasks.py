@@ -1,4 +1,4 @@
-"""The stdio session's request tasks (`_request_nursery`): a trio nursery on trio, the loop's
+"""The stdio session's request tasks (`request_nursery`): a trio nursery on trio, the loop's
 own tasks on asyncio (anyio's task group costs a fifth of a tool call). On both loops the
 block's end waits for every request, a cancelled session spares a shielded section, and a
 request that fails cancels the others and is raised in an exception group."""
@@ -12,7 +12,7 @@ import anyio.lowlevel
 import pytest
 from on_asyncio import on_each_loop
 
-from mcp_tasks.transports._stdio import _request_nursery
+from mcp_tasks.transports._stdio_tasks import request_nursery
 
 
 async def run(work: Callable[[bytes], Awaitable[None]], line: bytes) -> None:
@@ -32,7 +32,7 @@ def test_leaving_the_block_waits_for_every_request() -> None:
                 released.set()
             done.append(line)
 
-        async with _request_nursery() as tasks:
+        async with request_nursery() as tasks:
             tasks.start_soon(run, work, b"waits")
             tasks.start_soon(run, work, b"releases")
         assert done == [b"releases", b"waits"]
@@ -60,7 +60,7 @@ def test_a_cancelled_session_cancels_its_requests_but_not_their_shielded_section
                     seen.append("cancelled")
 
         with anyio.CancelScope() as session:
-            async with _request_nursery() as tasks:
+            async with request_nursery() as tasks:
                 tasks.start_soon(run, work, b"shielded")
                 tasks.start_soon(run, work, b"waits forever")
                 await entered.wait()
@@ -87,7 +87,7 @@ def test_a_failing_request_cancels_the_others_and_is_raised() -> None:
                 cancelled.append(line)
 
         with pytest.raises(BaseExceptionGroup) as caught:
-            async with _request_nursery() as tasks:
+            async with request_nursery() as tasks:
                 tasks.start_soon(run, work, b"waits forever")
                 tasks.start_soon(run, work, b"fails")
         assert caught.group_contains(ValueError, match="a bug behind the session")
