@@ -1285,27 +1285,45 @@ in the task), the record is made (an id from the system's random source, its tim
 formatted) and saved twice (working, then completed) under the store's limits, the task's
 run is started (an asyncio task, or a trio nursery's child, in a shielded cancel scope of
 its own) and the core decides three times (the call, the handler's answer, the outcome).
-No one part is most of it: the largest, a few microseconds each, are the two saves, the
-task's start and its scope, and the handle's encoding. anyio's task group, used before,
-gave each child a cancel scope and an event more (16 us a creation); a record's byte count
-made a generator per answer map (4 us). 0.2 of the asyncio ceiling is about 50 us a
-creation under wrk, the socket and the loop included: less than the server alone spends
-on one in-process. A whole life adds a `tasks/get` to it; its aim reads ours against the
-ceiling's lives, which wrk itself limits (it reads every answer in Lua, at 0.99 of its
-core), so that ratio is if anything too low.
+Taken apart by hand in-process (`split.py`'s connection figure, one part at a time made a
+no-op): 73 us through the connection on asyncio, 86 on trio; without the task's run at all,
+35 and 40 (the request: the tool's first run, the record, its save, the handle). The run is
+the rest: its cancel scope 9 and 12 us (the first scope of a task, where anyio and trio set
+up the task's cancel state: 4.4 and 5.4 us more than the task alone, measured apart), the
+outcome's save 16 and 15 (the core's decision, the result encoded, the record made anew,
+the store's write), and the task's start, its context and the tool's second run some 13 and
+20. The scope is what `tasks/cancel`, expiry and the shutdown grace stop a run by;
+asyncio's own `Task.cancel` would cost nothing, but it cuts through a handler's shielded
+sections (a cleanup under `anyio.CancelScope(shield=True)` stops at its first wait), so the
+scope stays. anyio's task group, used before, gave each child a cancel scope and an event
+more (16 us a creation); a record's byte count made a generator per answer map (4 us).
+Compiled with mypyc, the core's modules without a msgspec Struct of their own (the deciding
+ones) made a creation slower, 65 us in the server against 60: every record, call and effect
+is a Struct, which compiled code reaches through the generic attribute look-up. 0.2 of the
+asyncio ceiling is about 50 us a creation under wrk, the socket and the loop included: less
+than the server alone spends on one in-process. A whole life adds a `tasks/get` to it; its
+aim reads ours against the ceiling's lives, which wrk itself limits (it reads every answer
+in Lua, at 0.99 of its core): the ceiling's true figure is higher, so that ratio flatters
+us if anything.
 
 Over stdio the server's CPU time per answer (`cpu_us_per_answer` in `benchmarks.json`, read
 from `/proc`, which other work on the machine sways less than answers/s) is the figure to
-watch. Most of a `greet` call's is `Server.handle` (the core, the interpreter's cancel scope
-for `notifications/cancelled`, the tool's context): in-process about 10 us alone, and 21 us
-of CPU an answer the whole process spends in this run, against the echo's 2.6 (it was 44
-against 2, and 56 before issue 33, on a busier machine); the rest is the transport and
-the loop. The transport makes no task for a line whose request never waits (a `greet`, a
-`tasks/get`): the pump runs `handle` for it at once and goes on to the next line, all the
-lines of a read answered in one write. Only a request that does wait gets a task (the one
-it began in; the pump goes on in a new one), which is what keeps a slow call from holding
-up the next line. 0.35 of the echo is some 7 us of CPU an answer: less than
-`Server.handle` alone, so out of reach until the server itself is cheaper.
+watch. Most of a `greet` call's is `Server.handle` (the core and the tool's context):
+in-process about 10 us alone, and 16.4 us of CPU an answer the whole process spends in this
+run, against the echo's 2.2 (21 against 2.6 in issue 33's sixth session, 56 before the
+issue); the rest is the transport and the loop. The transport makes no task for a line
+whose request never waits (a `greet`, a `tasks/get`): the pump runs `handle` for it at once
+and goes on to the next line. Only a request that does wait gets a task (the one it began
+in; the pump goes on in a new one), which is what keeps a slow call from holding up the
+next line; each of these tasks has a cancel scope, which is the request's once it is alone
+there, so `notifications/cancelled` needs no scope around each handler (such a scope cost 4
+us a call, a fifth of one). The replies of one read went out in one write after the read's
+last line; with 16 requests in flight the client then waited while the server worked, and
+the server while the client read. A reply now waits at most 0.15 ms behind the later lines
+of its read (`HOLD_SECONDS`), so both sides work at once, for one write more every 0.15 ms:
+43,000 to 58,000 calls a second, measured alone. In this run that is 0.349 of the echo
+against an aim of 0.35: 60,600 calls a second where 60,800 would do, less than the spread
+of the echo's own rounds (153,000 to 174,000).
 
 A 2025 session's request costs what the 2026-07-28 one does, plus the session: its
 record read from the store (its idle time started again), the session's `_meta` written in
