@@ -56,19 +56,21 @@ async def request_nursery() -> AsyncIterator[RequestTasks]:
         yield tasks
 
 
-class _TrioTasks:
-    """`RequestTasks` in a trio nursery: each task in a trio cancel scope of its own."""
+class _ScopedTasks:
+    """Each task of these in a cancel scope of its own, kept by its task while it runs."""
 
-    def __init__(self, nursery: trio.Nursery) -> None:
-        self._nursery = nursery
-        self._scopes: dict[trio.lowlevel.Task, trio.CancelScope] = {}
-
-    def start_soon(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
-        self._nursery.start_soon(self.run_here, run, *args)
+    def __init__(self, current_task: Callable[[], object], new_scope: Callable[[], Any]) -> None:
+        self._current_task = current_task
+        self._new_scope = new_scope
+        self._scopes: dict[object, Any] = {}
+        self._cancelled = False
+        """The tasks were cancelled: one started from now on is cancelled at once."""
 
     async def run_here(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
-        task = trio.lowlevel.current_task()
-        with trio.CancelScope() as scope:
+        task = self._current_task()
+        with self._new_scope() as scope:
+            if self._cancelled:
+                scope.cancel()
             self._scopes[task] = scope
             try:
                 await run(*args)
@@ -76,10 +78,22 @@ class _TrioTasks:
                 del self._scopes[task]
 
     def running_scope(self) -> Cancellable | None:
-        return self._scopes.get(trio.lowlevel.current_task())
+        scope: Cancellable | None = self._scopes.get(self._current_task())
+        return scope
 
 
-class _LoopTasks:
+class _TrioTasks(_ScopedTasks):
+    """`RequestTasks` in a trio nursery: each task in a trio cancel scope of its own."""
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        super().__init__(trio.lowlevel.current_task, trio.CancelScope)
+        self._nursery = nursery
+
+    def start_soon(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
+        self._nursery.start_soon(self.run_here, run, *args)
+
+
+class _LoopTasks(_ScopedTasks):
     """A nursery of the asyncio loop's own tasks. Each task runs in an anyio cancel scope of
     its own, which is how they are cancelled (a shielded section in one stays shielded), when
     the block is left by an exception or a cancellation, or a task fails. Leaving the block
@@ -87,14 +101,11 @@ class _LoopTasks:
     task group raises it."""
 
     def __init__(self) -> None:
+        # The class of the cancel scopes anyio makes here: made directly, a scope skips
+        # anyio's look-up of the running library (a third of its cost).
+        super().__init__(asyncio.current_task, type(anyio.CancelScope()))
         self._loop = asyncio.get_running_loop()
-        self._new_scope = type(anyio.CancelScope())
-        """The class of the cancel scopes anyio makes here: made directly, a scope skips
-        anyio's look-up of the running library (a third of its cost)."""
         self._tasks: set[asyncio.Task[None]] = set()
-        self._scopes: dict[asyncio.Task[Any] | None, anyio.CancelScope] = {}
-        """Each running task's scope, by its task."""
-        self._cancelled = False
         self._failures: list[BaseException] = []
         self._all_ended: anyio.Event | None = None
 
@@ -105,20 +116,6 @@ class _LoopTasks:
         task = self._loop.create_task(self.run_here(run, *args))
         self._tasks.add(task)
         task.add_done_callback(self._ended)
-
-    async def run_here(self, run: Callable[..., Awaitable[None]], *args: Any) -> None:
-        task = asyncio.current_task()
-        with self._new_scope() as scope:
-            if self._cancelled:  # started after the others were cancelled
-                scope.cancel()
-            self._scopes[task] = scope
-            try:
-                await run(*args)
-            finally:
-                del self._scopes[task]
-
-    def running_scope(self) -> Cancellable | None:
-        return self._scopes.get(asyncio.current_task())
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
