@@ -55,6 +55,12 @@ _MAX_CHUNK_DIGITS: Final = 16
 """More hex digits than this declare a chunk larger than any length HTTP carries (400)."""
 _HEX: Final = frozenset(b"0123456789abcdefABCDEF")
 _WHITESPACE: Final = b" \t"
+HEADS_KEPT: Final = 4
+"""The heads a connection keeps, most recently read first, to read each again at no cost:
+a client that alternates between a few requests (a call, then a poll of its task) sends
+the same few heads."""
+HEAD_KEPT_BYTES: Final = 2048
+"""A head longer than this is read each time it comes (what a connection keeps is small)."""
 
 
 class RequestHead:
@@ -140,14 +146,15 @@ class RequestInput:
     """The bytes a client sent, read one request at a time: `next_head`, then `next_body`
     until it returns `b""` (the body's end), then `next_head` again."""
 
-    __slots__ = ("_body", "_buffer", "_last", "_start", "ended", "max_head_bytes")
+    __slots__ = ("_body", "_buffer", "_kept", "_start", "ended", "max_head_bytes")
 
     def __init__(self, max_head_bytes: int) -> None:
         self.max_head_bytes = max_head_bytes
         self._buffer = b""
         self._start = 0  # where the unread bytes begin in `_buffer`
         self._body: _Body | None = None
-        self._last: tuple[bytes, RequestHead] | None = None  # the head read last, and its bytes
+        self._kept: dict[bytes, RequestHead] = {}
+        """Up to `HEADS_KEPT` heads read here, by their bytes, the most recently read last."""
         self.ended = False
         """The client sent end-of-file: nothing more comes."""
 
@@ -209,11 +216,13 @@ class RequestInput:
         if end - start > self.max_head_bytes:
             raise _head_too_large(end - start, self.max_head_bytes)
         data = buffer[start:end]
-        last = self._last
-        if last is not None and last[0] == data:  # the same head again: a client polling
-            self._start = end  # one task sends the same bytes each time; read them once
-            self._body = _framing(last[1])
-            return last[1]
+        kept = self._kept
+        known = kept.pop(data, None)
+        if known is not None:  # the same head again: a client polling one task sends the
+            kept[data] = known  # same bytes each time; read them once
+            self._start = end
+            self._body = _framing(known)
+            return known
         head = RequestHead()
         parser = head.reader = httptools.HttpRequestParser(head)
         try:
@@ -231,7 +240,10 @@ class RequestInput:
             message = f"HTTP version not supported: {version}, only 1.0 and 1.1"
             raise Refusal(505, message, reason="bad_request")
         self._body = _framing(head)
-        self._last = (data, head)
+        if len(data) <= HEAD_KEPT_BYTES:
+            if len(kept) >= HEADS_KEPT:
+                del kept[next(iter(kept))]  # the one read least recently
+            kept[data] = head
         return head
 
     def next_body(self, so_far: int, limit: int) -> bytes | None:

@@ -8,6 +8,8 @@ import pytest
 
 from mcp_tasks.transports._http_rules import Refusal
 from mcp_tasks.transports._http_wire import (
+    HEAD_KEPT_BYTES,
+    HEADS_KEPT,
     LAST_CHUNK,
     RequestHead,
     RequestInput,
@@ -237,6 +239,34 @@ def test_a_repeated_head_is_read_once_and_never_stands_for_another(cuts: int) ->
     assert heads[2].found[b"mcp-name"] == b"task-b" and heads[2].params == {}
     assert heads[3].found[b"mcp-name"] == b"task-a" and heads[3].params == {"region": "eu"}
     assert b"transfer-encoding" in heads[4].found  # framed by its own head, not the last one
+
+
+def test_a_connection_keeps_the_heads_it_read_most_recently() -> None:
+    heads = [post(b"{}", b"Mcp-Name: task-%d" % number) for number in range(HEADS_KEPT + 1)]
+    hot = heads[0]
+    # A call and a poll taking turns: each is read once, however often it comes.
+    order = [hot, heads[1], hot, heads[1], hot]
+    # Then as many others as are kept: the hot head, read last among them, stays...
+    order += [heads[2], hot, *heads[3 : HEADS_KEPT + 1]]
+    # ...and the one read least recently (heads[1]) is gone: read anew.
+    order += [hot, heads[1]]
+    read = [head for head, _ in read_all(b"".join(order))]
+    assert len({id(head) for head in read[::2][:3]}) == 1  # the hot head, every time
+    assert read[3] is read[1]
+    assert read[6] is read[0] and read[-2] is read[0]
+    assert read[-1] is not read[1] and read[-1].found[b"mcp-name"] == b"task-1"
+
+
+def test_a_long_head_is_read_each_time_it_comes() -> None:
+    padding = b"X-Padding: " + b"p" * HEAD_KEPT_BYTES
+    long_head = post(b"{}", padding)
+    reader = RequestInput(4 * HEAD_KEPT_BYTES)
+    reader.receive(long_head + long_head)
+    first = reader.next_head()
+    assert first is not None and reader.take_whole_body() == b"{}"
+    second = reader.next_head()
+    assert second is not None and second is not first
+    assert second.found == first.found
 
 
 def test_a_head_refused_after_a_good_one_is_still_refused() -> None:
