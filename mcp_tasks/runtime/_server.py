@@ -40,6 +40,7 @@ import anyio
 
 from .._support.backend import event, spawning
 from .._support.handing_on import AttributeOf, handed_on
+from .._support.task_ids import TaskIds
 from ..core import (
     HttpHeaders,
     Need,
@@ -119,7 +120,7 @@ class Server(Registering):
         held = MemoryTaskStore() if store is None else as_task_store(store)
         self.core = ServerCore(
             info=self.info,
-            new_task_id=lambda: "tsk_" + secrets.token_urlsafe(24),
+            new_task_id=TaskIds("tsk_"),
             state_key=secrets.token_bytes(32) if state_key is None else state_key,
             tasks=tasks,
             options=options,
