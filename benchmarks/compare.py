@@ -1301,9 +1301,18 @@ scope stays. anyio's task group, used before, gave each child a cancel scope and
 more (16 us a creation); a record's byte count made a generator per answer map (4 us).
 Compiled with mypyc, the core's modules without a msgspec Struct of their own (the deciding
 ones) made a creation slower, 65 us in the server against 60: every record, call and effect
-is a Struct, which compiled code reaches through the generic attribute look-up. 0.2 of the
-asyncio ceiling is about 50 us a creation under wrk, the socket and the loop included: less
-than the server alone spends on one in-process. A whole life adds a `tasks/get` to it; its
+is a Struct, which compiled code reaches through the generic attribute look-up. A few
+long-lived runner tasks taking the runs from a queue (no task made a run, and no task's
+first scope) were no faster under wrk: 9,400-10,000 creations a second against
+9,000-9,800, so they were dropped. Task ids are drawn 256 at a time from the system's
+random source (0.3 us an id against 1.0). 0.2 of the asyncio ceiling is about 50 us a
+creation under wrk, the socket and the loop included: less than the server alone spends on
+one in-process. Under wrk with the task's run made a no-op, the requests alone reached
+15,100 a second (66 us each, 0.15 of the ceiling): no work on the run could bring
+creations to 0.2, and the request part costs twice what it does in-process, as every
+request does under load (its code and data fall out of the caches between requests).
+Making the run's cancel scope a no-op gave 13 % more creations, the outcome's save 7 %.
+A whole life adds a `tasks/get` to it; its
 aim reads ours against the ceiling's lives, which wrk itself limits (it reads every answer
 in Lua, at 0.99 of its core): the ceiling's true figure is higher, so that ratio flatters
 us if anything.
@@ -1311,9 +1320,9 @@ us if anything.
 Over stdio the server's CPU time per answer (`cpu_us_per_answer` in `benchmarks.json`, read
 from `/proc`, which other work on the machine sways less than answers/s) is the figure to
 watch. Most of a `greet` call's is `Server.handle` (the core and the tool's context):
-in-process about 10 us alone, and 16.4 us of CPU an answer the whole process spends in this
-run, against the echo's 2.2 (21 against 2.6 in issue 33's sixth session, 56 before the
-issue); the rest is the transport and the loop. The transport makes no task for a line
+in-process about 10 us alone, and 16.5 us of CPU an answer the whole process spends in this
+run, against the echo's 2.3 (16.4 in issue 33's seventh session, 21 in its sixth, 56 before
+the issue); the rest is the transport and the loop. The transport makes no task for a line
 whose request never waits (a `greet`, a `tasks/get`): the pump runs `handle` for it at once
 and goes on to the next line. Only a request that does wait gets a task (the one it began
 in; the pump goes on in a new one), which is what keeps a slow call from holding up the
@@ -1323,9 +1332,11 @@ us a call, a fifth of one). The replies of one read went out in one write after 
 last line; with 16 requests in flight the client then waited while the server worked, and
 the server while the client read. A reply now waits at most 0.15 ms behind the later lines
 of its read (`HOLD_SECONDS`), so both sides work at once, for one write more every 0.15 ms:
-43,000 to 58,000 calls a second, measured alone. In this run that is 0.349 of the echo
-against an aim of 0.35: 60,600 calls a second where 60,800 would do, less than the spread
-of the echo's own rounds (153,000 to 174,000).
+43,000 to 58,000 calls a second, measured alone. In this run that is 60,200 calls a
+second, 0.28 of the echo against an aim of 0.35: ours answered as many as in the run
+before (60,600, then 0.349), and the echo's rounds ran at 208,000 to 214,000 (153,000 to
+174,000 in the run before). At 16.5 us of CPU an answer the process can answer about
+60,000 a second; 0.35 of this run's echo needs 13 us.
 
 A 2025 session's request costs what the 2026-07-28 one does, plus the session: its
 record read from the store (its idle time started again), the session's `_meta` written in
