@@ -397,14 +397,21 @@ class Terminal:
     """`mcp-tasks ARGS` with a pty as its controlling terminal, as a user would run it."""
 
     def __init__(self, *args: str) -> None:
-        pid, fd = pty.fork()
-        if pid == 0:  # the child: nothing but exec
-            try:
-                os.chdir(ROOT)
-                os.execv(sys.executable, cli(*args))
-            finally:
-                os._exit(127)
-        self.pid, self.fd = pid, fd
+        # Started by `subprocess`, not `pty.fork`: forking this process (its threads, under
+        # xdist) is unsafe. `setsid --ctty` makes the pty the child's controlling terminal,
+        # so Ctrl-C typed into it is the child's SIGINT.
+        fd, child_end = pty.openpty()
+        try:
+            self.process = subprocess.Popen(
+                ["setsid", "--ctty", *cli(*args)],
+                stdin=child_end,
+                stdout=child_end,
+                stderr=child_end,
+                cwd=ROOT,
+            )
+        finally:
+            os.close(child_end)
+        self.fd = fd
         self.output = b""
         self.exit_code: int | None = None
 
@@ -424,8 +431,7 @@ class Terminal:
         deadline = time.monotonic() + TIMEOUT
         while self._read_some(deadline - time.monotonic()):
             pass
-        _, status = os.waitpid(self.pid, 0)
-        self.exit_code = os.waitstatus_to_exitcode(status)
+        self.exit_code = self.process.wait(TIMEOUT)
         return self.exit_code
 
     def _read_some(self, timeout: float) -> bool:
@@ -442,8 +448,8 @@ class Terminal:
 
     def close(self) -> None:
         if self.exit_code is None:
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
+            self.process.kill()
+            self.process.wait(TIMEOUT)
         os.close(self.fd)
 
 
