@@ -56,9 +56,9 @@ _MAX_CHUNK_DIGITS: Final = 16
 _HEX: Final = frozenset(b"0123456789abcdefABCDEF")
 _WHITESPACE: Final = b" \t"
 HEADS_KEPT: Final = 4
-"""The heads a connection keeps, most recently read first, to read each again at no cost:
-a client that alternates between a few requests (a call, then a poll of its task) sends
-the same few heads."""
+"""The heads a connection keeps (the ones it read most recently), to read each again at
+no cost: a client that alternates between a few requests (a call, then a poll of its task)
+sends the same few heads."""
 HEAD_KEPT_BYTES: Final = 2048
 """A head longer than this is read each time it comes (what a connection keeps is small)."""
 
