@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
+import msgspec
+
 from ..core import (
     HttpHeaders,
 )
@@ -293,6 +295,10 @@ class RequestRules:
         self._event_stream_verdicts: dict[bytes, bool] = {}
         self._passed: set[tuple[bytes | bool | None, ...]] = set()
 
+    RULED: Final = frozenset({b"host", b"origin", b"content-type", b"accept"})
+    """What `refusal_for` reads of a `POST`'s headers (besides its framing): a head that
+    passed passes again with any other header changed."""
+
     def refusal_for(
         self, method: bytes, target: bytes, found: dict[bytes, bytes]
     ) -> Refusal | None:
@@ -475,11 +481,31 @@ def session_headers(
 def mcp_headers(found: dict[bytes, bytes], params: dict[str, str]) -> HttpHeaders:
     """The MCP headers of a request, for the core to check against its body."""
     return HttpHeaders(
-        protocol_version=_text(found.get(b"mcp-protocol-version")),
-        method=_text(found.get(b"mcp-method")),
-        name=_text(found.get(b"mcp-name")),
+        protocol_version=_text(found.get(_MCP_FIELDS["protocol_version"])),
+        method=_text(found.get(_MCP_FIELDS["method"])),
+        name=_text(found.get(_MCP_FIELDS["name"])),
         params=params or None,
     )
+
+
+_MCP_FIELDS: Final = {
+    "protocol_version": b"mcp-protocol-version",
+    "method": b"mcp-method",
+    "name": b"mcp-name",
+}
+"""The header each field of `mcp_headers` is read from."""
+_FIELD_OF: Final = {header: field for field, header in _MCP_FIELDS.items()}
+
+
+def mcp_headers_with(
+    headers: HttpHeaders, found: dict[bytes, bytes], params: dict[str, str], name: bytes
+) -> HttpHeaders:
+    """`mcp_headers(found, params)` for a request whose head is that of `headers` but for
+    the value of header `name` (lowercased, sent once), now in `found`."""
+    field = _FIELD_OF.get(name)
+    if field is None:
+        return headers
+    return msgspec.structs.replace(headers, **{field: _text(found[name])})
 
 
 async def principal_of(

@@ -22,12 +22,20 @@ which knows no chunks, gets the stream unframed, and the connection closes after
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Final
 
 import httptools
 
 from ._exchange import REASONS
-from ._http_rules import PARAM_PREFIX, READ_HEADERS, Refusal, add_param
+from ._http_rules import (
+    PARAM_PREFIX,
+    READ_HEADERS,
+    Refusal,
+    RequestRules,
+    add_param,
+    mcp_headers_with,
+)
 
 if TYPE_CHECKING:
     from ..core import HttpHeaders
@@ -61,6 +69,22 @@ no cost: a client that alternates between a few requests (a call, then a poll of
 sends the same few heads."""
 HEAD_KEPT_BYTES: Final = 2048
 """A head longer than this is read each time it comes (what a connection keeps is small)."""
+_PLAIN_FIELD_LINE: Final = re.compile(rb"([^:\r\n]+):([\x20-\x7e\t]*)\r")
+"""A header line of visible ASCII, spaces and tabs (what llhttp takes in any value), its name
+and value: a line of a head read from a kept one (`_varied`)."""
+_READ_BY_PARSER: Final = frozenset(
+    {
+        b"connection",
+        b"content-length",
+        b"expect",
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+"""Headers whose values llhttp or the head reads for themselves (framing, keep-alive, an
+upgrade, `expects_continue`): a head that differs from a kept one in one of them is parsed."""
 
 
 class RequestHead:
@@ -69,6 +93,7 @@ class RequestHead:
     `params`), read as the head is parsed."""
 
     __slots__ = (
+        "_lines",
         "event_stream",
         "expects_continue",
         "found",
@@ -104,6 +129,46 @@ class RequestHead:
         """Its Accept admits an SSE answer (`RequestRules.allows_event_stream`), once asked."""
         self.reader: httptools.HttpRequestParser | None = None
         """The parser reading it, while it does (`on_headers_complete` asks it)."""
+        self._lines: dict[bytes, int] | None = None
+        """Each header sent once, lowercased, by its place in `headers` (`lines`)."""
+
+    @property
+    def lines(self) -> dict[bytes, int]:
+        """Where each header sent once (lowercased) is in `headers`; made when first asked."""
+        lines = self._lines
+        if lines is None:
+            lines = {}
+            repeated = set()
+            for index, (name, _) in enumerate(self.headers):
+                lowered = name.lower()
+                if lowered in lines:
+                    repeated.add(lowered)
+                lines[lowered] = index
+            for lowered in repeated:
+                del lines[lowered]
+            self._lines = lines
+        return lines
+
+    def varied(self, index: int, name: bytes, value: bytes) -> RequestHead:
+        """This head with the value of `headers[index]` (`name`, lowercased, sent once) now
+        `value`: what the endpoint learnt of it is kept unless it reads that header."""
+        head = RequestHead.__new__(RequestHead)
+        head.method, head.target, head.http_version = self.method, self.target, self.http_version
+        head.keep_alive, head.expects_continue = self.keep_alive, self.expects_continue
+        head.params, head.reader, head._lines = self.params, None, self._lines
+        headers = head.headers = self.headers.copy()
+        headers[index] = (headers[index][0], value)
+        if name in READ_HEADERS:
+            found = head.found = self.found.copy()
+            found[name] = value
+            mcp = self.mcp
+            head.mcp = None if mcp is None else mcp_headers_with(mcp, found, self.params, name)
+            head.passed = self.passed and name not in RequestRules.RULED
+            head.event_stream = None if name == b"accept" else self.event_stream
+        else:  # nothing the endpoint reads changed: neither did what it learnt
+            head.found, head.mcp, head.passed = self.found, self.mcp, self.passed
+            head.event_stream = self.event_stream
+        return head
 
     # httptools' callbacks, while the head is parsed
     def on_url(self, url: bytes) -> None:
@@ -223,6 +288,13 @@ class RequestInput:
             self._start = end
             self._body = _framing(known)
             return known
+        for known_data, known in kept.items():  # a poll of another task: the same but its
+            if len(known_data) == len(data):  # `Mcp-Name` (its id is as long)
+                head = _varied(known_data, known, data)
+                if head is not None:
+                    self._start = end
+                    self._keep(data, head)
+                    return head
         head = RequestHead()
         parser = head.reader = httptools.HttpRequestParser(head)
         try:
@@ -239,12 +311,16 @@ class RequestInput:
         if version not in ("1.1", "1.0"):
             message = f"HTTP version not supported: {version}, only 1.0 and 1.1"
             raise Refusal(505, message, reason="bad_request")
+        self._keep(data, head)
+        return head
+
+    def _keep(self, data: bytes, head: RequestHead) -> None:
         self._body = _framing(head)
         if len(data) <= HEAD_KEPT_BYTES:
+            kept = self._kept
             if len(kept) >= HEADS_KEPT:
                 del kept[next(iter(kept))]  # the one read least recently
             kept[data] = head
-        return head
 
     def next_body(self, so_far: int, limit: int) -> bytes | None:
         """The next bytes of the body: `b""` once it has all been read, or `NEED_DATA`.
@@ -337,6 +413,29 @@ class RequestInput:
             name = line.split(b":", 1)[0]
             if b":" not in line or not name or name != name.strip() or b"\n" in line:
                 raise _bad_chunk("a malformed trailer field")
+
+
+def _varied(known: bytes, head: RequestHead, data: bytes) -> RequestHead | None:
+    """`data` read from `head` (read from `known`, as long): when the two differ only
+    within one header's value, that header sent once and not one llhttp reads itself
+    (`_READ_BY_PARSER`, nor `Mcp-Param-*`), and its new line is of visible ASCII, spaces
+    and tabs. llhttp took the rest of those bytes, and would take this line: the head is
+    `head` with that value changed, read at half a parse's cost. Else None (parse it)."""
+    size = len(data)
+    difference = int.from_bytes(known) ^ int.from_bytes(data)
+    first = size - (difference.bit_length() + 7) // 8  # the first byte that differs
+    last = size - ((difference & -difference).bit_length() + 7) // 8  # and the last
+    line_start = data.rfind(b"\n", 0, first) + 1
+    if line_start == 0:
+        return None  # the request line differs
+    line = _PLAIN_FIELD_LINE.match(data, line_start)
+    if line is None or first < line.start(2) or last >= line.end(2):
+        return None  # not such a line, or its name differs, or more than it
+    name = line.group(1).lower()
+    index = head.lines.get(name)
+    if index is None or name in _READ_BY_PARSER or name.startswith(PARAM_PREFIX):
+        return None
+    return head.varied(index, name, line.group(2).strip(_WHITESPACE))
 
 
 def _framing(head: RequestHead) -> _Body:
