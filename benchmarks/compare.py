@@ -1261,7 +1261,13 @@ the first time on a connection: a client polling one task sends the same head ea
 and a head that repeats one of the last four the connection read, byte for byte, is not
 read again (nor is what the rules said of it, but for a token, which is checked on every
 request). A task's life takes turns between its call and its poll: with only the last head
-kept, each of its heads was read anew, 5.6 us of a 20 us `tasks/get` in-process. So the `head read`
+kept, each of its heads was read anew, 5.6 us of a 20 us `tasks/get` in-process. A poll
+of another task sends the head of the poll before it but for `Mcp-Name` (task ids are all
+as long): a head that differs from a kept one only within one header's value (that header
+sent once and not one llhttp reads itself, its new line of visible ASCII, spaces and tabs,
+which llhttp takes in any value) is read from the kept one, in 2.3 us, and what the rules
+said of the kept one holds unless they read that header: a poll of a new task went from
+27.7 to 24.7 us in-process, and a life from about 132 to 127. So the `head read`
 column is a head's first reading, and the whole connection costs less than its parts. A
 `tasks/get` then spends about a third of its time in the core and the runtime (the store
 read, the era and header checks; its params decoded once, its encoded task kept from one
@@ -1310,7 +1316,13 @@ creation under wrk, the socket and the loop included: less than the server alone
 one in-process. Under wrk with the task's run made a no-op, the requests alone reached
 15,100 a second (66 us each, 0.15 of the ceiling): no work on the run could bring
 creations to 0.2, and the request part costs twice what it does in-process, as every
-request does under load (its code and data fall out of the caches between requests).
+request does under load. Much of that is the kernel's, measured with perf under wrk on
+2026-12-05: 27 % of the server's time on creations (about 29 us of a creation's 111), a
+third of it waking wrk's thread as each answer arrives (an interrupt to the other core,
+dear in this virtual machine: about 10 us an answer). Against the ceiling wrk's thread
+never sleeps, and the same wake costs 0.9 us a request. So 0.2 of the ceiling, about 50
+us a creation, leaves some 20 us for the Python of a request and a run that cost 70
+in-process. A life pays the wake twice (20 us of its 200 under perf).
 Making the run's cancel scope a no-op gave 13 % more creations, the outcome's save 7 %.
 A whole life adds a `tasks/get` to it; its
 aim reads ours against the ceiling's lives, which wrk itself limits (it reads every answer

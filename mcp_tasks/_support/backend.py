@@ -54,9 +54,10 @@ skips anyio's look-up of the running library (a third of its cost, 0.9 µs a req
 
 def clock() -> Callable[[], float]:
     """The running loop's clock (what anyio's `current_time` reads, and deadlines are on),
-    as a function to call without anyio's look-up of the running library each time."""
+    as a function to call without anyio's look-up of the running library each time (on
+    trio, the clock's own method: `trio.current_time` finds the run first, 0.4 µs)."""
     if trio.lowlevel.in_trio_task():
-        return trio.current_time
+        return trio.lowlevel.current_clock().current_time
     return asyncio.get_running_loop().time
 
 

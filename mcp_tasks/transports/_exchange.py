@@ -44,6 +44,7 @@ server's `tasks/get` is measured against a fixed-answer server on the same parse
 from __future__ import annotations
 
 import http
+import inspect
 import logging
 import math
 from collections.abc import Iterable
@@ -51,7 +52,14 @@ from typing import Final
 
 from ..core import Reply, internal_error_reply
 from ._http_access import report_refusal
-from ._http_rules import Authenticator, HttpConfig, Refusal, RequestRules, principal_of
+from ._http_rules import (
+    AuthenticationUnavailable,
+    Authenticator,
+    HttpConfig,
+    Refusal,
+    RequestRules,
+    Unauthorized,
+)
 from ._port import MessageHandler, SessionReply
 
 __all__ = [
@@ -68,6 +76,7 @@ __all__ = [
     "framed",
     "handler_failed",
     "keeper_tick",
+    "principal_of",
     "refusal_answer",
     "sse_event",
     "sse_frame",
@@ -110,6 +119,46 @@ async def admit(
         return None, await principal_of(authenticate, headers)
     except Refusal as unauthorized:
         return unauthorized, None
+
+
+_auth_logger = logging.getLogger("mcp_tasks.transports.http")  # where the HTTP rules log
+_UNCHECKED: Final = "Unauthorized: the credentials could not be checked"
+_REFUSED_AS: Final = {
+    400: ("Bad request", "bad_credentials"),
+    401: ("Unauthorized", "unauthorized"),
+    403: ("Forbidden", "forbidden"),
+}
+
+
+async def principal_of(
+    authenticate: Authenticator, raw_headers: Iterable[tuple[bytes, bytes]]
+) -> str:
+    """The authenticator's principal for a request with `raw_headers`; `Refusal` 401 when
+    it refuses (or fails: a broken authenticator lets nobody in)."""
+    headers = {
+        name.decode("ascii", "replace").lower(): value.decode("latin-1")
+        for name, value in raw_headers
+    }
+    try:
+        found = authenticate(headers)
+        principal = await found if inspect.isawaitable(found) else found
+    except Unauthorized as refused:
+        word, reason = _REFUSED_AS[refused.status]
+        message = f"{word}: {refused.message}"
+        raise Refusal(refused.status, message, reason=reason, challenge=refused.challenge) from None
+    except AuthenticationUnavailable as unavailable:
+        message = f"Service unavailable: {unavailable.message}"
+        wait = unavailable.retry_after_seconds
+        raise Refusal(503, message, reason="auth_unavailable", retry_after_seconds=wait) from None
+    except Exception:
+        _auth_logger.exception("the authenticator failed")
+        raise Refusal(401, _UNCHECKED, reason="unauthorized") from None
+    if not isinstance(principal, str) or not principal:
+        _auth_logger.error(
+            "the authenticator returned %r, not a principal (a non-empty str)", principal
+        )
+        raise Refusal(401, _UNCHECKED, reason="unauthorized")
+    return principal
 
 
 def handler_failed(body: bytes, logger: logging.Logger) -> Reply:

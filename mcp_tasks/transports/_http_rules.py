@@ -19,10 +19,11 @@ order, and the first that fails is the answer:
     framing         not both Content-Length and Transfer-Encoding (400, raised: it closes)
 
 The probe paths (`health_path`, `ready_path`) never come here: they are answered first,
-without a check (`_http_health`). `principal_of` asks the configured `Authenticator` who
-sends the request (401 if nobody). A refusal is a `Refusal`: an HTTP status, a message and
-a reason word (what its log line and telemetry count); the connection sends it as a
-JSON-RPC error without an id (-32600), with the peer's values quoted and cut short.
+without a check (`_http_health`). `_exchange.principal_of` asks the configured
+`Authenticator` who sends the request (401 if nobody). A refusal is a `Refusal`: an HTTP
+status, a message and a reason word (what its log line and telemetry count); the
+connection sends it as a JSON-RPC error without an id (-32600), with the peer's values
+quoted and cut short.
 
 A server sees few distinct values of each header, so the verdicts on them are remembered
 (at most 64 each, against a client that sends a new value every time): a request pays
@@ -31,7 +32,6 @@ for a dictionary lookup, not for parsing its Host or Accept again.
 
 from __future__ import annotations
 
-import inspect
 import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -69,7 +69,6 @@ __all__ = [
     "declared_body_size",
     "is_loopback",
     "mcp_headers",
-    "principal_of",
     "read_headers",
     "session_headers",
     "target_path",
@@ -94,12 +93,6 @@ READ_HEADERS: Final = frozenset(  # what `read_headers` reads
 )
 PARAM_PREFIX: Final = b"mcp-param-"
 _REMEMBERED_VERDICTS: Final = 64
-_UNCHECKED: Final = "Unauthorized: the credentials could not be checked"
-_REFUSED_AS: Final = {
-    400: ("Bad request", "bad_credentials"),
-    401: ("Unauthorized", "unauthorized"),
-    403: ("Forbidden", "forbidden"),
-}
 
 
 class Unauthorized(Exception):
@@ -481,60 +474,27 @@ def session_headers(
 def mcp_headers(found: dict[bytes, bytes], params: dict[str, str]) -> HttpHeaders:
     """The MCP headers of a request, for the core to check against its body."""
     return HttpHeaders(
-        protocol_version=_text(found.get(_MCP_FIELDS["protocol_version"])),
-        method=_text(found.get(_MCP_FIELDS["method"])),
-        name=_text(found.get(_MCP_FIELDS["name"])),
+        protocol_version=_text(found.get(b"mcp-protocol-version")),
+        method=_text(found.get(b"mcp-method")),
+        name=_text(found.get(b"mcp-name")),
         params=params or None,
     )
 
 
-_MCP_FIELDS: Final = {
-    "protocol_version": b"mcp-protocol-version",
-    "method": b"mcp-method",
-    "name": b"mcp-name",
+_MCP_FIELD: Final = {
+    b"mcp-protocol-version": "protocol_version",
+    b"mcp-method": "method",
+    b"mcp-name": "name",
 }
-"""The header each field of `mcp_headers` is read from."""
-_FIELD_OF: Final = {header: field for field, header in _MCP_FIELDS.items()}
+"""The field of `mcp_headers` each of these headers is read into."""
 
 
-def mcp_headers_with(
-    headers: HttpHeaders, found: dict[bytes, bytes], params: dict[str, str], name: bytes
-) -> HttpHeaders:
-    """`mcp_headers(found, params)` for a request whose head is that of `headers` but for
-    the value of header `name` (lowercased, sent once), now in `found`."""
-    field = _FIELD_OF.get(name)
+def mcp_headers_with(headers: HttpHeaders, found: dict[bytes, bytes], name: bytes) -> HttpHeaders:
+    """`mcp_headers` of a head that is `headers`' but for header `name`, now in `found`."""
+    field = _MCP_FIELD.get(name)
     if field is None:
         return headers
     return msgspec.structs.replace(headers, **{field: _text(found[name])})
-
-
-async def principal_of(
-    authenticate: Authenticator, raw_headers: Iterable[tuple[bytes, bytes]]
-) -> str:
-    """The authenticator's principal for a request with `raw_headers`; `Refusal` 401 when
-    it refuses (or fails: a broken authenticator lets nobody in)."""
-    headers = {
-        name.decode("ascii", "replace").lower(): value.decode("latin-1")
-        for name, value in raw_headers
-    }
-    try:
-        found = authenticate(headers)
-        principal = await found if inspect.isawaitable(found) else found
-    except Unauthorized as refused:
-        word, reason = _REFUSED_AS[refused.status]
-        message = f"{word}: {refused.message}"
-        raise Refusal(refused.status, message, reason=reason, challenge=refused.challenge) from None
-    except AuthenticationUnavailable as unavailable:
-        message = f"Service unavailable: {unavailable.message}"
-        wait = unavailable.retry_after_seconds
-        raise Refusal(503, message, reason="auth_unavailable", retry_after_seconds=wait) from None
-    except Exception:
-        logger.exception("the authenticator failed")
-        raise Refusal(401, _UNCHECKED, reason="unauthorized") from None
-    if not isinstance(principal, str) or not principal:
-        logger.error("the authenticator returned %r, not a principal (a non-empty str)", principal)
-        raise Refusal(401, _UNCHECKED, reason="unauthorized")
-    return principal
 
 
 def is_loopback(name: str) -> bool:

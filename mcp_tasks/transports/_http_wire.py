@@ -162,7 +162,7 @@ class RequestHead:
             found = head.found = self.found.copy()
             found[name] = value
             mcp = self.mcp
-            head.mcp = None if mcp is None else mcp_headers_with(mcp, found, self.params, name)
+            head.mcp = None if mcp is None else mcp_headers_with(mcp, found, name)
             head.passed = self.passed and name not in RequestRules.RULED
             head.event_stream = None if name == b"accept" else self.event_stream
         else:  # nothing the endpoint reads changed: neither did what it learnt
