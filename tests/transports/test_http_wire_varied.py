@@ -47,17 +47,16 @@ def after_known(data: bytes) -> RequestHead | Refusal:
     known = reader.next_head()
     assert known is not None and reader.take_whole_body() == BODY
     learnt(known)
-    try:
-        head = reader.next_head()
-    except Refusal as refusal:
-        return refusal
-    assert head is not None
-    return head
+    return next_head(reader)
 
 
 def fresh(data: bytes) -> RequestHead | Refusal:
     reader = RequestInput(HEAD_LIMIT)
     reader.receive(data + BODY)
+    return next_head(reader)
+
+
+def next_head(reader: RequestInput) -> RequestHead | Refusal:
     try:
         head = reader.next_head()
     except Refusal as refusal:
