@@ -288,9 +288,9 @@ class RequestRules:
         self._event_stream_verdicts: dict[bytes, bool] = {}
         self._passed: set[tuple[bytes | bool | None, ...]] = set()
 
-    RULED: Final = frozenset({b"host", b"origin", b"content-type", b"accept"})
-    """What `refusal_for` reads of a `POST`'s headers (besides its framing): a head that
-    passed passes again with any other header changed."""
+    RULED: Final = (b"host", b"origin", b"content-type", b"accept")
+    """What `refusal_for` reads of a `POST`'s headers besides its framing, and so what it
+    remembers a verdict by: a head that passed passes again with any other header changed."""
 
     def refusal_for(
         self, method: bytes, target: bytes, found: dict[bytes, bytes]
@@ -300,15 +300,8 @@ class RequestRules:
         head passed is remembered as it reads (a client sends the same head each time)."""
         if method != b"POST":
             return self._refusal_for(method, target, found)
-        get = found.get
-        passed = (
-            target,
-            get(b"host"),
-            get(b"origin"),
-            get(b"content-type"),
-            get(b"accept"),
-            b"transfer-encoding" in found and b"content-length" in found,
-        )
+        framed_twice = b"transfer-encoding" in found and b"content-length" in found
+        passed = (target, *map(found.get, self.RULED), framed_twice)
         if passed in self._passed:
             return None
         refusal = self._refusal_for(method, target, found)
