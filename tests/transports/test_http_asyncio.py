@@ -1,5 +1,6 @@
 """`serve_http` on asyncio, where each connection is a `ProtocolStream` (`_asyncio_stream`):
-the stream on real 127.0.0.1 sockets (bytes whole and in order, what a client leaves unread
+the stream on real 127.0.0.1 sockets (bytes whole and in order, a turn's sends written
+together at the next turn, what a client leaves unread
 held to `READ_LIMIT`, a send that waits for a client that does not read, EOF, reset, close,
 cancellation), then the server over it (keep-alive and pipelining, a client that leaves
 mid-request, a head that never ends, a body refused unread, a drain).
@@ -11,16 +12,19 @@ on bytes, events and end-of-file, never on a sleep that hopes.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import h11
 import pytest
+from loopback_pairs import MEGABYTE, dialled, receive_exactly
 from on_asyncio import run_asyncio, wait_until
 
 from mcp_tasks import TASKS_EXTENSION, Server, ToolContext
@@ -31,7 +35,6 @@ META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
 }
-MEGABYTE = 1024 * 1024
 
 
 def on_asyncio(test: Callable[[], Awaitable[None]]) -> Callable[[], None]:
@@ -48,41 +51,46 @@ def on_asyncio(test: Callable[[], Awaitable[None]]) -> Callable[[], None]:
 # --- the stream --------------------------------------------------------------------------
 
 
-@asynccontextmanager
-async def connected() -> AsyncIterator[tuple[ProtocolStream, anyio.abc.SocketStream]]:
+def connected() -> AbstractAsyncContextManager[tuple[ProtocolStream, anyio.abc.SocketStream]]:
     """A `ProtocolStream` (the server's side) and anyio's stream of the client that dialled it."""
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    async with listener:
-        port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        client = await anyio.connect_tcp("127.0.0.1", port)
-        server = await accept_on_asyncio(listener)
+    return dialled(accept_on_asyncio)
+
+
+def pending_bytes(client: anyio.abc.SocketStream) -> bytes:
+    """What has reached `client`'s socket and is not read yet (peeked, without waiting)."""
+    descriptor = client.extra(anyio.abc.SocketAttribute.raw_socket).fileno()
+    with socket.socket(fileno=os.dup(descriptor)) as raw:
         try:
-            yield server, client
-        finally:
-            await server.aclose()
-            await client.aclose()
-
-
-async def receive_exactly(stream: anyio.abc.ByteReceiveStream, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        data += await stream.receive(MEGABYTE)
-    return bytes(data)
+            return raw.recv(MEGABYTE, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return b""
 
 
 @on_asyncio
-async def test_bytes_arrive_whole_and_in_order_both_ways() -> None:
+async def test_sends_of_one_turn_are_written_together_at_the_next_turn_in_order() -> None:
+    async with connected() as (first, first_client), connected() as (second, second_client):
+        await first.send(b"one")
+        await second.send(b"two")
+        assert pending_bytes(first_client) == pending_bytes(second_client) == b""
+        await first.send(b", more")  # a second send of the turn: both at once, in order
+        assert pending_bytes(first_client) == b"one, more"
+        assert pending_bytes(second_client) == b""
+        await anyio.lowlevel.checkpoint()  # the loop's next turn
+        assert pending_bytes(second_client) == b"two"
+        assert await receive_exactly(first_client, 9) == b"one, more"
+        assert await receive_exactly(second_client, 3) == b"two"
+
+
+@on_asyncio
+async def test_closing_writes_what_a_send_left_for_the_next_turn() -> None:
     async with connected() as (server, client):
-        assert isinstance(server, anyio.abc.SocketStream)
-        assert server.extra(anyio.abc.SocketAttribute.remote_address)[0] == "127.0.0.1"
-        sent = bytes(range(256)) * 4000
-        await client.send(sent)
-        assert await receive_exactly(server, len(sent)) == sent
-        await server.send(sent[::-1])
-        assert await receive_exactly(client, len(sent)) == sent[::-1]
-        await client.send(b"abcdef")
-        assert await server.receive(4) == b"abcd"  # max_bytes is kept, the rest waits
-        assert await server.receive(4) == b"ef"
+        await server.send(b"last answer")
+        await server.send_eof()
+        assert await receive_exactly(client, 11) == b"last answer"
+    async with connected() as (server, client):
+        await server.send(b"goodbye")
+        await server.aclose()
+        assert await receive_exactly(client, 7) == b"goodbye"
 
 
 @on_asyncio
