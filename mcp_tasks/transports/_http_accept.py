@@ -24,6 +24,7 @@ import anyio.abc
 import trio
 
 from ._asyncio_stream import accept_on_asyncio
+from ._trio_stream import BatchedStream
 
 __all__ = ["accept", "adopt", "listen"]
 
@@ -43,9 +44,13 @@ async def accept(
     """Accept connections into `connections` (each served by `serve`) until cancelled."""
     async with listener:  # closed when serving stops: no new connection is taken
         if trio.lowlevel.in_trio_task():
-            await _accept_until_cancelled(listener.accept, serve, connections)
+            await _accept_until_cancelled(partial(_accept_batched, listener), serve, connections)
         else:
             await _accept_until_cancelled(partial(accept_on_asyncio, listener), serve, connections)
+
+
+async def _accept_batched(listener: anyio.abc.SocketListener) -> anyio.abc.SocketStream:
+    return BatchedStream(await listener.accept())
 
 
 async def _accept_until_cancelled(
