@@ -14,12 +14,12 @@ A send is written at the loop's next turn, together with every other connection'
 this turn (`_Outbox`): a client reading many connections is woken once for all of them, not
 once an answer. Waking a sleeping reader costs the sender more than the write (an
 interrupt to the reader's core; about 10 us an answer in a virtual machine, measured under
-wrk), so under load this is a fifth more task creations a second. A connection holds one
+wrk), so under load this is about a third more task creations a second. A connection holds one
 send at most: a second send in the same turn writes both at once, and closing writes what
 is held first. A send of more than `HELD_AT_MOST` bytes is written at once and waits while
 the kernel's buffer is full, as does any send while it is.
 
-Trio's sockets are used as they are.
+On trio, `_trio_stream.BatchedStream` batches anyio's sockets' sends the same way.
 """
 
 from __future__ import annotations

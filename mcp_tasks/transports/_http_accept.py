@@ -1,5 +1,6 @@
 """The listeners and accept loop of `serve_http`: new connections, and patience when out of
-descriptors. On asyncio a connection is a `ProtocolStream` (`_asyncio_stream` says why).
+descriptors. On asyncio a connection is a `ProtocolStream` (`_asyncio_stream` says why), on
+trio anyio's stream inside a `BatchedStream` (`_trio_stream`).
 
 `listen` binds; `adopt` takes sockets bound and listening already (a supervisor's, shared by
 the worker processes of `mcp-tasks serve --workers N`: one accept queue, whichever worker is
