@@ -96,7 +96,20 @@ class _PipeReader(anyio.abc.ByteReceiveStream):
         await anyio.lowlevel.checkpoint()
 
 
-class _PipeWriter(anyio.abc.ByteSendStream):
+class WritesAtOnce(anyio.abc.ByteSendStream):
+    """A byte stream that can also write without waiting (the asyncio loop's pipe)."""
+
+    def write_at_once(self, item: bytes) -> bool:
+        """Write `item` now, without waiting: True once all of it is out, False when the
+        stream holds the rest until it can go (`drained` waits for it)."""
+        raise NotImplementedError
+
+    async def drained(self) -> None:
+        """Wait until what `write_at_once` left is out."""
+        raise NotImplementedError
+
+
+class _PipeWriter(WritesAtOnce):
     """A pipe, socket or terminal written by the asyncio loop's write-pipe transport; a
     write returns once all of it is written."""
 
@@ -113,9 +126,17 @@ class _PipeWriter(anyio.abc.ByteSendStream):
         return cls(asyncio.StreamWriter(transport, protocol, None, loop))
 
     async def send(self, item: bytes) -> None:
-        if self._writer.transport.is_closing():
+        self.write_at_once(item)
+        await self.drained()
+
+    def write_at_once(self, item: bytes) -> bool:
+        transport = self._writer.transport
+        if transport.is_closing():
             raise anyio.BrokenResourceError("stdout is closed")
-        self._writer.write(item)
+        transport.write(item)  # the loop writes at once what the pipe takes
+        return transport.get_write_buffer_size() == 0
+
+    async def drained(self) -> None:
         try:
             await self._writer.drain()
         except OSError as error:  # the reader went away (a broken pipe, a reset)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
@@ -103,8 +104,9 @@ class _LoopTasks(_ScopedTasks):
     def __init__(self) -> None:
         # The class of the cancel scopes anyio makes here: made directly, a scope skips
         # anyio's look-up of the running library (a third of its cost).
-        super().__init__(asyncio.current_task, type(anyio.CancelScope()))
-        self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()  # named, the task's look-up skips finding it
+        super().__init__(functools.partial(asyncio.current_task, loop), type(anyio.CancelScope()))
+        self._loop = loop
         self._tasks: set[asyncio.Task[None]] = set()
         self._failures: list[BaseException] = []
         self._all_ended: anyio.Event | None = None

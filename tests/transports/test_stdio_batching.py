@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import json
+import os
 import time
 from typing import Any
 
@@ -16,10 +18,10 @@ import anyio
 import anyio.abc
 import pytest
 import trio
-from on_asyncio import on_each_loop
+from on_asyncio import on_each_loop, run_asyncio
 
 from mcp_tasks.core import Reply
-from mcp_tasks.transports import _stdio, serve_stdio
+from mcp_tasks.transports import _stdio, _stdio_pipes, serve_stdio
 
 _seen_by_request: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="")
 
@@ -177,3 +179,140 @@ def test_a_last_line_that_waits_at_eof_is_answered_before_serve_stdio_returns() 
         assert stdout.ids() == [1, 2]
 
     on_each_loop(main)
+
+
+# --- replies written at once, by the pump (a stdout that can: the asyncio loop's pipe) ---
+
+
+class AtOnceStdout(_stdio_pipes.WritesAtOnce):
+    """A stdout that writes without waiting, as the loop's pipe does: notes each write and
+    how it came. The write at index `holding` leaves a rest, out once `drain` is set."""
+
+    def __init__(self, holding: int | None = None) -> None:
+        self.writes: list[tuple[str, list[int]]] = []
+        self.holding = holding
+        self.drain = anyio.Event()
+        self.broken = False
+
+    def write_at_once(self, item: bytes) -> bool:
+        if self.broken:
+            raise anyio.BrokenResourceError("the reader is gone")
+        self.writes.append(("at once", _ids(item)))
+        return len(self.writes) - 1 != self.holding
+
+    async def drained(self) -> None:
+        await self.drain.wait()
+
+    async def send(self, item: bytes) -> None:
+        await anyio.lowlevel.checkpoint()
+        self.writes.append(("send", _ids(item)))
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _ids(item: bytes) -> list[int]:
+    return [json.loads(line)["id"] for line in item.splitlines()]
+
+
+def test_each_read_s_replies_are_written_at_once_by_the_pump(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_stdio, "HOLD_SECONDS", 60.0)
+
+    async def main() -> None:
+        stdout = AtOnceStdout()
+        stdin = Stdin([request(1) + request(2) + request(3), request(4) + request(5)])
+        await serve_stdio(Handler(), stdin=stdin, stdout=stdout)  # type: ignore[arg-type]
+        assert stdout.writes == [("at once", [1, 2, 3]), ("at once", [4, 5])]
+
+    on_each_loop(main)
+
+
+def test_nothing_more_is_written_until_the_rest_of_a_write_is_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first read's write leaves a rest: the second read's replies wait for it (the
+    writer sees it out, then writes them), not written at once beside it."""
+    monkeypatch.setattr(_stdio, "HOLD_SECONDS", 60.0)
+
+    async def main() -> None:
+        stdout, more = AtOnceStdout(holding=0), anyio.Event()
+        stdin = Stdin([request(1) + request(2), request(3) + request(4)], more)
+        writes_when_waiting: list[list[tuple[str, list[int]]]] = []
+        receive = stdin.receive
+
+        async def noting_receive(max_bytes: int = 65536) -> bytes:
+            if not stdin.reads:  # both reads answered: the pump waits for more
+                writes_when_waiting.append(list(stdout.writes))
+                stdout.drain.set()
+                more.set()
+            return await receive(max_bytes)
+
+        stdin.receive = noting_receive  # type: ignore[method-assign]
+        await serve_stdio(Handler(), stdin=stdin, stdout=stdout)  # type: ignore[arg-type]
+        assert writes_when_waiting == [[("at once", [1, 2])]]
+        assert stdout.writes == [("at once", [1, 2]), ("send", [3, 4])]
+
+    on_each_loop(main)
+
+
+def test_a_stdout_that_breaks_as_the_pump_writes_ends_the_session() -> None:
+    async def main() -> None:
+        stdout, never = AtOnceStdout(), anyio.Event()
+        stdout.broken = True
+        with anyio.fail_after(10):  # stdin stays open: only the broken stdout ends it
+            await serve_stdio(Handler(), stdin=Stdin([request(1)], never), stdout=stdout)  # type: ignore[arg-type]
+        assert stdout.writes == []
+
+    on_each_loop(main)
+
+
+def test_replies_larger_than_the_pipe_arrive_whole_through_the_loop_s_pipe() -> None:
+    """A real pipe on asyncio: a read's replies, a megabyte each, are more than the pipe
+    holds; the loop's transport keeps the rest of the write, the writer waits it out, and
+    a reader in a thread gets every reply whole, in order."""
+    size = 1024 * 1024
+
+    class Big:
+        async def handle(self, data: bytes, **_: Any) -> Reply | None:
+            request_id = json.loads(data)["id"]
+            result = {"text": "x" * size}
+            body = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            return Reply(body=json.dumps(body).encode())
+
+        def end_subscriptions(self, connection: object = None) -> None:
+            pass
+
+    def read_lines(fd: int, count: int) -> list[bytes]:
+        data = b""
+        while data.count(b"\n") < count:
+            chunk = os.read(fd, 65536)
+            assert chunk, "stdout closed early"
+            data += chunk
+        return data.splitlines()
+
+    async def main() -> None:
+        read_end, write_end = os.pipe()
+        try:
+            async with await _stdio_pipes._PipeWriter.open(write_end) as stdout:
+                left: list[bool] = []
+                write_at_once = stdout.write_at_once
+
+                def noting(item: bytes) -> bool:
+                    left.append(not write_at_once(item))
+                    return left[-1]
+
+                stdout.write_at_once = noting  # type: ignore[method-assign]
+                stdin = Stdin([request(1) + request(2) + request(3)])
+                async with anyio.create_task_group() as group:
+                    serving = functools.partial(serve_stdio, stdin=stdin, stdout=stdout)
+                    group.start_soon(serving, Big())
+                    lines = await anyio.to_thread.run_sync(read_lines, read_end, 3)
+        finally:
+            os.close(read_end)
+        assert [json.loads(line)["id"] for line in lines] == [1, 2, 3]
+        assert all(len(json.loads(line)["result"]["text"]) == size for line in lines)
+        assert True in left  # the pipe took part of a write: the rest was waited out
+
+    run_asyncio(main)
