@@ -39,7 +39,7 @@ class ToolCalls:
     def call(
         self,
         request_id: w.RequestId,
-        raw_params: Raw,
+        raw_params: Raw | w.CallToolParams,
         meta: w.RequestMeta,
         *,
         now: float,
@@ -47,14 +47,19 @@ class ToolCalls:
         principal: str | None,
         closing: bool = False,
     ) -> RunTool | Step:
-        params = decode_params(raw_params, w.CallToolParams)
+        params = (
+            raw_params
+            if isinstance(raw_params, w.CallToolParams)
+            else decode_params(raw_params, w.CallToolParams)
+        )
         tool = self._parts.catalog.tools.get(params.name)
         if tool is None:
             raise invalid_params(f"Unknown tool: {shown(params.name)!r}")
         if tool.task_support == "required" and not meta.client_capabilities.has_tasks:
             raise needs_tasks_extension(f"Tool {tool.name!r} runs only as a task; it needs")
         arguments = None if params.arguments is UNSET else params.arguments
-        if arguments is not None and not bytes(arguments).lstrip().startswith(b"{"):
+        # msgspec's raw value starts at its first byte (no space before it)
+        if arguments is not None and memoryview(arguments)[:1].tobytes() != b"{":
             raise invalid_params("Invalid params: params.arguments must be an object")
         header_params = self._parts.catalog.header_params.get(tool.name)
         if header_params is not None and headers is not None:

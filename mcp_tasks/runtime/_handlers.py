@@ -73,6 +73,16 @@ class ToolEntry:
     context: str | None = FIRST
     """How the context is passed (`ToolSignature.context`): first, by this name, or not."""
 
+    @functools.cached_property
+    def awaited_first(self) -> bool:
+        """`async def tool(ctx, args)`: awaited with the context, then the arguments."""
+        return (
+            self.is_async
+            and self.context == FIRST
+            and self.takes_arguments
+            and self.keywords is None
+        )
+
 
 @dataclass(frozen=True)
 class PromptEntry:
@@ -111,7 +121,9 @@ async def invoke_tool(
     none free, a call (not a task's run) raises `ToolThreadsFull`."""
     name = entry.spec.name
     try:
-        if not entry.takes_arguments:
+        if entry.awaited_first:  # most: `async def tool(ctx, args)`, awaited right here
+            value = await entry.function(context, arguments)
+        elif not entry.takes_arguments:
             value = await _call(entry, threads, context)
         elif entry.keywords is None:
             value = await _call(entry, threads, context, arguments)

@@ -252,6 +252,45 @@ def test_malformed_params_name_the_field(
     assert error["code"] == -32602 and field in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("arguments", "is_object"),
+    [(b' \n\t {"name": "W"}', True), (b'"W"', False), (b"7", False), (b"null", False)],
+)
+def test_call_arguments_are_an_object_whatever_the_space_before_them(
+    h: Harness, arguments: bytes, is_object: bool
+) -> None:
+    params = json.dumps({"name": "greet", "_meta": meta()}).encode()
+    params = params[:-1] + b', "arguments":' + arguments + b"}"
+    message = b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": ' + params + b"}"
+    reply = h.send(message).reply
+    assert reply is not None
+    decoded = json.loads(reply)
+    if is_object:
+        assert decoded["result"]["content"][0]["text"] == "Hello, W!"
+    else:
+        assert error_of(decoded) == {
+            "code": -32602,
+            "message": "Invalid params: params.arguments must be an object",
+        }
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"name": "greet"}, "_meta"),  # a call's params checked in their order: _meta first
+        ({"name": 3, "_meta": {"io.modelcontextprotocol/protocolVersion": 1}}, "protocolVersion"),
+    ],
+)
+def test_a_call_whose_params_do_not_fit_is_told_the_first_check_that_fails(
+    h: Harness, params: dict[str, Any], field: str
+) -> None:
+    message = {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": params}
+    reply = h.send(json.dumps(message).encode()).reply
+    assert reply is not None
+    error = error_of(json.loads(reply))
+    assert error["code"] == -32602 and field in error["message"], error
+
+
 # --- headers (Streamable HTTP) -----------------------------------------------------------
 
 
