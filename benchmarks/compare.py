@@ -1285,7 +1285,8 @@ later the same day the same code answered 16,100-17,000 a second while the ceili
 did not move (a server that runs more code loses more to a neighbour's use of the caches);
 on a quiet day (the run of issue 33's sixth session) the same code answered 37,700 against
 the ceiling's 99,800. On trio the loop itself costs more, and its ceiling is under half of
-asyncio's: `serve` on trio meets its aims but for task creations.
+asyncio's: `serve` on trio meets every aim, task creations too since its answers are
+written in batches (0.24 in this run, 0.19 before).
 
 A task creation costs four to five times a `tasks/get` in the server (the `task creations`
 rows): the tool runs twice (in the request, where it answers that it becomes a task, then
@@ -1339,8 +1340,8 @@ us if anything.
 Over stdio the server's CPU time per answer (`cpu_us_per_answer` in `benchmarks.json`, read
 from `/proc`, which other work on the machine sways less than answers/s) is the figure to
 watch. Most of a `greet` call's is `Server.handle` (the core and the tool's context):
-in-process about 10 us alone, and 16.5 us of CPU an answer the whole process spends in this
-run, against the echo's 2.3 (16.4 in issue 33's seventh session, 21 in its sixth, 56 before
+in-process about 9 us alone, and 14.4 us of CPU an answer the whole process spends in this
+run, against the echo's 2.1 (16.5 in issue 33's tenth session, 21 in its sixth, 56 before
 the issue); the rest is the transport and the loop. The transport makes no task for a line
 whose request never waits (a `greet`, a `tasks/get`): the pump runs `handle` for it at once
 and goes on to the next line. Only a request that does wait gets a task (the one it began
@@ -1351,11 +1352,16 @@ us a call, a fifth of one). The replies of one read went out in one write after 
 last line; with 16 requests in flight the client then waited while the server worked, and
 the server while the client read. A reply now waits at most 0.15 ms behind the later lines
 of its read (`HOLD_SECONDS`), so both sides work at once, for one write more every 0.15 ms:
-43,000 to 58,000 calls a second, measured alone. In this run that is 60,200 calls a
-second, 0.28 of the echo against an aim of 0.35: ours answered as many as in the run
-before (60,600, then 0.349), and the echo's rounds ran at 208,000 to 214,000 (153,000 to
-174,000 in the run before). At 16.5 us of CPU an answer the process can answer about
-60,000 a second; 0.35 of this run's echo needs 13 us.
+43,000 to 58,000 calls a second, measured alone. Since issue 33's eleventh session, on
+asyncio the pump writes a read's replies itself before it reads on (the loop's pipe writes
+without waiting), so the writer's task no longer runs once a read: 17.3 to 16.0 us of CPU
+an answer in alternated runs. A sound `tools/call`'s params are decoded once (their head
+taken from them, 0.4 us), the common `async def tool(ctx, args)` is awaited without a
+coroutine between, and a line is searched for the mark of a notification only when room
+is short (0.2 us): 14.1 to 12.8 us a line in-process. In this run that is 68,800 calls a
+second, 0.37 of the echo (aim 0.35), against 60,200 in the run before; the echo's rounds
+ran at 165,000 to 184,000 (208,000 to 214,000 in the run before, when ours read 0.28). At
+14.4 us an answer, 0.35 holds while the echo answers fewer than about 197,000 a second.
 
 A 2025 session's request costs what the 2026-07-28 one does, plus the session: its
 record read from the store (its idle time started again), the session's `_meta` written in
