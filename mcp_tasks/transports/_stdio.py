@@ -248,7 +248,15 @@ class _Session:
         goes on in a task of its own, and this one sees that request to its end."""
         while True:
             while self._ready:
-                waiting = await self._dispatch(self._ready.popleft())
+                line = self._ready.popleft()
+                if (  # most lines: a request, with room for it (no coroutine to await)
+                    type(line) is bytes
+                    and self._has_room(MAX_REQUESTS_IN_FLIGHT)
+                    and line.strip(_JSON_WHITESPACE)
+                ):
+                    waiting = self._start(line)
+                else:
+                    waiting = await self._dispatch(line)
                 if waiting is not None:
                     self._writer.release()
                     self._start_task(self.pump, receive, lines)
