@@ -36,8 +36,8 @@ of them, the 2026-07-28 wire with every header: 16 keep-alive connections over 1
 one request in flight on each, a warm-up first, then a window of fixed length. A fixed
 request again and again is sent by wrk, a C load generator, whose share of its core is kept
 with each figure (`load_cpu_share`: near 1, the generator may be what limits it); task lives,
-which read each answer to send the next request, by wrk too, with a Lua script that follows
-each connection's task (`loadgen.wrk_lives`). Runs alternate between
+which read each answer to send the next request, by wrk too, with a Lua script whose
+answers queue the next poll of their task (`loadgen.wrk_lives`). Runs alternate between
 the servers (ours, peer, limit, ours, peer, ...), the servers not being measured stopped
 (SIGSTOP) meanwhile, and the best run of each counts: anything else on the machine can only
 slow a run down.
@@ -1239,11 +1239,16 @@ ones not measured paused (SIGSTOP), and the best run of each counts. A fixed req
 and again (tasks/get, task creations, sync tool calls) is sent by wrk, a C load generator on
 one thread; its share of its core is kept with each figure (`load_cpu_share`), and an aim
 checks it stays under 0.9 for every ceiling, so the generator is not what limits them. Task
-lives, which read each answer to send the next request, are driven by wrk as well: 16
-threads of one connection each, whose Lua script reads each answer (a task handle: poll
-it; `completed`: a life, start over). That costs wrk far more per request than a fixed
-request does, and a ceiling's lives take all of wrk's core: there the ceiling's figure is
-what wrk reaches, less than the ceiling could (its share is in the aims). wrk times
+lives, which read each answer to send the next request, are driven by wrk as well: one
+thread and 16 connections, whose Lua script reads each answer (a task handle: its poll is
+queued for the next free connection; `completed`: a life, and a new task's creation next),
+so 16 lives are under way at once. That costs wrk more per request than a fixed request
+does (the answer handed to Lua), and the fastest ceilings' lives take nearly all of wrk's
+core: there the ceiling's figure is what wrk reaches, less than the ceiling could (its
+share is in the aims). Until issue 33's eleventh session each connection had a thread of
+its own, so that its script could follow its task: 16 threads on wrk's one core, a switch
+an answer, and the ceilings' lives read lower (asyncio's 38,800 against 44,300, uvloop's
+37,500 against 57,900 in a quick run since; ours, 6,900 and 7,000, did not move). wrk times
 requests, not lives: a life's latencies are those of its requests. Each workload is read
 against the ceiling's figure for the same workload. Every answer is checked (status 200
 or 202, no JSON-RPC error). Pinning: {pinned}.
@@ -1334,8 +1339,8 @@ creations, the wakes it no longer takes.
 Making the run's cancel scope a no-op gave 13 % more creations, the outcome's save 7 %.
 A whole life adds a `tasks/get` to it; its
 aim reads ours against the ceiling's lives, which wrk itself limits (it reads every answer
-in Lua, at 0.99 of its core): the ceiling's true figure is higher, so that ratio flatters
-us if anything.
+in Lua, at 0.94 of its core on the asyncio ceiling, 0.99 on uvloop's): the ceiling's true
+figure is higher, so that ratio flatters us if anything.
 
 Over stdio the server's CPU time per answer (`cpu_us_per_answer` in `benchmarks.json`, read
 from `/proc`, which other work on the machine sways less than answers/s) is the figure to

@@ -206,29 +206,33 @@ _WRK_LIVES_SCRIPT = """
 local create = %(create)s
 local head_start, head_end, body_start, body_end = %(head_start)s, %(head_end)s,
   %(body_start)s, %(body_end)s
-local polling = nil
+local next_ids, first, last = {}, 1, 0
 lives, polls, failures = 0, 0, 0
 
 function request()
-  if polling == nil then
+  if first > last then
     return create
   end
+  local task_id = next_ids[first]
+  next_ids[first] = nil
+  first = first + 1
   polls = polls + 1
-  local body = body_start .. polling .. body_end
-  return head_start .. polling .. head_end .. #body .. "\\r\\n\\r\\n" .. body
+  local body = body_start .. task_id .. body_end
+  return head_start .. task_id .. head_end .. #body .. "\\r\\n\\r\\n" .. body
 end
 
 function response(status, headers, body)
   if status < 200 or status > 299 or body:find('"error"', 1, true) then
     failures = failures + 1
-    polling = nil
   elseif body:find('"completed"', 1, true) then
     lives = lives + 1
-    polling = nil
-  elseif polling == nil then
-    polling = body:match('"taskId"%%s*:%%s*"([^"]+)"')
-    if polling == nil then
+  else
+    local task_id = body:match('"taskId"%%s*:%%s*"([^"]+)"')
+    if task_id == nil then
       failures = failures + 1
+    else
+      last = last + 1
+      next_ids[last] = task_id
     end
   end
 end
@@ -250,16 +254,19 @@ function done(summary, latency, requests)
     summary.duration, latency:percentile(50), latency:percentile(99)))
 end
 """
-"""One connection per wrk thread, so each thread's Lua state follows one connection: it
-creates a task, polls it until an answer says `completed`, and starts over. wrk times
-requests, not lives: the latencies are of a life's requests."""
+"""One wrk thread for the 16 connections (16 threads on the generator's one core cost it
+a switch an answer). Each answer decides the next request, which goes out on whichever
+connection is free next: the poll of the task it names, unless it says `completed` (or
+failed): then a new task's creation (as when nothing is queued). So 16 lives are under
+way at any time, each with one request in flight; wrk times requests, not lives: the
+latencies are of a life's requests."""
 
 _ID_MARK = "MCPBENCHTASKIDMARK"
 
 
 def wrk_lives(port: int, warmup: float, seconds: float) -> dict[str, Any]:
-    """Whole task lives driven by wrk (`CONNECTIONS` threads of one connection each, each
-    reading its answers in Lua): create a task with no work, poll it at once until it is
+    """Whole task lives driven by wrk (one thread, `CONNECTIONS` connections, reading the
+    answers in Lua): create a task with no work, poll it at once until it is
     `completed`, then the next. Lives/s, the latency of a life's requests, the failed
     answers, the polls a life took on average, and wrk's share of its core."""
     create = task_creation(port)
@@ -278,7 +285,7 @@ def wrk_lives(port: int, warmup: float, seconds: float) -> dict[str, Any]:
         "body_end": _lua_string(body_end),
     }
     url = f"http://127.0.0.1:{port}/mcp"
-    out, share = _run_wrk(script, url, CONNECTIONS, warmup, seconds)
+    out, share = _run_wrk(script, url, 1, warmup, seconds)
     line = next(line for line in out.splitlines() if line.startswith("MCP_LIVES "))
     lives, polls, *rest = (int(part) for part in line.split()[1:])
     figures = _wrk_figures([lives, *rest], share)
