@@ -1247,8 +1247,9 @@ does (the answer handed to Lua), and the fastest ceilings' lives take nearly all
 core: there the ceiling's figure is what wrk reaches, less than the ceiling could (its
 share is in the aims). Until issue 33's eleventh session each connection had a thread of
 its own, so that its script could follow its task: 16 threads on wrk's one core, a switch
-an answer, and the ceilings' lives read lower (asyncio's 38,800 against 44,300, uvloop's
-37,500 against 57,900 in a quick run since; ours, 6,900 and 7,000, did not move). wrk times
+an answer, and the ceilings' lives read lower: asyncio's 38,800 in the run before against
+51,500 in this one, uvloop's 37,500 against 59,300, while ours moved from 6,900 to 7,500.
+So the asyncio lives aim, met at 0.18 against the slower reading, reads 0.146 now. wrk times
 requests, not lives: a life's latencies are those of its requests. Each workload is read
 against the ceiling's figure for the same workload. Every answer is checked (status 200
 or 202, no JSON-RPC error). Pinning: {pinned}.
@@ -1339,15 +1340,16 @@ creations, the wakes it no longer takes.
 Making the run's cancel scope a no-op gave 13 % more creations, the outcome's save 7 %.
 A whole life adds a `tasks/get` to it; its
 aim reads ours against the ceiling's lives, which wrk itself limits (it reads every answer
-in Lua, at 0.94 of its core on the asyncio ceiling, 0.99 on uvloop's): the ceiling's true
+in Lua, at 0.93 of its core on the asyncio ceiling, 0.99 on uvloop's): the ceiling's true
 figure is higher, so that ratio flatters us if anything.
 
 Over stdio the server's CPU time per answer (`cpu_us_per_answer` in `benchmarks.json`, read
 from `/proc`, which other work on the machine sways less than answers/s) is the figure to
 watch. Most of a `greet` call's is `Server.handle` (the core and the tool's context):
-in-process about 9 us alone, and 14.4 us of CPU an answer the whole process spends in this
-run, against the echo's 2.1 (16.5 in issue 33's tenth session, 21 in its sixth, 56 before
-the issue); the rest is the transport and the loop. The transport makes no task for a line
+in-process about 9 us alone, and 15.6 us of CPU an answer the whole process spends in this
+run, against the echo's 2.5 (14.4 and 2.1 in the run before it, on a quieter machine; 16.5
+in issue 33's tenth session, 21 in its sixth, 56 before the issue); the rest is the
+transport and the loop. The transport makes no task for a line
 whose request never waits (a `greet`, a `tasks/get`): the pump runs `handle` for it at once
 and goes on to the next line. Only a request that does wait gets a task (the one it began
 in; the pump goes on in a new one), which is what keeps a slow call from holding up the
@@ -1363,10 +1365,12 @@ without waiting), so the writer's task no longer runs once a read: 17.3 to 16.0 
 an answer in alternated runs. A sound `tools/call`'s params are decoded once (their head
 taken from them, 0.4 us), the common `async def tool(ctx, args)` is awaited without a
 coroutine between, and a line is searched for the mark of a notification only when room
-is short (0.2 us): 14.1 to 12.8 us a line in-process. In this run that is 68,800 calls a
-second, 0.37 of the echo (aim 0.35), against 60,200 in the run before; the echo's rounds
-ran at 165,000 to 184,000 (208,000 to 214,000 in the run before, when ours read 0.28). At
-14.4 us an answer, 0.35 holds while the echo answers fewer than about 197,000 a second.
+is short (0.2 us): 14.1 to 12.8 us a line in-process. The first full run after it (on
+d632f38) read 68,800 calls a second, 0.37 of the echo (aim 0.35; the echo's rounds ran at
+165,000 to 184,000), against 60,200 and 0.28 in the run before. This run, on a busier
+machine, reads 63,000 against an echo whose rounds ran at 119,000 to 198,000: 0.32. At
+14.4 us an answer, 0.35 holds while the echo answers fewer than about 197,000 a second;
+at this run's 15.6, fewer than 183,000.
 
 A 2025 session's request costs what the 2026-07-28 one does, plus the session: its
 record read from the store (its idle time started again), the session's `_meta` written in
