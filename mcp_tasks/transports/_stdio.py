@@ -249,14 +249,13 @@ class _Session:
         while True:
             while self._ready:
                 line = self._ready.popleft()
-                if (  # most lines: a request, with room for it (no coroutine to await)
-                    type(line) is bytes
-                    and self._has_room(MAX_REQUESTS_IN_FLIGHT)
-                    and line.strip(_JSON_WHITESPACE)
-                ):
+                waiting = None
+                if isinstance(line, _Skipped):
+                    await self._skipped()
+                elif line.strip(_JSON_WHITESPACE):  # not a blank line: a message
+                    if not self._has_room(MAX_REQUESTS_IN_FLIGHT):
+                        await self._wait_for_room(_most_in_flight(line))
                     waiting = self._start(line)
-                else:
-                    waiting = await self._dispatch(line)
                 if waiting is not None:
                     self._writer.release()
                     self._start_task(self.pump, receive, lines)
@@ -280,23 +279,13 @@ class _Session:
                 self._ready.extend(lines.end())
         self._server.end_subscriptions(self._connection)  # nobody will cancel them now
 
-    async def _dispatch(self, line: bytes | _Skipped) -> _Waiting | None:
-        """Start `line`'s request once there is room for it; what it waits on, if it
-        could not be answered at once."""
-        if line is LINE_TOO_LONG:
-            logger.warning("skipped a line longer than %d bytes", self._max_line_bytes)
-            if not self._has_room(MAX_REQUESTS_IN_FLIGHT):
-                await self._wait_for_room(MAX_REQUESTS_IN_FLIGHT)
-            self._in_flight += 1
-            self._answered(b"", self._too_long, released=True)
-        elif isinstance(line, bytes) and line.strip(_JSON_WHITESPACE):
-            if not self._has_room(MAX_REQUESTS_IN_FLIGHT):
-                most_in_flight = MAX_REQUESTS_IN_FLIGHT
-                if _NOTIFICATION in line:  # it frees room: `notifications/cancelled`
-                    most_in_flight += _ROOM_FOR_NOTIFICATIONS
-                await self._wait_for_room(most_in_flight)
-            return self._start(line)
-        return None
+    async def _skipped(self) -> None:
+        """A line over the limit was skipped: its -32600 error, once there is room for it."""
+        logger.warning("skipped a line longer than %d bytes", self._max_line_bytes)
+        if not self._has_room(MAX_REQUESTS_IN_FLIGHT):
+            await self._wait_for_room(MAX_REQUESTS_IN_FLIGHT)
+        self._in_flight += 1
+        self._answered(b"", self._too_long, released=True)
 
     async def _wait_for_room(self, most_in_flight: int) -> None:
         """Wait, reading nothing more, while `most_in_flight` requests are in flight or
@@ -375,6 +364,14 @@ class _Session:
             failed = internal_error_reply(line)  # the core's, as every transport sends it
             body = None if failed.request_id is None else failed.body  # none to a notification
         return body
+
+
+def _most_in_flight(line: bytes) -> int:
+    """How many requests may be in flight when `line` starts: a notification finds a
+    little more room, as it may free some (`notifications/cancelled`)."""
+    if _NOTIFICATION in line:
+        return MAX_REQUESTS_IN_FLIGHT + _ROOM_FOR_NOTIFICATIONS
+    return MAX_REQUESTS_IN_FLIGHT
 
 
 class _Waiting(NamedTuple):

@@ -43,8 +43,9 @@ class StdoutWriter:
         self._stdout = _sender(stdout)
         self._at_once = stdout if isinstance(stdout, WritesAtOnce) else None
         """stdout's write that never waits (None: it has none), for `release`."""
-        self._rest: tuple[_backend.Event, int, int] | None = None
-        """A write `release` began whose rest stdout holds: the writer sees it out."""
+        self._rest: tuple[int, int] | None = None
+        """The replies and bytes of a write `release` began whose rest stdout holds: the
+        writer sees it out."""
         self._session = session
         self._lines: list[bytes] = []
         self._replies = 0
@@ -89,20 +90,17 @@ class StdoutWriter:
         if self._at_once is None or self._in_write is not None:  # the writer has one
             self._pending.set()
             return False
-        data, writing, replies, held = self._take()
+        data, replies, held = self._take()
         try:
             out = self._at_once.write_at_once(data)
         except GONE:
             self._gone()
-            writing.set()
             return True
         if not out:  # stdout holds the rest: the writer waits for it to drain
-            self._rest = writing, replies, held
+            self._rest = replies, held
             self._pending.set()
             return False
-        self._in_write = None
-        writing.set()
-        self.on_written(replies, held)
+        self._done(replies, held)
         return True
 
     async def flush(self) -> None:
@@ -117,44 +115,49 @@ class StdoutWriter:
                 return
 
     async def run(self) -> None:
-        writing = self._written
         try:
             while True:
                 await self._pending.wait()
                 self._pending = _backend.event()
                 if self._rest is not None:  # `release` began it
-                    writing, replies, held = self._rest
                     assert self._at_once is not None
                     try:
                         await self._at_once.drained()
                     except GONE:
                         self._gone()
                         return
-                    self._rest = self._in_write = None
-                    writing.set()
-                    self.on_written(replies, held)
+                    replies, held = self._rest
+                    self._rest = None
+                    self._done(replies, held)
                 if not self._lines:  # `release` took them
                     continue
-                data, writing, replies, held = self._take()
+                data, replies, held = self._take()
                 try:
                     await self._stdout(data)
                 except GONE:
                     self._gone()
                     return
-                self._in_write = None
-                writing.set()
-                self.on_written(replies, held)
+                self._done(replies, held)
         finally:  # nobody waits for a write that will not come
             self._stopped = True
-            writing.set()
+            if self._in_write is not None:
+                self._in_write.set()
             self._written.set()
-            if self._rest is not None:
-                self._rest[0].set()
+
+    def _done(self, replies: int, held: int) -> None:
+        """The write under way is out: its waiters go on, its requests end."""
+        assert self._in_write is not None
+        self._in_write.set()
+        self._in_write = None
+        self.on_written(replies, held)
 
     def _gone(self) -> None:
+        """stdout broke: the session ends, and the write under way is over."""
         logger.warning("stdout is closed: the client is gone; stopping")
         self._stopped = True
         self._session.cancel()
+        if self._in_write is not None:
+            self._in_write.set()
 
     async def let_out(self) -> None:
         """Let the writer take what is queued now, if it is free to (a write under way
@@ -174,14 +177,13 @@ class StdoutWriter:
             self.queued_at = time.perf_counter()
         self._lines.append(body + b"\n")
 
-    def _take(self) -> tuple[bytes, _backend.Event, int, int]:
-        """The messages queued, as one write: its bytes, the event it sets when written,
-        its replies and what they hold. The next messages queue afresh."""
-        taken = (b"".join(self._lines), self._written, self._replies, self._held)
-        self._lines, self._written = [], _backend.event()
+    def _take(self) -> tuple[bytes, int, int]:
+        """The messages queued, as one write (`_in_write` until it is out): its bytes, its
+        replies and what they hold. The next messages queue afresh."""
+        taken = (b"".join(self._lines), self._replies, self._held)
+        self._in_write, self._lines, self._written = self._written, [], _backend.event()
         self.queued_at = None
         self._replies = self._held = 0
-        self._in_write = taken[1]
         return taken
 
 
