@@ -29,7 +29,9 @@ pinned to core 1):
   official SDK's `MCPServer` with our `TasksExtension` (`benchmarks/sdk_tasks_server.py`).
 
 Beside them: where a request's CPU time goes, part by part (`split.py`), and `serve
---workers 2` against one worker on Redis and on SQLite (`workers.py`).
+--workers 2` against one worker on Redis and on SQLite (`workers.py`). Run by hand:
+whether one core's generator can drive the fastest ceiling, wrk beside h2load
+(`generators.py`).
 
 Every server has a synchronous `greet` and a task `slow_compute`. The same load goes to all
 of them, the 2026-07-28 wire with every header: 16 keep-alive connections over 127.0.0.1,
@@ -1238,7 +1240,15 @@ warm-up, then {seconds:g} s counted; runs alternate between the servers ({rounds
 ones not measured paused (SIGSTOP), and the best run of each counts. A fixed request again
 and again (tasks/get, task creations, sync tool calls) is sent by wrk, a C load generator on
 one thread; its share of its core is kept with each figure (`load_cpu_share`), and an aim
-checks it stays under 0.9 for every ceiling, so the generator is not what limits them. Task
+checks it stays under 0.9 for every ceiling, so the generator is not what limits them. On
+this machine's two cores that check fails for the uvloop ceiling's fixed requests and the
+asyncio and uvloop ceilings' lives, and not through wrk: `benchmarks/generators.py` drives
+the uvloop ceiling's `tasks/get` from wrk and from h2load (nghttp2's C generator) in
+alternate rounds, and on 2026-12-06 wrk read 112,200 a second at 0.93 of its core, h2load
+113,000 at 0.98. A fixed answer costs the server about what the request costs the
+generator (a read, a parse, a write), so no generator on one core shows such a server's
+limit; a third core would, or pipelined requests, which change what every server is
+measured on. Task
 lives, which read each answer to send the next request, are driven by wrk as well: one
 thread and 16 connections, whose Lua script reads each answer (a task handle: its poll is
 queued for the next free connection; `completed`: a life, and a new task's creation next),

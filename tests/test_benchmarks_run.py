@@ -254,3 +254,29 @@ def test_listen_benchmark_runs_and_reports_both_rates() -> None:
     for run in (figures["none"], figures["with_streams"]):
         assert run["count"] > 0 and run["failures"] == 0, run
     assert figures["ratio"] > 0
+
+
+@pytest.mark.slow
+def test_generators_benchmark_drives_the_uvloop_ceiling_from_wrk_and_h2load() -> None:
+    """Both C generators load the fastest fixed-answer server: every answer a 2xx, and each
+    generator's share of its core measured (what the generator check rests on)."""
+    missing = [tool for tool in ("wrk", "h2load") if shutil.which(tool) is None]
+    if missing:
+        hint = f"{' and '.join(missing)} not installed (Debian: apt-get install wrk nghttp2-client)"
+        if os.environ.get("CI"):
+            pytest.fail(hint)
+        pytest.skip(hint)
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "generators.py"), "--seconds", "1", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    figures = json.loads(out.stdout)
+    assert figures["server"] == "ceiling: uvloop + httptools"
+    assert set(figures["generators"]) == {"wrk", "h2load"}
+    for name, run in figures["generators"].items():
+        assert run["per_second"] > 0 and run["failures"] == 0, (name, run)
+        assert 0 < run["load_cpu_share"] <= 1.05, (name, run)  # one thread: one core at most
+        assert len(run["every_run"]) == 1, (name, run)
