@@ -1257,9 +1257,10 @@ does (the answer handed to Lua), and the fastest ceilings' lives take nearly all
 core: there the ceiling's figure is what wrk reaches, less than the ceiling could (its
 share is in the aims). Until issue 33's eleventh session each connection had a thread of
 its own, so that its script could follow its task: 16 threads on wrk's one core, a switch
-an answer, and the ceilings' lives read lower: asyncio's 38,800 in the run before against
-51,500 in this one, uvloop's 37,500 against 59,300, while ours moved from 6,900 to 7,500.
-So the asyncio lives aim, met at 0.18 against the slower reading, reads 0.146 now. wrk times
+an answer, and the ceilings' lives read lower: asyncio's 38,800 in the run before the
+change against 51,500 in the one after, uvloop's 37,500 against 59,300, while ours moved
+from 6,900 to 7,500. So the asyncio lives aim, met at 0.18 against the slower reading,
+reads 0.14-0.15 since (6,600 against 46,100 in this run). wrk times
 requests, not lives: a life's latencies are those of its requests. Each workload is read
 against the ceiling's figure for the same workload. Every answer is checked (status 200
 or 202, no JSON-RPC error). Pinning: {pinned}.
@@ -1302,7 +1303,7 @@ did not move (a server that runs more code loses more to a neighbour's use of th
 on a quiet day (the run of issue 33's sixth session) the same code answered 37,700 against
 the ceiling's 99,800. On trio the loop itself costs more, and its ceiling is under half of
 asyncio's: `serve` on trio meets every aim, task creations too since its answers are
-written in batches (0.24 in this run, 0.19 before).
+written in batches (0.26 in this run, 0.19 before).
 
 A task creation costs four to five times a `tasks/get` in the server (the `task creations`
 rows): the tool runs twice (in the request, where it answers that it becomes a task, then
@@ -1350,15 +1351,16 @@ creations, the wakes it no longer takes.
 Making the run's cancel scope a no-op gave 13 % more creations, the outcome's save 7 %.
 A whole life adds a `tasks/get` to it; its
 aim reads ours against the ceiling's lives, which wrk itself limits (it reads every answer
-in Lua, at 0.93 of its core on the asyncio ceiling, 0.99 on uvloop's): the ceiling's true
+in Lua, at 0.88 of its core on the asyncio ceiling, 0.96 on uvloop's, in this run): the
+ceiling's true
 figure is higher, so that ratio flatters us if anything.
 
 Over stdio the server's CPU time per answer (`cpu_us_per_answer` in `benchmarks.json`, read
 from `/proc`, which other work on the machine sways less than answers/s) is the figure to
 watch. Most of a `greet` call's is `Server.handle` (the core and the tool's context):
-in-process about 9 us alone, and 15.6 us of CPU an answer the whole process spends in this
-run, against the echo's 2.5 (14.4 and 2.1 in the run before it, on a quieter machine; 16.5
-in issue 33's tenth session, 21 in its sixth, 56 before the issue); the rest is the
+in-process about 9 us alone, and 14.8 us of CPU an answer the whole process spends in this
+run, against the echo's 2.9 (14.4 to 15.6 in issue 33's eleventh session, 16.5 in its
+tenth, 21 in its sixth, 56 before the issue); the rest is the
 transport and the loop. The transport makes no task for a line
 whose request never waits (a `greet`, a `tasks/get`): the pump runs `handle` for it at once
 and goes on to the next line. Only a request that does wait gets a task (the one it began
@@ -1377,10 +1379,11 @@ taken from them, 0.4 us), the common `async def tool(ctx, args)` is awaited with
 coroutine between, and a line is searched for the mark of a notification only when room
 is short (0.2 us): 14.1 to 12.8 us a line in-process. The first full run after it (on
 d632f38) read 68,800 calls a second, 0.37 of the echo (aim 0.35; the echo's rounds ran at
-165,000 to 184,000), against 60,200 and 0.28 in the run before. This run, on a busier
-machine, reads 63,000 against an echo whose rounds ran at 119,000 to 198,000: 0.32. At
-14.4 us an answer, 0.35 holds while the echo answers fewer than about 197,000 a second;
-at this run's 15.6, fewer than 183,000.
+165,000 to 184,000), against 60,200 and 0.28 in the run before; the next, on a busier
+machine, read 63,000 against an echo whose rounds ran at 119,000 to 198,000: 0.32. This
+run (twelfth session, the same code but for the pump sorting each line once) reads 65,000
+against an echo of 134,000 to 146,000: 0.44. At 14.8 us an answer, 0.35 holds while the
+echo answers fewer than about 186,000 a second.
 
 A 2025 session's request costs what the 2026-07-28 one does, plus the session: its
 record read from the store (its idle time started again), the session's `_meta` written in
