@@ -29,11 +29,8 @@ import argparse
 import importlib.util
 import json
 import re
-import resource
 import shutil
-import subprocess
 import tempfile
-import time
 from typing import Any
 
 
@@ -58,36 +55,28 @@ def h2load_requests(port: int, data: bytes, warmup: float, seconds: float) -> di
     """`data` (an HTTP/1.1 request) again and again from h2load on `loadgen.CONNECTIONS`
     connections, one thread: requests/s, the answers that failed or were not 2xx, and
     `load_cpu_share`, the share of its core h2load used."""
-    head, _, body = data.partition(b"\r\n\r\n")
-    request_line, *header_lines = head.split(b"\r\n")
-    path = request_line.split(b" ")[1].decode()
+    _, path, fields, body = loadgen.request_parts(data)
+    url = f"http://127.0.0.1:{port}{path.decode()}"
     headers: list[str] = []
-    for line in header_lines:
-        name, _, value = line.decode().partition(":")
-        if name.lower() not in ("content-length", "host"):
-            headers += ["-H", f"{name}: {value.strip()}"]
+    for name, value in fields:
+        headers += ["-H", f"{name.decode()}: {value.decode()}"]
     with tempfile.NamedTemporaryFile("wb", suffix=".json") as posted:
         posted.write(body)
         posted.flush()
         command = ["h2load", "--h1", f"-c{loadgen.CONNECTIONS}", "-t1",
                    f"-D{max(1, round(seconds))}", f"--warm-up-time={max(1, round(warmup))}",
-                   "-d", posted.name, *headers, f"http://127.0.0.1:{port}{path}"]  # fmt: skip
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.monotonic()
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        wall = time.monotonic() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                   "-d", posted.name, *headers, url]  # fmt: skip
+        done, share = loadgen.measured_run(command)
     finished, requests = _FINISHED.search(done.stdout), _REQUESTS.search(done.stdout)
     statuses = _STATUS.search(done.stdout)
     if done.returncode != 0 or not finished or not requests or not statuses:
         raise RuntimeError(f"h2load failed ({done.returncode}): {done.stdout} {done.stderr}")
     total, succeeded, ok = int(requests[1]), int(requests[3]), int(statuses[1])
-    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {
         "per_second": float(finished[1]),
         "count": total,
         "failures": total - min(succeeded, ok),
-        "load_cpu_share": used / wall,
+        "load_cpu_share": share,
         "generator": "h2load",
     }
 

@@ -181,19 +181,41 @@ def _checked_once(port: int, data: bytes) -> None:
         raise RuntimeError(f"the request is refused: {bytes(buffer[:300])!r}")
 
 
+def request_parts(data: bytes) -> tuple[bytes, bytes, list[tuple[bytes, bytes]], bytes]:
+    """An HTTP/1.1 request's method, path, headers and body, for a generator that writes the
+    request itself: without `Content-Length` and `Host`, which it writes on its own."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    request_line, *header_lines = head.split(b"\r\n")
+    method, path, _ = request_line.split(b" ", 2)
+    fields = [
+        (name, value.strip())
+        for name, _, value in (line.partition(b":") for line in header_lines)
+        if name.lower() not in (b"content-length", b"host")
+    ]
+    return method, path, fields, body
+
+
+def measured_run(command: list[str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`command` run to its end, its output captured: what it did, and the share of a core
+    it used meanwhile (its CPU time over the wall time)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return done, used / wall
+
+
 def wrk_requests(port: int, data: bytes, warmup: float, seconds: float) -> dict[str, Any]:
     """`fixed_requests` measured by wrk (a C load generator, `CONNECTIONS` connections on
     one thread): requests/s, latency, the answers that were not 2xx or 3xx (or failed to
     arrive), and `load_cpu_share`, the share of its core wrk used (near 1: wrk, not the
     server, may be what limits the figure). The request is checked once first."""
     _checked_once(port, data)
-    head, _, body = data.partition(b"\r\n\r\n")
-    request_line, *header_lines = head.split(b"\r\n")
-    method, path, _ = request_line.split(b" ", 2)
+    method, path, fields, body = request_parts(data)
     headers = "\n".join(
-        f"wrk.headers[{_lua_string(name)}] = {_lua_string(value.strip())}"
-        for name, _, value in (line.partition(b":") for line in header_lines)
-        if name.lower() not in (b"content-length", b"host")
+        f"wrk.headers[{_lua_string(name)}] = {_lua_string(value)}" for name, value in fields
     )
     script = _WRK_SCRIPT % {"method": _lua_string(method), "path": _lua_string(path),
                             "body": _lua_string(body), "headers": headers}  # fmt: skip
@@ -318,23 +340,17 @@ def _run_wrk(
         lua.write(script)
         lua.flush()
 
-        def run(duration: float) -> str:
+        def run(duration: float) -> tuple[str, float]:
             command = ["wrk", f"-t{threads}", f"-c{CONNECTIONS}", f"-d{max(1, round(duration))}s",
                        "-s", lua.name, url]  # fmt: skip
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            done, share = measured_run(command)
             if done.returncode != 0 or "MCP_" not in done.stdout:
                 raise RuntimeError(f"wrk failed ({done.returncode}): {done.stdout} {done.stderr}")
-            return done.stdout
+            return done.stdout, share
 
         if warmup >= 0.5:
             run(warmup)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.monotonic()
-        out = run(seconds)
-        wall = time.monotonic() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return out, used / wall
+        return run(seconds)
 
 
 def _summary(latencies: list[float], seconds: float, failures: int) -> dict[str, Any]:
